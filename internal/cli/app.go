@@ -1,0 +1,64 @@
+// Package cli is dal-exec's command line: one file per subcommand, each
+// exporting its *cli.Command, over internal/runner.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/dal-runtime/dal/internal/version"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// exitError carries an exit code out of an action.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// usageError is a mistake in the command line: exit 2 with its sentence.
+type usageError struct{ error }
+
+// App builds dal-exec.
+func App(stdout, stderr io.Writer) *ucli.App {
+	return &ucli.App{
+		Name:    "dal-exec",
+		Usage:   "run an AI agent deterministically: virtual time, seeded randomness, guard rails",
+		Version: version.Version,
+		Description: `dal-exec wraps any agent process. In strict mode (the default) every clock the agent reads
+starts at the epoch and advances only by its own reads, sleeps and timers; every random draw
+comes from a stream derived from --seed. Two runs with the same seed print the same bytes.
+
+Without --socket, dal-exec uses a dald already listening at the default socket, or runs one
+inside itself: nothing needs to be started first.`,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		HideHelpCommand:      true,
+		EnableBashCompletion: false,
+		Commands: []*ucli.Command{
+			RunCommand(),
+		},
+		ExitErrHandler: func(*ucli.Context, error) {},
+	}
+}
+
+// Main runs dal-exec with args and returns the process exit code: the
+// agent's own, or 2 when dal-exec itself could not do what was asked.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGPIPE)
+	defer stop()
+	err := App(stdout, stderr).RunContext(ctx, args)
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "dal-exec: %s\n", err)
+		return 2
+	}
+}

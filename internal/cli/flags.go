@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/seedrng"
+	"github.com/dal-runtime/dal/vclock"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// runFlags are shared by every subcommand that starts an agent.
+func runFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "mode", Value: "strict", EnvVars: []string{"DAL_MODE"},
+			Usage: "execution mode: strict (virtual clock, seeded randomness), seeded (real clock logged, seeded randomness), logged (real clock and randomness, all logged), default (real, guard rails only)"},
+		&ucli.StringFlag{Name: "seed", Value: "0", EnvVars: []string{"DAL_SEED"},
+			Usage: "session seed, a decimal or 0x-hex integer in [0, 2^64)"},
+		&ucli.StringFlag{Name: "epoch", Value: vclock.DefaultEpoch.Format(time.RFC3339), EnvVars: []string{"DAL_EPOCH"},
+			Usage: "virtual time origin in strict mode (RFC 3339)"},
+		&ucli.DurationFlag{Name: "quantum", Value: vclock.DefaultQuantum, EnvVars: []string{"DAL_QUANTUM"},
+			Usage: "virtual time added by every clock read in strict mode"},
+		&ucli.StringFlag{Name: "cpus", Value: "first", EnvVars: []string{"DAL_CPUS"},
+			Usage: "CPUs to pin the agent to: a list like 0 or 0-3,6; first (the first allowed CPU) or all (no pinning)"},
+		&ucli.DurationFlag{Name: "timeout", EnvVars: []string{"DAL_TIMEOUT"},
+			Usage: "wall-clock limit; when reached the agent's whole process tree is killed and dal-exec exits 124 (0: none)"},
+		&ucli.StringSliceFlag{Name: "keep-env", EnvVars: []string{"DAL_KEEP_ENV"},
+			Usage: "pass an environment variable through to the agent (repeatable; NAME or PREFIX_*); the rest is scrubbed"},
+		&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
+			Usage: "dald socket to use (default: a dald running at " + runner.DefaultSocket() + ", else an embedded one)"},
+	}
+}
+
+// specFromFlags validates the shared flags.
+func specFromFlags(c *ucli.Context) (runner.Spec, error) {
+	var spec runner.Spec
+	spec.Mode = c.String("mode")
+	valid := false
+	for _, m := range runner.Modes {
+		valid = valid || m == spec.Mode
+	}
+	if !valid {
+		return spec, usageError{fmt.Errorf("unknown mode %q: use strict, seeded, logged or default", spec.Mode)}
+	}
+	seed, err := seedrng.ParseSeed(c.String("seed"))
+	if err != nil {
+		return spec, usageError{err}
+	}
+	spec.Seed = seed
+	spec.Epoch, err = time.Parse(time.RFC3339Nano, c.String("epoch"))
+	if err != nil {
+		return spec, usageError{fmt.Errorf("epoch %q is not an RFC 3339 time like 2026-01-01T00:00:00Z", c.String("epoch"))}
+	}
+	spec.Quantum = c.Duration("quantum")
+	if spec.Quantum <= 0 {
+		return spec, usageError{fmt.Errorf("quantum %s must be positive, e.g. 1us", spec.Quantum)}
+	}
+	switch cpus := c.String("cpus"); cpus {
+	case "first":
+		spec.CPUs, err = runner.FirstCPU()
+		if err != nil {
+			return spec, err
+		}
+	default:
+		spec.CPUs, err = runner.ParseCPUs(cpus)
+		if err != nil {
+			return spec, usageError{err}
+		}
+	}
+	spec.Timeout = c.Duration("timeout")
+	if spec.Timeout < 0 {
+		return spec, usageError{fmt.Errorf("timeout %s is negative", spec.Timeout)}
+	}
+	spec.KeepEnv = c.StringSlice("keep-env")
+	spec.Socket = c.String("socket")
+	spec.Args = c.Args().Slice()
+	if len(spec.Args) == 0 {
+		return spec, usageError{fmt.Errorf("no command given: put it after --, e.g. %s -- python3 agent.py", c.Command.HelpName)}
+	}
+	return spec, nil
+}

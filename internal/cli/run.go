@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"os"
+
+	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/vclock"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// RunCommand is `dal-exec run`.
+func RunCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "run",
+		Usage:     "run an agent with guard rails, virtual time and seeded randomness (no bundle)",
+		ArgsUsage: "-- CMD [ARGS...]",
+		Description: `Runs CMD under dal and exits with its exit code (124 when --timeout kills it, 2 when
+dal-exec itself fails). The agent's environment is scrubbed to an allowlist (PATH, HOME,
+USER, LOGNAME, SHELL, TERM, TMPDIR) plus --keep-env, and gets the guard rails: AGENT_* variables,
+TZ=UTC, LC_ALL=C.UTF-8, PYTHONHASHSEED, GOMAXPROCS, one CPU, and the Python and Node shims.
+
+Examples:
+   dal-exec run -- python3 agent.py                      strict, seed 0
+   dal-exec run --seed 7 -- node agent.js                another seed, other random values
+   dal-exec run --mode seeded --clock-out clock.json -- python3 agent.py
+   dal-exec run --replay-clock clock.json -- python3 agent.py
+   dal-exec run --timeout 30s --keep-env OPENAI_API_KEY -- python3 agent.py
+   DAL_SEED=42 dal-exec run -- ./my-go-agent`,
+		Flags: append(runFlags(),
+			&ucli.StringFlag{Name: "clock-out", EnvVars: []string{"DAL_CLOCK_OUT"},
+				Usage: "write the run's clock log (clock.json: streams, reads, timers, logged ticks) to this file"},
+			&ucli.StringFlag{Name: "replay-clock", EnvVars: []string{"DAL_REPLAY_CLOCK"},
+				Usage: "serve the real clock readings recorded in this clock.json back to the agent, in order; reads past its end are reported as drift"},
+		),
+		Action: func(c *ucli.Context) error {
+			spec, err := specFromFlags(c)
+			if err != nil {
+				return err
+			}
+			spec.ClockOut = c.String("clock-out")
+			if p := c.String("replay-clock"); p != "" {
+				spec.Replay, err = vclock.ReadFile(p)
+				if err != nil {
+					return usageError{err}
+				}
+			}
+			spec.Stdin, spec.Stdout, spec.Stderr, spec.Log = os.Stdin, c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
+			res, err := runner.Run(c.Context, spec)
+			if err != nil {
+				return err
+			}
+			if res.ExitCode != 0 {
+				return exitError{res.ExitCode}
+			}
+			return nil
+		},
+	}
+}

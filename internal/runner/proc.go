@@ -1,0 +1,158 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// allowedCPUs returns the CPUs dal-exec may run on.
+func allowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	var out []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// startPinned starts cmd with its CPU affinity set to cpus (nil: inherited).
+// The affinity is set on the forking thread, so the agent has it from its
+// first instruction and every thread and child inherits it.
+func startPinned(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return fmt.Errorf("read CPU affinity: %w", err)
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin to CPUs %v: %w (see the allowed CPUs in /proc/self/status, Cpus_allowed_list)", cpus, err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil && err == nil {
+		err = fmt.Errorf("restore CPU affinity: %w", rerr)
+	}
+	return err
+}
+
+// becomeSubreaper makes orphaned descendants of the agent reparent to
+// dal-exec, so the whole tree can be found and killed.
+func becomeSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// descendants lists the PIDs below pid, children before grandchildren, read
+// from /proc/<pid>/task/*/children.
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	seen := map[int]bool{pid: true}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err == nil && !seen[c] {
+					seen[c] = true
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// signalTree sends SIGKILL to the agent's process group and to every
+// descendant of dal-exec: the agent's tree, including processes that left
+// the group and reparented to dal-exec as subreaper. It does not reap, so it
+// may run while the agent is still being waited for. It returns how many
+// processes it signalled. Preconditions: the agent is dal-exec's only child
+// (one run per process), so every descendant belongs to it.
+func signalTree(agent int, group bool) int {
+	n := 0
+	if group {
+		syscall.Kill(-agent, syscall.SIGKILL)
+	}
+	for _, p := range descendants(os.Getpid()) {
+		if syscall.Kill(p, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// interactive reports whether r is a terminal.
+func interactive(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// cleanupTree kills and reaps whatever the agent left behind once it has
+// been waited for. A parent's death does not stop its children from
+// forking, so it repeats until nothing is left. It returns how many
+// processes it killed.
+func cleanupTree() int {
+	n := 0
+	for range 100 {
+		pids := descendants(os.Getpid())
+		if len(pids) == 0 {
+			break
+		}
+		for _, p := range pids {
+			if syscall.Kill(p, syscall.SIGKILL) == nil {
+				n++
+			}
+		}
+		reapOrphans(true)
+	}
+	reapOrphans(false)
+	return n
+}
+
+// reapOrphans collects exited processes that reparented to dal-exec; with
+// block it waits for at least one.
+func reapOrphans(block bool) {
+	flags := unix.WNOHANG
+	if block {
+		flags = 0
+	}
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, flags, nil)
+		if pid <= 0 || errors.Is(err, unix.ECHILD) {
+			return
+		}
+		flags = unix.WNOHANG
+	}
+}

@@ -1,0 +1,350 @@
+// Package runner starts an agent under dal: it connects to dald (or embeds
+// one), opens a session, installs the runtime shims, applies the guard
+// rails, runs the agent with a watchdog, and collects the session's clock
+// log. cmd/dal-exec's subcommands are thin layers over it.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/dal-runtime/dal/internal/daemon"
+	"github.com/dal-runtime/dal/internal/shim"
+	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/vclock"
+)
+
+// Modes of DESIGN §2.
+var Modes = []string{"strict", "seeded", "logged", "default"}
+
+// Spec is one run.
+type Spec struct {
+	Args     []string // command and arguments
+	Dir      string   // working directory ("" = current)
+	Mode     string
+	Seed     uint64
+	Epoch    time.Time
+	Quantum  time.Duration
+	CPUs     []int // nil: not pinned
+	Timeout  time.Duration
+	KeepEnv  []string
+	Socket   string // "" = a running default dald, else embedded
+	ClockOut string // write clock.json here ("" = not kept)
+	Replay   *vclock.File
+
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Log            io.Writer // dal's own messages ("dal: ...")
+}
+
+// Result is what a run produced.
+type Result struct {
+	ExitCode int
+	TimedOut bool
+	Killed   int // processes killed by the watchdog or left behind
+	Wall     time.Duration
+	Env      Env
+	Rails    []string // names of the guard-rail variables set
+	Clock    *vclock.File
+	Daemon   string // "embedded" or the socket path
+}
+
+// UsageError is a mistake in what the user asked for, as opposed to a
+// failure of dal itself.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// DefaultSocket is where dald listens unless told otherwise.
+func DefaultSocket() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "dal", "dald.sock")
+	}
+	if os.Getuid() == 0 {
+		return "/run/dal/dald.sock"
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("dal-%d", os.Getuid()), "dald.sock")
+}
+
+type session struct {
+	id, socket, clockFile string
+	client                *wire.Client
+}
+
+// connect dials the given daemon, a running default one, or starts an
+// embedded one in tmp. The returned stop function shuts an embedded daemon.
+func connect(spec *Spec, tmp string) (*wire.Client, string, func(), error) {
+	hello := wire.Request{Role: wire.RoleExec}
+	if spec.Socket != "" {
+		c, _, err := wire.Dial(spec.Socket, hello)
+		if err != nil {
+			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+				err = fmt.Errorf("no dald answers at %s: start `dald --socket %s`, or drop --socket/DAL_SOCKET to use the embedded one", spec.Socket, spec.Socket)
+			}
+			return nil, "", nil, err
+		}
+		return c, spec.Socket, func() {}, nil
+	}
+	if def := DefaultSocket(); fileIsSocket(def) {
+		c, _, err := wire.Dial(def, hello)
+		if err == nil {
+			return c, def, func() {}, nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
+			return nil, "", nil, err
+		}
+	}
+	path := filepath.Join(tmp, "dald.sock")
+	srv, err := daemon.Listen(path, daemon.Options{})
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("start the embedded dald: %w", err)
+	}
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}
+	c, _, err := wire.Dial(path, hello)
+	if err != nil {
+		stop()
+		return nil, "", nil, fmt.Errorf("connect to the embedded dald: %w", err)
+	}
+	return c, "embedded", stop, nil
+}
+
+func fileIsSocket(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().Type() == os.ModeSocket
+}
+
+// Run runs spec to completion. The error is non-nil only when dal itself
+// failed (exit 2); the agent's own failure is its exit code in Result.
+func Run(ctx context.Context, spec Spec) (*Result, error) {
+	if len(spec.Args) == 0 {
+		return nil, UsageError{errors.New("no command given: put it after --, e.g. dal-exec run -- python3 agent.py")}
+	}
+	if spec.Log == nil {
+		spec.Log = os.Stderr
+	}
+	path, err := exec.LookPath(spec.Args[0])
+	if err != nil {
+		return nil, UsageError{fmt.Errorf("command %q not found: check its spelling or PATH", spec.Args[0])}
+	}
+	tmp, err := os.MkdirTemp("", "dal-run-")
+	if err != nil {
+		return nil, fmt.Errorf("create the run's private directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	client, where, stop, err := connect(&spec, tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	defer client.Close()
+
+	rep, err := client.Call(wire.Request{Op: wire.OpSessionOpen, Mode: spec.Mode, Seed: spec.Seed,
+		EpochNS: spec.Epoch.UnixNano(), QuantumNS: int64(spec.Quantum), Replay: spec.Replay != nil})
+	if err != nil {
+		return nil, fmt.Errorf("open a session: %w", err)
+	}
+	sess := session{id: rep.Session, client: client, clockFile: spec.ClockOut}
+	if where == "embedded" {
+		sess.socket = filepath.Join(tmp, "dald.sock")
+	} else {
+		sess.socket = where
+	}
+	if sess.clockFile == "" {
+		sess.clockFile = filepath.Join(tmp, "clock.json")
+	} else if sess.clockFile, err = filepath.Abs(sess.clockFile); err != nil {
+		return nil, err
+	}
+	if spec.Replay != nil {
+		if err := load(client, sess.id, spec.Replay); err != nil {
+			return nil, err
+		}
+	}
+	shims, err := shim.Install()
+	if err != nil {
+		return nil, err
+	}
+
+	env := keep(os.Environ(), spec.KeepEnv)
+	rails := guardRails(env, &spec, sess, shims.PythonPath(), shims.NodeRequire())
+
+	res := &Result{Env: env, Rails: rails, Daemon: where}
+	if err := execute(ctx, &spec, path, env, res); err != nil {
+		return nil, err
+	}
+	res.Clock, err = collect(client, sess.id, &spec)
+	if err != nil {
+		return res, err
+	}
+	client.Call(wire.Request{Op: wire.OpSessionClose, Session: sess.id})
+	if spec.ClockOut != "" {
+		if err := res.Clock.WriteFile(sess.clockFile); err != nil {
+			return res, fmt.Errorf("write the clock log: %w", err)
+		}
+	}
+	for _, d := range res.Clock.Drift {
+		fmt.Fprintf(spec.Log, "dal: drift in stream %s (%s): %s\n", d.Stream, d.What, d.Detail)
+	}
+	return res, nil
+}
+
+// execute starts the agent, forwards signals, enforces the timeout and
+// waits for the agent and its whole tree.
+func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result) error {
+	cmd := &exec.Cmd{
+		Path: path, Args: spec.Args, Dir: spec.Dir, Env: env.List(),
+		Stdin: spec.Stdin, Stdout: spec.Stdout, Stderr: spec.Stderr,
+		// Its own process group, so the tree can be signalled at once --
+		// except on a terminal, where the agent must stay in the
+		// foreground group to read input.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: !interactive(spec.Stdin), Pdeathsig: syscall.SIGKILL},
+		// Output copying (when Stdout is not a file) must not outlive a
+		// killed tree by long.
+		WaitDelay: 2 * time.Second,
+	}
+	if err := becomeSubreaper(); err != nil {
+		return fmt.Errorf("become the agent's subreaper: %w", err)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	start := time.Now()
+	if err := startPinned(cmd, spec.CPUs); err != nil {
+		return fmt.Errorf("start %s: %w", spec.Args[0], err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var watchdog <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		watchdog = t.C
+	}
+	cancelled := ctx.Done()
+	var werr error
+wait:
+	for {
+		select {
+		case werr = <-done:
+			break wait
+		case s := <-sigs:
+			// In its own group the agent misses signals sent to ours;
+			// sharing our group, it already got the terminal's.
+			if cmd.SysProcAttr.Setpgid {
+				syscall.Kill(-cmd.Process.Pid, s.(syscall.Signal))
+			} else if s == syscall.SIGTERM || s == syscall.SIGHUP {
+				cmd.Process.Signal(s)
+			}
+		case <-watchdog:
+			res.TimedOut = true
+			res.Killed += signalTree(cmd.Process.Pid, cmd.SysProcAttr.Setpgid)
+			watchdog = nil
+		case <-cancelled:
+			res.Killed += signalTree(cmd.Process.Pid, cmd.SysProcAttr.Setpgid)
+			cancelled = nil
+		}
+	}
+	res.Wall = time.Since(start)
+	left := cleanupTree()
+	if res.TimedOut {
+		res.Killed += left
+		res.ExitCode = 124
+		fmt.Fprintf(spec.Log, "dal: --timeout %s reached after %s: killed the agent's process tree (%d processes); exit code 124\n",
+			spec.Timeout, res.Wall.Round(time.Millisecond), res.Killed)
+		return nil
+	}
+	if left > 0 {
+		res.Killed += left
+		fmt.Fprintf(spec.Log, "dal: the agent exited leaving %d processes running; they were killed\n", left)
+	}
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+		res.ExitCode = 0
+	case errors.As(werr, &ee):
+		ws := ee.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s; exit code %d\n", ws.Signal(), res.ExitCode)
+		} else {
+			res.ExitCode = ws.ExitStatus()
+		}
+	default:
+		return fmt.Errorf("wait for %s: %w", spec.Args[0], werr)
+	}
+	return nil
+}
+
+// load hands a recorded clock log to dald to serve.
+func load(c *wire.Client, id string, f *vclock.File) error {
+	const page = 32768
+	for _, s := range f.Streams {
+		l, err := s.Ticks.Log()
+		if err != nil {
+			return err
+		}
+		first := true
+		for from := 0; first || from < l.Len(); from += page {
+			to := min(from+page, l.Len())
+			req := wire.Request{Op: wire.OpSessionLoad, Session: id, Stream: s.Stream,
+				Kinds: l.Kinds[from:to], Values: l.Values[from:to]}
+			if first {
+				req.Timers = s.Timers
+			}
+			if _, err := c.Call(req); err != nil {
+				return fmt.Errorf("load recorded ticks of stream %s: %w", s.Stream, err)
+			}
+			first = false
+		}
+	}
+	return nil
+}
+
+// collect reads the session's clock log from dald.
+func collect(c *wire.Client, id string, spec *Spec) (*vclock.File, error) {
+	rep, err := c.Call(wire.Request{Op: wire.OpSessionDump, Session: id})
+	if err != nil {
+		return nil, fmt.Errorf("read the session's clock log: %w", err)
+	}
+	f := &vclock.File{Version: vclock.FileVersion, Mode: spec.Mode, Seed: spec.Seed,
+		Epoch: spec.Epoch.UTC(), QuantumNS: int64(spec.Quantum), Streams: []vclock.StreamLog{}, Drift: []vclock.DriftEntry{}}
+	for _, s := range rep.Streams {
+		var l vclock.Log
+		for from := 0; from < s.Ticks; {
+			page, err := c.Call(wire.Request{Op: wire.OpSessionTicks, Session: id, Stream: s.Stream, From: from})
+			if err != nil {
+				return nil, fmt.Errorf("read ticks of stream %s: %w", s.Stream, err)
+			}
+			if len(page.Values) == 0 {
+				break
+			}
+			l.Append(page.Kinds, page.Values)
+			from += len(page.Values)
+		}
+		timers := s.Timers
+		if timers == nil {
+			timers = [][2]int64{}
+		}
+		f.Streams = append(f.Streams, vclock.StreamLog{Stream: s.Stream, Runtime: s.Runtime, Reported: s.Reported,
+			Reads: s.Reads, SleepNS: s.SleepNS, NowNS: s.NowNS, Timers: timers, Draws: s.Draws, Ticks: vclock.FromLog(&l)})
+	}
+	for _, d := range rep.Drift {
+		f.Drift = append(f.Drift, vclock.DriftEntry{Stream: d.Stream, What: d.What, Detail: d.Detail})
+	}
+	return f, nil
+}

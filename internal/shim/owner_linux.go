@@ -1,0 +1,14 @@
+package shim
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+func ownerUID(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}

@@ -1,0 +1,48 @@
+// Package vclock is dal's virtual time: per-process clock streams, their
+// names, and the tick logs that record and replay real clock readings.
+//
+// # Streams
+//
+// Every process of a session owns one stream, named by spawn order under its
+// parent: the root is "0", its children "0.1", "0.2", their children "0.1.1".
+// Names never depend on PIDs, so two runs of the same program name their
+// processes the same way.
+//
+// # Strict mode
+//
+// A stream keeps one integer offset t (nanoseconds since the stream began,
+// starting at 0). A clock read adds the quantum (default 1µs) and returns
+// Epoch+t for realtime clocks or Mono+t for monotonic ones; a sleep of d adds
+// d and returns at once; an idle event loop jumps t to its next timer
+// deadline. Values therefore depend only on the process's own sequence of
+// reads, sleeps and timers, never on the machine.
+//
+// # Outstanding I/O (the rule the shims' event loops follow)
+//
+// When an event loop would block with its next timer T away, it first polls
+// I/O without blocking. Ready I/O is handled and virtual time does not move.
+// If nothing is ready:
+//
+//   - with no outstanding I/O (no connected socket, pipe, child process,
+//     pending DNS or worker job — listening sockets do not count), virtual
+//     time jumps T ahead at once: a 60 s sleep costs microseconds;
+//   - with outstanding I/O, the loop waits for real I/O for at most T of wall
+//     time. A response that arrives first is handled at the same virtual
+//     time; if none arrives, virtual time jumps T ahead and the timer fires.
+//
+// So a request racing its timeout resolves the same way on every run whose
+// server answers within the timeout — always the case on replay, where
+// answers are served locally — and nothing ever freezes: a listening server
+// lets time jump, a long poll runs at real speed. Limits: a response slower
+// than its (virtual) timeout loses the race in real time as it would without
+// dal, so a flaky live endpoint can change the outcome of a strict run that
+// is not replaying; and an event loop dal does not own (uvloop, a C
+// extension's own threads) runs on real timers, which the shims report.
+//
+// # Seeded and logged modes
+//
+// Reads return real time and are appended to the stream's tick log
+// (kind, value). A replay serves the log back in order; a read past its end,
+// or of another kind than recorded, is drift: the Player reports it and
+// continues deterministically from the last served value.
+package vclock
