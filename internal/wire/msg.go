@@ -159,6 +159,9 @@ func DecodeRequest(body []byte) (Request, error) {
 	if len(body) == 0 || !isMap(body[0]) {
 		return req, ErrNotMap
 	}
+	if err := check(body); err != nil {
+		return req, fmt.Errorf("malformed request: %w", err)
+	}
 	dec := msgpack.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
 		return req, fmt.Errorf("malformed request: %w", err)
@@ -174,6 +177,9 @@ func DecodeReply(body []byte) (Reply, error) {
 	var rep Reply
 	if len(body) == 0 || !isMap(body[0]) {
 		return rep, ErrNotMap
+	}
+	if err := check(body); err != nil {
+		return rep, fmt.Errorf("malformed reply: %w", err)
 	}
 	if err := msgpack.Unmarshal(body, &rep); err != nil {
 		return rep, fmt.Errorf("malformed reply: %w", err)
