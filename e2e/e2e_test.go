@@ -1,0 +1,329 @@
+// Package e2e runs the built dal-exec and dald binaries the way a user does.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/vclock"
+)
+
+var bin struct{ exec, dald, goagent string }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dal-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	for _, b := range []struct {
+		out       *string
+		name, pkg string
+	}{
+		{&bin.exec, "dal-exec", "../cmd/dal-exec"}, {&bin.dald, "dald", "../cmd/dald"}, {&bin.goagent, "goagent", "./testdata/goagent"},
+	} {
+		*b.out = filepath.Join(dir, b.name)
+		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// dalExec runs dal-exec with args and extra environment, with its own TMPDIR
+// so a test can check that nothing is left behind.
+func dalExec(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.exec, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := result{stdout: so.String(), stderr: se.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("dal-exec %v: %v", args, err)
+	}
+	return r
+}
+
+func TestExitCodeIsTheAgents(t *testing.T) {
+	t.Parallel()
+	if r := dalExec(t, nil, "run", "--", "sh", "-c", "exit 7"); r.code != 7 {
+		t.Fatalf("exit %d, want 7 (%s)", r.code, r.stderr)
+	}
+	r := dalExec(t, nil, "run", "--", "sh", "-c", "kill -TERM $$")
+	if r.code != 128+15 || !strings.Contains(r.stderr, "killed by signal terminated") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func envOf(out string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func TestEnvironmentIsScrubbedWithGuardRails(t *testing.T) {
+	t.Parallel()
+	r := dalExec(t, []string{"FOO_TOKEN=secret", "BAR=1", "KEEP_A=a", "KEEP_B=b"},
+		"run", "--seed", "42", "--keep-env", "BAR", "--keep-env", "KEEP_*", "--", "env")
+	env := envOf(r.stdout)
+	if _, ok := env["FOO_TOKEN"]; ok {
+		t.Error("FOO_TOKEN leaked into the agent's environment")
+	}
+	for k, want := range map[string]string{
+		"BAR": "1", "KEEP_A": "a", "KEEP_B": "b",
+		"AGENT_DETERMINISTIC": "1", "AGENT_EXECUTION_MODE": "strict", "AGENT_SEED": "42",
+		"GOMAXPROCS": "1", "PYTHONHASHSEED": "42", "UV_THREADPOOL_SIZE": "1",
+		"JAVA_TOOL_OPTIONS": "-XX:ActiveProcessorCount=1", "OMP_NUM_THREADS": "1",
+		"TZ": "UTC", "LC_ALL": "C.UTF-8", "SOURCE_DATE_EPOCH": "1767225600", "DAL_STREAM": "0",
+	} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+	for _, k := range []string{"AGENT_CLOCK_FILE", "DAL_SOCKET", "DAL_SESSION", "PYTHONPATH", "NODE_OPTIONS"} {
+		if env[k] == "" {
+			t.Errorf("%s is not set", k)
+		}
+	}
+	// Flags read DAL_* variables.
+	r = dalExec(t, []string{"DAL_MODE=seeded", "DAL_SEED=9", "DAL_KEEP_ENV=BAR", "BAR=2"}, "run", "--", "env")
+	env = envOf(r.stdout)
+	if env["AGENT_EXECUTION_MODE"] != "seeded" || env["AGENT_SEED"] != "9" || env["BAR"] != "2" {
+		t.Errorf("DAL_* variables ignored: mode %q seed %q BAR %q", env["AGENT_EXECUTION_MODE"], env["AGENT_SEED"], env["BAR"])
+	}
+}
+
+func TestPinnedToOneCPUByDefault(t *testing.T) {
+	t.Parallel()
+	grep := []string{"--", "grep", "Cpus_allowed_list", "/proc/self/status"}
+	r := dalExec(t, nil, append([]string{"run"}, grep...)...)
+	if f := strings.Fields(r.stdout); len(f) != 2 || strings.ContainsAny(f[1], ",-") {
+		t.Fatalf("default pinning: %q", r.stdout)
+	}
+	r = dalExec(t, nil, append([]string{"run", "--cpus", "all"}, grep...)...)
+	self, _ := os.ReadFile("/proc/self/status")
+	if !strings.Contains(string(self), strings.TrimSpace(r.stdout)) {
+		t.Fatalf("--cpus all: agent has %q", r.stdout)
+	}
+}
+
+func TestTimeoutKillsTheWholeTree(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("%d.%d", time.Now().UnixNano()%1000, os.Getpid())
+	// A child in the group, a grandchild that escapes with setsid, and the
+	// agent itself, all sleeping.
+	script := fmt.Sprintf("sleep 1%s & setsid sleep 2%s & sleep 3%s", marker, marker, marker)
+	r := dalExec(t, nil, "run", "--timeout", "300ms", "--", "sh", "-c", script)
+	if r.code != 124 || !strings.Contains(r.stderr, "--timeout 300ms reached") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep [123]"+marker).Output(); len(out) > 0 {
+		t.Fatalf("processes survived the timeout: %s", out)
+	}
+}
+
+func TestLeftoverProcessesAreKilled(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("7%d", os.Getpid())
+	r := dalExec(t, nil, "run", "--", "sh", "-c", "setsid sleep "+marker+" & echo started")
+	if r.code != 0 || !strings.Contains(r.stderr, "leaving 1 processes running") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output(); len(out) > 0 {
+		t.Fatalf("orphan survived: %s", out)
+	}
+}
+
+func TestBadInputIsOneSentenceAndExit2(t *testing.T) {
+	t.Parallel()
+	other := fakeOtherVersionDald(t)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown mode", []string{"run", "--mode", "fast", "--", "true"}, "unknown mode \"fast\": use strict, seeded, logged or default"},
+		{"bad seed", []string{"run", "--seed", "seven", "--", "true"}, "seed \"seven\" is not an integer"},
+		{"negative seed", []string{"run", "--seed", "-3", "--", "true"}, "is not an integer in [0, 2^64)"},
+		{"bad epoch", []string{"run", "--epoch", "yesterday", "--", "true"}, "is not an RFC 3339 time"},
+		{"bad cpus", []string{"run", "--cpus", "3-1", "--", "true"}, "cpu list \"3-1\""},
+		{"no command", []string{"run"}, "no command given"},
+		{"missing command", []string{"run", "--", "no-such-agent-binary"}, "command \"no-such-agent-binary\" not found"},
+		{"no daemon", []string{"run", "--socket", "/nonexistent/dald.sock", "--", "true"}, "no dald answers at /nonexistent/dald.sock"},
+		{"other version", []string{"run", "--socket", other, "--", "true"}, "speaks protocol 99 (release 9.9.9), this build speaks 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tmp := t.TempDir()
+			r := dalExec(t, []string{"TMPDIR=" + tmp}, tc.args...)
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if r.code != 2 || len(lines) != 1 || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 and one line containing %q", r.code, r.stderr, tc.want)
+			}
+			if left, _ := os.ReadDir(tmp); len(left) > 0 && !(len(left) == 1 && strings.HasPrefix(left[0].Name(), "dal-shims")) {
+				t.Fatalf("left behind in TMPDIR: %v", left)
+			}
+		})
+	}
+}
+
+// fakeOtherVersionDald answers hello the way a dald of protocol 99 would.
+// It stands in for a release that does not exist yet.
+func fakeOtherVersionDald(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "other.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			body, err := wire.ReadFrame(c, wire.DefaultMaxFrame)
+			if err == nil {
+				req, _ := wire.DecodeRequest(body)
+				rep, _ := wire.Encode(&wire.Reply{ID: req.ID, Proto: 99, Version: "9.9.9", Err: "this dald speaks protocol 99"})
+				wire.WriteFrame(c, rep, wire.DefaultMaxFrame)
+			}
+			c.Close()
+		}
+	}()
+	return path
+}
+
+func TestGoAgentIsReproducible(t *testing.T) {
+	t.Parallel()
+	a := dalExec(t, nil, "run", "--seed", "7", "--", bin.goagent, "rand")
+	b := dalExec(t, nil, "run", "--seed", "7", "--", bin.goagent, "rand")
+	c := dalExec(t, nil, "run", "--seed", "8", "--", bin.goagent, "rand")
+	if a.stdout == "" || a.stdout != b.stdout || a.stdout == c.stdout {
+		t.Fatalf("seed 7: %q and %q; seed 8: %q", a.stdout, b.stdout, c.stdout)
+	}
+	r := dalExec(t, nil, "run", "--", bin.goagent, "spawn")
+	if r.stdout != "parent 0\nchild 0.1\nchild 0.2\n" {
+		t.Fatalf("spawn naming: %q %s", r.stdout, r.stderr)
+	}
+}
+
+func TestSeededTicksAreRecordedAndServedBack(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clock := filepath.Join(dir, "clock.json")
+	rec := dalExec(t, nil, "run", "--mode", "seeded", "--clock-out", clock, "--", bin.goagent, "clock", "3")
+	f, err := vclock.ReadFile(clock)
+	if err != nil || rec.code != 0 {
+		t.Fatalf("clock log: %v (%s)", err, rec.stderr)
+	}
+	if len(f.Streams) != 1 || len(f.Streams[0].Ticks.Values) != 3 || f.Streams[0].Ticks.Kinds != "rrr" || !f.Streams[0].Reported {
+		t.Fatalf("recorded %+v", f.Streams)
+	}
+	if first := time.Unix(0, f.Streams[0].Ticks.Values[0]); time.Since(first) > time.Minute || time.Since(first) < 0 {
+		t.Fatalf("seeded mode logged %v, not the real time", first)
+	}
+	// Served back: the same output, though real time has moved on.
+	rep := dalExec(t, nil, "run", "--mode", "seeded", "--replay-clock", clock, "--", bin.goagent, "clock", "3")
+	if rep.stdout != rec.stdout || rep.stderr != "" {
+		t.Fatalf("replay printed %q (stderr %q), recording %q", rep.stdout, rep.stderr, rec.stdout)
+	}
+	// Reading past the end is drift, reported, and the run stays deterministic.
+	over := dalExec(t, nil, "run", "--mode", "seeded", "--replay-clock", clock, "--", bin.goagent, "clock", "5")
+	if !strings.HasPrefix(over.stdout, rec.stdout) || !strings.Contains(over.stderr, "dal: drift in stream 0 (clock): clock read 4 is past the 3 recorded ticks") {
+		t.Fatalf("over-read: stdout %q stderr %q", over.stdout, over.stderr)
+	}
+	var raw map[string]any
+	b, _ := os.ReadFile(clock)
+	if json.Unmarshal(b, &raw) != nil || raw["version"] != float64(1) {
+		t.Fatalf("clock.json is not versioned JSON: %s", b)
+	}
+}
+
+func TestExternalDald(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "dald.sock")
+	// A stale socket from a crashed daemon is replaced.
+	ln, _ := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	d := exec.Command(bin.dald, "--socket", sock)
+	var dlog bytes.Buffer
+	d.Stderr = &dlog
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	// A second daemon refuses a live socket.
+	if out, err := exec.Command(bin.dald, "--socket", sock).CombinedOutput(); err == nil || !strings.Contains(string(out), "already listening") {
+		t.Fatalf("second dald: %v %s", err, out)
+	}
+	r := dalExec(t, nil, "run", "--socket", sock, "--seed", "7", "--", bin.goagent, "rand")
+	e := dalExec(t, nil, "run", "--seed", "7", "--", bin.goagent, "rand")
+	if r.code != 0 || r.stdout != e.stdout {
+		t.Fatalf("external dald run %q (%s), embedded %q", r.stdout, r.stderr, e.stdout)
+	}
+	d.Process.Signal(syscall.SIGTERM)
+	if err := d.Wait(); err != nil {
+		t.Fatalf("dald exit after SIGTERM: %v\n%s", err, dlog.String())
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatal("dald left its socket behind")
+	}
+}
+
+func TestDaldUnwritableSocket(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(bin.dald, "--socket", "/proc/1/dald.sock").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "pick a --socket path") {
+		t.Fatalf("%v: %s", err, out)
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for range 500 {
+		if ok() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition not met in 5 s")
+}
