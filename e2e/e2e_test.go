@@ -300,6 +300,10 @@ func TestExternalDald(t *testing.T) {
 	if r.code != 0 || r.stdout != e.stdout {
 		t.Fatalf("external dald run %q (%s), embedded %q", r.stdout, r.stderr, e.stdout)
 	}
+	st := dalExec(t, nil, "status", "--socket", sock)
+	if st.code != 0 || !strings.Contains(st.stdout, "(protocol 1)") || !strings.Contains(st.stdout, "0 open sessions") {
+		t.Fatalf("status: %d %q %q", st.code, st.stdout, st.stderr)
+	}
 	d.Process.Signal(syscall.SIGTERM)
 	if err := d.Wait(); err != nil {
 		t.Fatalf("dald exit after SIGTERM: %v\n%s", err, dlog.String())

@@ -1,0 +1,285 @@
+// Command dal-bench measures dal against baselines on this machine and
+// writes bench/out/report.md, bench/out/report.json and the README's
+// figures section. Run it through `make bench`.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dal-runtime/dal/bench"
+)
+
+var (
+	dal     = flag.String("dal", "bin/dal-exec", "dal-exec binary")
+	repeats = flag.Int("n", 25, "repeats per process-start measurement")
+	out     = flag.String("out", "bench/out", "report directory")
+	readme  = flag.String("readme", "README.md", "README whose figures section is regenerated (empty: none)")
+)
+
+func main() {
+	flag.Parse()
+	var figs []bench.Figure
+	figs = append(figs, processStart()...)
+	figs = append(figs, sleepHeavy())
+	figs = append(figs, shimClock("python", "python3", "bench/clock_python.py")...)
+	figs = append(figs, shimClock("node", "node", "bench/clock_node.js")...)
+	figs = append(figs, goBench()...)
+	if err := write(figs); err != nil {
+		fmt.Fprintln(os.Stderr, "dal-bench:", err)
+		os.Exit(2)
+	}
+}
+
+func timeRun(args ...string) (time.Duration, error) {
+	cmd := exec.Command(args[0], args[1:]...)
+	t := time.Now()
+	err := cmd.Run()
+	return time.Since(t), err
+}
+
+// processStart compares bare commands with the same under dal-exec run,
+// interleaved so drift in machine load hits both alike.
+func processStart() []bench.Figure {
+	var figs []bench.Figure
+	for _, c := range []struct {
+		name, target string
+		cmd          []string
+	}{
+		{"process start: true", "under 15 ms added", []string{"true"}},
+		{"process start: python3 -c pass", "", []string{"python3", "-c", "pass"}},
+		{"process start: node -e 0", "", []string{"node", "-e", "0"}},
+	} {
+		var bare, wrapped bench.Sample
+		for range *repeats {
+			d1, err1 := timeRun(c.cmd...)
+			d2, err2 := timeRun(append([]string{*dal, "run", "--"}, c.cmd...)...)
+			if err1 != nil || err2 != nil {
+				figs = append(figs, bench.Figure{Name: c.name, Value: fmt.Sprintf("not measured: %v %v", err1, err2)})
+				break
+			}
+			bare, wrapped = append(bare, d1), append(wrapped, d2)
+		}
+		if len(bare) == 0 {
+			continue
+		}
+		added := wrapped.Median() - bare.Median()
+		f := bench.Figure{Name: c.name, Value: fmt.Sprintf("+%.1f ms", float64(added)/1e6),
+			Ratio: float64(wrapped.Median()) / float64(bare.Median()), Baseline: "bare command",
+			Detail: fmt.Sprintf("n=%d; bare %s; dal %s (min / median / max)", len(bare), bare.Spread(), wrapped.Spread()), Target: c.target}
+		if c.target != "" {
+			f.Verdict = verdict(added < 15*time.Millisecond)
+		}
+		figs = append(figs, f)
+	}
+	return figs
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "meets"
+	}
+	return "misses"
+}
+
+// sleepHeavy runs an agent whose sleeps and timers total 5 s of virtual time.
+func sleepHeavy() bench.Figure {
+	var s bench.Sample
+	for range 5 {
+		d, err := timeRun(*dal, "run", "--", "python3", "bench/agents/sleepy.py")
+		if err != nil {
+			return bench.Figure{Name: "sleep-heavy agent (5 s virtual)", Value: "not measured: " + err.Error()}
+		}
+		s = append(s, d)
+	}
+	return bench.Figure{Name: "sleep-heavy agent (5 s virtual)", Value: fmt.Sprintf("%.0f ms wall", float64(s.Median())/1e6),
+		Ratio: float64(s.Median()) / float64(5*time.Second), Baseline: "5 s of real sleeping",
+		Detail: fmt.Sprintf("n=%d; %s", len(s), s.Spread()), Target: "well under 2 s", Verdict: verdict(s.Median() < 2*time.Second)}
+}
+
+// shimClock runs a shim's clock benchmark script under dal-exec; the script
+// prints JSON with native and shim ns per read and round trips per 10^6.
+func shimClock(lang, interp, script string) []bench.Figure {
+	name := lang + " clock read"
+	outp, err := exec.Command(*dal, "run", "--", interp, script).Output()
+	if err != nil {
+		return []bench.Figure{{Name: name, Value: "not measured: " + err.Error()}}
+	}
+	var res []struct {
+		Name       string  `json:"name"`
+		NativeNS   float64 `json:"native_ns"`
+		ShimNS     float64 `json:"shim_ns"`
+		Ratio      float64 `json:"ratio"`
+		RoundTrips float64 `json:"round_trips_per_million"`
+		Repeats    int     `json:"repeats"`
+		Spread     string  `json:"spread"`
+	}
+	if err := json.Unmarshal(lastJSON(outp), &res); err != nil {
+		return []bench.Figure{{Name: name, Value: fmt.Sprintf("not measured: unreadable output %q", outp)}}
+	}
+	var figs []bench.Figure
+	for _, r := range res {
+		figs = append(figs, bench.Figure{Name: lang + " " + r.Name, Value: fmt.Sprintf("%.2fx native", r.Ratio), Ratio: r.Ratio,
+			Baseline: fmt.Sprintf("native %.1f ns", r.NativeNS),
+			Detail:   fmt.Sprintf("shim %.1f ns; %g IPC round trips per 10^6 reads; repeats %d %s", r.ShimNS, r.RoundTrips, r.Repeats, r.Spread),
+			Target:   "at most 2x native", Verdict: verdict(r.Ratio <= 2)})
+	}
+	return figs
+}
+
+// lastJSON returns the last line of b that holds a JSON array or object:
+// the benchmark scripts print their results there.
+func lastJSON(b []byte) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := bytes.TrimSpace(lines[i]); len(l) > 0 && (l[0] == '[' || l[0] == '{') {
+			if l[0] == '{' {
+				return append(append([]byte("["), l...), ']')
+			}
+			return l
+		}
+	}
+	return nil
+}
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op(.*)$`)
+
+// goBench runs the Go micro-benchmarks of the hot paths.
+func goBench() []bench.Figure {
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", ".", "-benchtime", "200000x", "-count", "5",
+		"./agent", "./vclock", "./seedrng", "./internal/wire", "./internal/daemon")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	o, err := cmd.Output()
+	if err != nil {
+		return []bench.Figure{{Name: "go benchmarks", Value: "not measured: " + err.Error()}}
+	}
+	type agg struct{ ns, extra []string }
+	runs := map[string]*agg{}
+	var order []string
+	sc := bufio.NewScanner(bytes.NewReader(o))
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		a := runs[m[1]]
+		if a == nil {
+			a = &agg{}
+			runs[m[1]] = a
+			order = append(order, m[1])
+		}
+		a.ns = append(a.ns, m[3])
+		a.extra = append(a.extra, strings.TrimSpace(m[4]))
+	}
+	median := func(xs []string) float64 {
+		var f []float64
+		for _, x := range xs {
+			v, _ := strconv.ParseFloat(x, 64)
+			f = append(f, v)
+		}
+		for i := range f {
+			for j := i + 1; j < len(f); j++ {
+				if f[j] < f[i] {
+					f[i], f[j] = f[j], f[i]
+				}
+			}
+		}
+		return f[len(f)/2]
+	}
+	var figs []bench.Figure
+	base := func(name string) float64 {
+		if a := runs[name]; a != nil {
+			return median(a.ns)
+		}
+		return 0
+	}
+	for _, name := range order {
+		a := runs[name]
+		v := median(a.ns)
+		f := bench.Figure{Name: "go " + name, Value: fmt.Sprintf("%.1f ns/op", v),
+			Detail: fmt.Sprintf("median of %d; %s", len(a.ns), a.extra[len(a.extra)/2])}
+		switch name {
+		case "BenchmarkNowStrict":
+			if b := base("BenchmarkTimeNow"); b > 0 {
+				f.Ratio, f.Baseline = v/b, fmt.Sprintf("time.Now %.1f ns", b)
+			}
+			f.Target, f.Verdict = "at most 50 ns", verdict(v <= 50)
+		case "BenchmarkTimeNow":
+			continue
+		}
+		figs = append(figs, f)
+	}
+	return figs
+}
+
+func write(figs []bench.Figure) error {
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	kernel, _ := exec.Command("uname", "-r").Output()
+	cpu := cpuModel()
+	date := time.Now().UTC().Format("2006-01-02")
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "Measured %s on %s, Linux %s, %d CPUs, %s. Every figure is against a baseline measured in the same run.\n\n",
+		date, cpu, strings.TrimSpace(string(kernel)), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintln(&md, "| benchmark | result | ratio | baseline | target | detail |")
+	fmt.Fprintln(&md, "|---|---|---|---|---|---|")
+	for _, f := range figs {
+		ratio := ""
+		if f.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f", f.Ratio)
+		}
+		target := f.Target
+		if f.Verdict != "" {
+			target += " (" + f.Verdict + ")"
+		}
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s |\n", f.Name, f.Value, ratio, f.Baseline, target, f.Detail)
+	}
+	if err := os.WriteFile(*out+"/report.md", md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	j, _ := json.MarshalIndent(map[string]any{"date": date, "cpu": cpu, "figures": figs}, "", "  ")
+	if err := os.WriteFile(*out+"/report.json", j, 0o644); err != nil {
+		return err
+	}
+	os.Stdout.Write(md.Bytes())
+	if *readme == "" {
+		return nil
+	}
+	return spliceReadme(*readme, md.String())
+}
+
+const begin, end = "<!-- bench:begin (generated by make bench) -->", "<!-- bench:end -->"
+
+func spliceReadme(path, body string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %q ... %q section", path, begin, end)
+	}
+	return os.WriteFile(path, []byte(s[:i+len(begin)]+"\n"+body+s[j:]), 0o644)
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}

@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/wire"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// StatusCommand is `dal-exec status`.
+func StatusCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "status",
+		Usage: "show a running dald's version, uptime and open sessions",
+		Description: `Asks the dald at --socket (default: the default socket) for its status.
+
+Examples:
+   dal-exec status
+   dal-exec status --socket /tmp/dald.sock --json`,
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "socket", Value: runner.DefaultSocket(), EnvVars: []string{"DAL_SOCKET"}, Usage: "dald socket"},
+			&ucli.BoolFlag{Name: "json", Usage: "print the status as JSON"},
+		},
+		Action: func(c *ucli.Context) error {
+			path := c.String("socket")
+			cl, _, err := wire.Dial(path, wire.Request{Role: wire.RoleCtl})
+			if err != nil {
+				if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+					return fmt.Errorf("no dald answers at %s: start one with `dald --socket %s` (dal-exec run embeds its own when none runs)", path, path)
+				}
+				return err
+			}
+			defer cl.Close()
+			rep, err := cl.Call(wire.Request{Op: wire.OpStatus})
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			if c.Bool("json") {
+				return json.NewEncoder(w).Encode(map[string]any{"version": rep.Version, "proto": rep.Proto,
+					"pid": rep.PID, "uptime_s": rep.UptimeS, "sessions": rep.Sessions})
+			}
+			fmt.Fprintf(w, "dald %s (protocol %d), pid %d, up %.0f s, socket %s\n", rep.Version, rep.Proto, rep.PID, rep.UptimeS, path)
+			fmt.Fprintf(w, "%d open sessions\n", len(rep.Sessions))
+			for _, s := range rep.Sessions {
+				fmt.Fprintf(w, "  %s  mode %-7s seed %-20d streams %d (live %d)  drift %d\n", s.ID, s.Mode, s.Seed, s.Streams, s.Live, s.Drift)
+			}
+			return nil
+		},
+	}
+}
