@@ -6,12 +6,18 @@
 //   bin/dal-exec run --mode seeded -- node bench/clock_node.js   real clock, logged
 //
 // The shim keeps the unpatched functions (globalThis[Symbol.for('dal')].native),
-// so both sides run on the same engine state. Each read is timed over
+// so both sides run on the same engine state. Both sides call a captured
+// function reference (new Date() aside), so property lookups on process or
+// performance do not weigh on one side only. Each read is timed over
 // N calls, native and shimmed alternating for ROUNDS rounds; the median of the
-// rounds is reported. Output, one JSON object:
+// rounds is reported. Output, one line of JSON (what bench/cmd/dal-bench
+// reads), an array with one element per read:
 //
-//   {mode, runtime, calls, results: [{read, native_ns, shim_ns, ratio}],
-//    round_trips_per_1e6_reads, reads}
+//   [{name, native_ns, shim_ns, ratio, round_trips_per_million, repeats,
+//     spread, mode, runtime}, ...]
+//
+// round_trips_per_million counts the shim's IPC round trips per 10^6 shimmed
+// calls (0 in strict mode; 10^6/batch for clock reads in seeded mode).
 //
 // Timing uses the native monotonic clock. Exit status 2 when the shim is not
 // active (plain node, or dald unreachable): there would be nothing to compare.
@@ -30,7 +36,7 @@ const hr = dal.native.hrtimeBigint;
 const loops = {
   'Date.now': [
     (n) => { const f = dal.native.dateNow; let x = 0; for (let i = 0; i < n; i++) x += f(); return x; },
-    (n) => { let x = 0; for (let i = 0; i < n; i++) x += Date.now(); return x; },
+    (n) => { const f = Date.now; let x = 0; for (let i = 0; i < n; i++) x += f(); return x; },
   ],
   'new Date()': [
     (n) => { const D = dal.native.Date; let x = 0; for (let i = 0; i < n; i++) x += new D().getTime(); return x; },
@@ -38,15 +44,15 @@ const loops = {
   ],
   'performance.now': [
     (n) => { const f = dal.native.performanceNow; let x = 0; for (let i = 0; i < n; i++) x += f(); return x; },
-    (n) => { let x = 0; for (let i = 0; i < n; i++) x += performance.now(); return x; },
+    (n) => { const f = performance.now; let x = 0; for (let i = 0; i < n; i++) x += f(); return x; },
   ],
   'process.hrtime.bigint': [
     (n) => { const f = dal.native.hrtimeBigint; let x = 0n; for (let i = 0; i < n; i++) x += f() & 1n; return x; },
-    (n) => { let x = 0n; for (let i = 0; i < n; i++) x += process.hrtime.bigint() & 1n; return x; },
+    (n) => { const f = process.hrtime.bigint; let x = 0n; for (let i = 0; i < n; i++) x += f() & 1n; return x; },
   ],
   'Math.random': [
     (n) => { const f = dal.native.mathRandom; let x = 0; for (let i = 0; i < n; i++) x += f(); return x; },
-    (n) => { let x = 0; for (let i = 0; i < n; i++) x += Math.random(); return x; },
+    (n) => { const f = Math.random; let x = 0; for (let i = 0; i < n; i++) x += f(); return x; },
   ],
 };
 
@@ -64,36 +70,38 @@ function median(xs) {
 }
 
 const results = [];
-for (const [read, [nativeLoop, shimLoop]] of Object.entries(loops)) {
+for (const [name, [nativeLoop, shimLoop]] of Object.entries(loops)) {
   time(nativeLoop, N / 10); // warm up both sides
   time(shimLoop, N / 10);
   const nat = [];
   const shim = [];
+  let roundTrips = 0;
   for (let r = 0; r < ROUNDS; r++) {
     nat.push(time(nativeLoop, N));
+    const before = dal.stats().round_trips;
     shim.push(time(shimLoop, N));
+    roundTrips += dal.stats().round_trips - before;
   }
   const native_ns = median(nat);
   const shim_ns = median(shim);
-  results.push({ read, native_ns: round(native_ns), shim_ns: round(shim_ns), ratio: round(shim_ns / native_ns) });
+  results.push({
+    name,
+    native_ns: round(native_ns),
+    shim_ns: round(shim_ns),
+    ratio: round(shim_ns / native_ns),
+    round_trips_per_million: round(roundTrips * 1e6 / (N * ROUNDS)),
+    repeats: ROUNDS,
+    spread: `median of ${ROUNDS} x ${N} calls; native ${spread(nat)}, shim ${spread(shim)} ns`,
+    mode: dal.mode(),
+    runtime: `node ${process.version}`,
+  });
 }
 
-// Round trips per 10^6 clock reads, counted by the shim.
-const before = dal.stats();
-let x = 0;
-for (let i = 0; i < 1e6; i++) x += Date.now();
-const after = dal.stats();
+console.log(JSON.stringify(results));
 
-console.log(JSON.stringify({
-  mode: dal.mode(),
-  runtime: `node ${process.version}`,
-  calls: N,
-  rounds: ROUNDS,
-  results,
-  round_trips_per_1e6_reads: after.round_trips - before.round_trips,
-  reads: after.reads - before.reads,
-  sink: x > 0,
-}, null, 1));
+function spread(xs) {
+  return `${round(Math.min(...xs))}-${round(Math.max(...xs))}`;
+}
 
 function round(v) {
   return Math.round(v * 100) / 100;

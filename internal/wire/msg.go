@@ -62,12 +62,12 @@ type Request struct {
 	Replay    bool   `msgpack:"replay,omitempty"`
 
 	// ticks and draws
-	Kinds  []byte  `msgpack:"kinds,omitempty"`
-	Values []int64 `msgpack:"values,omitempty"`
-	Label  string  `msgpack:"label,omitempty"`
-	Data   []byte  `msgpack:"data,omitempty"`
-	From   int     `msgpack:"from,omitempty"`
-	Max    int     `msgpack:"max,omitempty"`
+	Kinds  []byte `msgpack:"kinds,omitempty"`
+	Values Int64s `msgpack:"values,omitempty"`
+	Label  string `msgpack:"label,omitempty"`
+	Data   []byte `msgpack:"data,omitempty"`
+	From   int    `msgpack:"from,omitempty"`
+	Max    int    `msgpack:"max,omitempty"`
 
 	// report
 	Reads   int64            `msgpack:"reads,omitempty"`
@@ -104,7 +104,7 @@ type Reply struct {
 	Session string `msgpack:"session,omitempty"`
 
 	Kinds  []byte     `msgpack:"kinds,omitempty"`
-	Values []int64    `msgpack:"values,omitempty"`
+	Values Int64s     `msgpack:"values,omitempty"`
 	Data   []byte     `msgpack:"data,omitempty"`
 	End    bool       `msgpack:"end"`
 	Timers [][2]int64 `msgpack:"timers,omitempty"`
@@ -192,3 +192,41 @@ func Encode(v any) ([]byte, error) { return msgpack.Marshal(v) }
 
 // isMap reports whether b is the first byte of a msgpack map.
 func isMap(b byte) bool { return b&0xf0 == 0x80 || b == 0xde || b == 0xdf }
+
+// Int64s is a []int64 that decodes without reflection per element: tick
+// batches carry thousands of values and the generic slice decoder spends
+// most of its time looking up the element decoder.
+type Int64s []int64
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (v *Int64s) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		*v = nil
+		return nil
+	}
+	out := make([]int64, n) // n is bounded by the frame: check ran first
+	for i := range out {
+		if out[i], err = dec.DecodeInt64(); err != nil {
+			return err
+		}
+	}
+	*v = out
+	return nil
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (v Int64s) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(len(v)); err != nil {
+		return err
+	}
+	for _, x := range v {
+		if err := enc.EncodeInt(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -100,3 +100,19 @@ func TestDeclaredLengthsCannotExhaustMemory(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeTicksPut is the server's cost for one batched upload of
+// 4096 realtime ticks (the shims' batch size).
+func BenchmarkDecodeTicksPut(b *testing.B) {
+	req := Request{Op: OpTicksPut, Session: "0123456789abcdef", Stream: "0", Kinds: make([]byte, 4096), Values: make([]int64, 4096)}
+	for i := range req.Values {
+		req.Values[i] = 1795342065885690700 + int64(i)*1000
+	}
+	body, _ := Encode(&req)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := DecodeRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,294 @@
+'use strict';
+// End-to-end: Node agents run under the real `dal-exec run` (and its
+// embedded dald). DAL_EXEC names the binary; the default is <repo>/bin/dal-exec
+// (build it with `go build -o bin/ ./cmd/...`). A missing binary, or one that
+// embeds a different Node shim than this working tree, fails the tests: they
+// would otherwise test something else than the code next to them.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+
+const repo = path.resolve(__dirname, '..', '..', '..', '..');
+const dalExec = process.env.DAL_EXEC || path.join(repo, 'bin', 'dal-exec');
+const fixtureDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dal-node-fixtures-'));
+const fixture = (name) => path.join(fixtureDir, name);
+const shimDir = path.resolve(__dirname, '..');
+
+// The agents the tests run. They are written to a temporary directory at
+// startup: .js files under test/ would themselves be run as test files by
+// `node --test`.
+const FIXTURES = {
+  // every clock and random value the shim virtualizes, and a reading
+  // argv[2] ms later (default 1500)
+  'values.js': String.raw`
+const c = require('crypto');
+const out = {
+  clock: {
+    dateNow: Date.now(),
+    newDate: new Date().toISOString(),
+    dateString: Date(),
+    perfNow: performance.now(),
+    timeOrigin: performance.timeOrigin,
+    hrtime: process.hrtime(),
+    hrtimeBigint: String(process.hrtime.bigint()),
+    uptime: process.uptime(),
+  },
+  random: {
+    math: [Math.random(), Math.random(), Math.random()],
+    randomUUID: c.randomUUID(),
+    randomBytes: c.randomBytes(16).toString('hex'),
+    getRandomValues: Buffer.from(c.getRandomValues(new Uint8Array(16))).toString('hex'),
+    webGetRandomValues: Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(16)).buffer).toString('hex'),
+    webRandomUUID: globalThis.crypto.randomUUID(),
+    randomInt: c.randomInt(2 ** 47),
+    randomFillSync: c.randomFillSync(Buffer.alloc(16)).toString('hex'),
+  },
+};
+setTimeout(() => {
+  out.clock.later = Date.now();
+  out.clock.laterPerf = performance.now();
+  console.log(JSON.stringify(out));
+}, Number(process.argv[2] || 1500));
+`,
+  // timers of 300, 100, 100, 2000 ms
+  'timer-order.js': String.raw`
+const log = [];
+setTimeout(() => log.push('c'), 300);
+setTimeout(() => log.push('a'), 100);
+setTimeout(() => log.push('b'), 100);
+setTimeout(() => { log.push('d'); console.log(log.join(',')); }, 2000);
+`,
+  // an agent calling its own HTTP server with http.get and fetch() while a
+  // 10 s timeout is pending; the handler answers after a 50 ms timer
+  'http.js': String.raw`
+const http = require('http');
+const t0 = Date.now();
+const guard = setTimeout(() => { console.log('timeout fired before the responses'); process.exit(3); }, 10000);
+const server = http.createServer((req, res) => {
+  setTimeout(() => res.end('hello ' + req.url), 50);
+});
+server.listen(0, '127.0.0.1', () => {
+  const base = 'http://127.0.0.1:' + server.address().port;
+  http.get(base + '/get', (res) => {
+    let body = '';
+    res.on('data', (d) => { body += d; });
+    res.on('end', async () => {
+      console.log('http.get ' + res.statusCode + ' ' + body + ' after ' + (Date.now() - t0) + ' ms');
+      const r = await fetch(base + '/fetch', { signal: AbortSignal.timeout(5000) });
+      console.log('fetch ' + r.status + ' ' + (await r.text()) + ' after ' + (Date.now() - t0) + ' ms');
+      clearTimeout(guard);
+      server.close();
+      server.closeAllConnections();
+    });
+  });
+});
+`,
+  // a Node parent starting two Node children at once (spawn and exec)
+  'parent.js': String.raw`
+const cp = require('child_process');
+const code = 'console.log(process.env.DAL_STREAM)';
+const results = [];
+let done = 0;
+function finish(i, out) {
+  results[i] = out.trim();
+  if (++done === 2) console.log(JSON.stringify({ parent: process.env.DAL_STREAM, children: results }));
+}
+const a = cp.spawn(process.execPath, ['-e', code]);
+let out = '';
+a.stdout.on('data', (d) => { out += d; });
+a.on('close', () => finish(0, out));
+cp.exec('"' + process.execPath + '" -e "' + code + '"', (err, stdout) => finish(1, err ? String(err) : stdout));
+`,
+  // 100000 reads of each clock, then the shim's counters
+  'reads.js': String.raw`
+let x = 0;
+for (let i = 0; i < 100000; i++) x += Date.now() + performance.now();
+for (let i = 0; i < 100000; i++) x += Number(process.hrtime.bigint() & 1n);
+const stats = globalThis[Symbol.for('dal')].stats();
+console.log(JSON.stringify({ stats, ok: x > 0 }));
+`,
+  // ES module imports of node: builtins see the patched functions
+  'esm.mjs': String.raw`
+import { setTimeout as sleep } from 'node:timers/promises';
+import { setTimeout } from 'node:timers';
+import { randomUUID } from 'node:crypto';
+const t0 = performance.now();
+await sleep(3000);
+await new Promise((resolve) => setTimeout(resolve, 1000));
+console.log(JSON.stringify({ slept: Math.round(performance.now() - t0), uuid: randomUUID() }));
+`,
+};
+
+for (const [name, src] of Object.entries(FIXTURES)) fs.writeFileSync(fixture(name), src);
+test.after(() => fs.rmSync(fixtureDir, { recursive: true, force: true }));
+
+// run executes `dal-exec run FLAGS -- node ARGS` and returns {status, stdout, stderr}.
+function run(flags, args, { env } = {}) {
+  const r = spawnSync(dalExec, ['run', ...flags, '--', process.execPath, ...args], {
+    encoding: 'utf8',
+    timeout: 60000,
+    env: env || process.env,
+  });
+  if (r.error) throw r.error;
+  return r;
+}
+
+// ok runs and asserts a clean exit with nothing on stderr.
+function ok(flags, args) {
+  const r = run(flags, args);
+  assert.strictEqual(r.status, 0, `dal-exec ${flags.join(' ')} exited ${r.status}\nstderr: ${r.stderr}`);
+  assert.strictEqual(r.stderr, '', 'the agent wrote nothing to stderr and neither did the shim');
+  return r.stdout;
+}
+
+test('dal-exec is built and embeds this Node shim', () => {
+  assert.ok(fs.existsSync(dalExec), `${dalExec} does not exist: build it with \`go build -o bin/ ./cmd/...\` in ${repo}, or set DAL_EXEC`);
+  const out = ok([], ['-e', 'console.log(process.env.NODE_OPTIONS)']);
+  const m = /--require (?:"([^"]+)"|(\S+))/.exec(out);
+  assert.ok(m, `NODE_OPTIONS does not load the shim: ${out}`);
+  const installed = path.dirname(m[1] || m[2]);
+  for (const name of fs.readdirSync(shimDir).filter((n) => n.endsWith('.js'))) {
+    const mine = fs.readFileSync(path.join(shimDir, name), 'utf8');
+    const theirs = fs.existsSync(path.join(installed, name)) ? fs.readFileSync(path.join(installed, name), 'utf8') : null;
+    assert.ok(mine === theirs, `${dalExec} embeds another version of ${name}: rebuild it (go build -o bin/ ./cmd/...)`);
+  }
+});
+
+test('two strict runs with the same seed are byte-identical', () => {
+  const a = ok(['--seed', '7'], [fixture('values.js')]);
+  const b = ok(['--seed', '7'], [fixture('values.js')]);
+  assert.ok(a.length > 100);
+  assert.strictEqual(a, b);
+});
+
+test('another seed changes every random value and no clock value', () => {
+  const a = JSON.parse(ok(['--seed', '7'], [fixture('values.js')]));
+  const b = JSON.parse(ok(['--seed', '8'], [fixture('values.js')]));
+  assert.deepStrictEqual(b.clock, a.clock);
+  for (const key of Object.keys(a.random)) {
+    if (Array.isArray(a.random[key])) {
+      a.random[key].forEach((v, i) => assert.notStrictEqual(b.random[key][i], v, `${key}[${i}]`));
+    } else {
+      assert.notStrictEqual(b.random[key], a.random[key], key);
+    }
+  }
+});
+
+test('the clock starts at 2026-01-01T00:00:00Z and moves by virtual time only', () => {
+  const { clock } = JSON.parse(ok([], [fixture('values.js')]));
+  assert.strictEqual(clock.dateNow, Date.UTC(2026, 0, 1));
+  assert.strictEqual(clock.newDate, '2026-01-01T00:00:00.000Z');
+  assert.match(clock.dateString, /^Thu Jan 01 2026 00:00:00 GMT\+0000/);
+  assert.strictEqual(clock.perfNow, 1000.004, 'mono_ns (1 s) + 4 reads of 1 µs');
+  assert.strictEqual(clock.timeOrigin, Date.UTC(2026, 0, 1) - 1000);
+  assert.deepStrictEqual(clock.hrtime, [1, 5000]);
+  assert.strictEqual(clock.hrtimeBigint, '1000006000');
+  assert.strictEqual(clock.uptime, 0.000007);
+  assert.strictEqual(clock.later, Date.UTC(2026, 0, 1) + 1500, 'the timer fired at its virtual deadline');
+  assert.strictEqual(clock.laterPerf, 2500.009);
+});
+
+test('another epoch moves the realtime clocks and not the monotonic ones', () => {
+  const { clock } = JSON.parse(ok(['--epoch', '2030-06-01T12:00:00Z'], [fixture('values.js')]));
+  assert.strictEqual(clock.newDate, '2030-06-01T12:00:00.000Z');
+  assert.strictEqual(clock.perfNow, 1000.004);
+});
+
+test('timers of 300, 100, 100, 2000 ms fire as a, b, c, d', () => {
+  assert.strictEqual(ok([], [fixture('timer-order.js')]).trim(), 'a,b,c,d');
+});
+
+test('HTTP to a local server completes under strict mode while a timeout is pending', () => {
+  const out = ok([], [fixture('http.js')]);
+  assert.strictEqual(out, 'http.get 200 hello /get after 50 ms\nfetch 200 hello /fetch after 100 ms\n');
+});
+
+test('a Node parent spawning two Node children gets streams 0.1 and 0.2', () => {
+  const got = JSON.parse(ok([], [fixture('parent.js')]));
+  assert.strictEqual(got.parent, '0');
+  assert.deepStrictEqual(got.children, ['0.1', '0.2']);
+});
+
+test('clock reads make no round trip in strict mode', () => {
+  const { stats } = JSON.parse(ok([], [fixture('reads.js')]));
+  assert.strictEqual(stats.round_trips, 1, 'hello only');
+  assert.strictEqual(stats.reads, 300000);
+  assert.strictEqual(stats.now_ns, 300000 * 1000);
+});
+
+test('seeded mode batches its tick uploads', () => {
+  const { stats } = JSON.parse(ok(['--mode', 'seeded'], [fixture('reads.js')]));
+  assert.strictEqual(stats.reads, 300000);
+  assert.strictEqual(stats.round_trips, 1 + Math.floor(300000 / 4096));
+});
+
+test('ES module imports of timers and crypto are virtualized', () => {
+  const a = JSON.parse(ok(['--seed', '3'], [fixture('esm.mjs')]));
+  const b = JSON.parse(ok(['--seed', '3'], [fixture('esm.mjs')]));
+  assert.strictEqual(a.slept, 4000);
+  assert.strictEqual(a.uuid, b.uuid);
+});
+
+test('a seeded recording replays to the same output, without drift', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dal-node-'));
+  try {
+    const clock = path.join(dir, 'clock.json');
+    // seeded mode keeps native timers: a short delay keeps the test fast
+    const recorded = ok(['--mode', 'seeded', '--seed', '5', '--clock-out', clock], [fixture('values.js'), '20']);
+    const replayed = ok(['--mode', 'seeded', '--seed', '5', '--replay-clock', clock], [fixture('values.js'), '20']);
+    assert.strictEqual(replayed, recorded);
+    const live = JSON.parse(recorded).clock;
+    assert.ok(live.dateNow > Date.UTC(2025, 0, 1), 'seeded mode runs on the real clock');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('logged mode draws real randomness and logs every draw', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dal-node-'));
+  try {
+    const clock = path.join(dir, 'clock.json');
+    const a = JSON.parse(ok(['--mode', 'logged', '--seed', '5', '--clock-out', clock], [fixture('values.js'), '1']));
+    const b = JSON.parse(ok(['--mode', 'logged', '--seed', '5'], [fixture('values.js'), '1']));
+    assert.notStrictEqual(a.random.randomUUID, b.random.randomUUID);
+    const [stream] = JSON.parse(fs.readFileSync(clock, 'utf8')).streams;
+    // 16 bytes per UUID, 16 per buffer or array, 6 per randomInt try
+    assert.strictEqual(stream.draws['node.Math.random'], 3 * 8);
+    assert.ok(stream.draws['node.crypto'] >= 2 * 16 + 4 * 16 + 6, JSON.stringify(stream.draws));
+    assert.strictEqual(stream.reads, stream.ticks.kinds.length);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('default mode patches nothing', () => {
+  const out = ok(['--mode', 'default'], ['-e', `
+    const dal = globalThis[Symbol.for('dal')];
+    console.log(JSON.stringify({ active: dal.active, real: Date.now() > Date.UTC(2025, 0, 1), native: Date.now === dal.native.dateNow && Math.random === dal.native.mathRandom }));
+  `]);
+  assert.deepStrictEqual(JSON.parse(out), { active: false, real: true, native: true });
+});
+
+test('the shim adds no warning, even under --pending-deprecation', () => {
+  const out = ok([], ['--pending-deprecation', '--throw-deprecation', fixture('timer-order.js')]);
+  assert.strictEqual(out.trim(), 'a,b,c,d');
+});
+
+test('without dald the process runs unpatched and says so in one line', () => {
+  const env = {
+    PATH: process.env.PATH,
+    NODE_OPTIONS: `--require ${path.join(shimDir, 'dal-register.js')}`,
+    DAL_SOCKET: path.join(os.tmpdir(), `no-dald-${process.pid}.sock`),
+    DAL_SESSION: 's',
+  };
+  const r = spawnSync(process.execPath, ['-e', 'console.log(Date.now() > Date.UTC(2025, 0, 1), Math.random() !== Math.random())'], { encoding: 'utf8', env });
+  assert.strictEqual(r.status, 0);
+  assert.strictEqual(r.stdout, 'true true\n');
+  const lines = r.stderr.trim().split('\n');
+  assert.strictEqual(lines.length, 1, r.stderr);
+  assert.match(lines[0], /^dal: cannot use dald at .*no-dald.*: no dald socket .*runs unvirtualized$/);
+});

@@ -1,0 +1,125 @@
+'use strict';
+// random.js: the crypto functions over a byte source, with Node's
+// validation, and the logged -> replayed round trip.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const r = require('../random.js');
+const { Stream } = require('../seedrng.js');
+
+function fakeCrypto() {
+  return { webcrypto: {} };
+}
+
+function seeded(seed = 7n) {
+  const c = fakeCrypto();
+  const fns = r.installCrypto(c, r.seededBytes(seed, '0/node.crypto'));
+  return { c, fns };
+}
+
+test('randomBytes, randomUUID and getRandomValues read node.crypto in order', () => {
+  const { c } = seeded();
+  const want = new Stream(7n, '0/node.crypto').bytes(4 + 16 + 8);
+  assert.strictEqual(c.randomBytes(4).toString('hex'), want.subarray(0, 4).toString('hex'));
+  const u = Buffer.from(want.subarray(4, 20));
+  u[6] = (u[6] & 0x0f) | 0x40;
+  u[8] = (u[8] & 0x3f) | 0x80;
+  assert.strictEqual(c.randomUUID().replace(/-/g, ''), u.toString('hex'));
+  const v = c.webcrypto.getRandomValues(new Uint32Array(2));
+  assert.ok(Buffer.from(v.buffer).equals(want.subarray(20, 28)));
+});
+
+test('randomUUID is a version 4 UUID', () => {
+  const { c } = seeded();
+  for (let i = 0; i < 50; i++) assert.match(c.randomUUID(), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+});
+
+test('callback forms are asynchronous and draw at call time', async () => {
+  const { c } = seeded();
+  const want = new Stream(7n, '0/node.crypto').bytes(8);
+  let sync = true;
+  const got = await new Promise((resolve, reject) => {
+    c.randomBytes(8, (err, buf) => (err ? reject(err) : resolve([sync, buf])));
+    sync = false;
+  });
+  assert.deepStrictEqual([got[0], got[1].toString('hex')], [false, want.toString('hex')]);
+  const buf = Buffer.alloc(6);
+  await new Promise((resolve) => c.randomFill(buf, 2, resolve));
+  assert.ok(buf.subarray(0, 2).equals(Buffer.alloc(2)));
+  const n = await new Promise((resolve) => c.randomInt(10, (err, v) => resolve(v)));
+  assert.ok(Number.isInteger(n) && n >= 0 && n < 10);
+});
+
+test('randomFillSync honours offset and size in elements', () => {
+  const { c } = seeded();
+  const a = new Uint16Array(4);
+  c.randomFillSync(a, 1, 2);
+  assert.strictEqual(a[0], 0);
+  assert.strictEqual(a[3], 0);
+  assert.ok(a[1] !== 0 || a[2] !== 0);
+  assert.throws(() => c.randomFillSync(a, 5), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => c.randomFillSync('x'), { code: 'ERR_INVALID_ARG_TYPE' });
+  const ab = new ArrayBuffer(4);
+  assert.strictEqual(c.randomFillSync(ab), ab);
+});
+
+test('randomInt follows Node\'s range rules', () => {
+  const { c } = seeded();
+  const seen = new Set();
+  for (let i = 0; i < 300; i++) {
+    const v = c.randomInt(-3, 3);
+    assert.ok(v >= -3 && v < 3);
+    seen.add(v);
+  }
+  assert.strictEqual(seen.size, 6);
+  assert.throws(() => c.randomInt(5, 5), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => c.randomInt(1.5), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => c.randomInt(0, 2 ** 48), { code: 'ERR_OUT_OF_RANGE' });
+});
+
+test('getRandomValues refuses float arrays and more than 65536 bytes', () => {
+  const { c } = seeded();
+  assert.throws(() => c.webcrypto.getRandomValues(new Float64Array(1)), { name: 'TypeMismatchError' });
+  assert.throws(() => c.webcrypto.getRandomValues(new Uint8Array(65537)), { name: 'QuotaExceededError' });
+  assert.strictEqual(c.webcrypto.getRandomValues(new BigInt64Array(2)).length, 2);
+});
+
+test('seeded Math.random draws Float64 values of node.Math.random', () => {
+  const floats = r.seededFloats(3n, '0.2/node.Math.random');
+  const s = new Stream(3n, '0.2/node.Math.random');
+  for (let i = 0; i < 10; i++) assert.strictEqual(floats.float(), s.float64());
+  assert.strictEqual(floats.drawn(), 80);
+});
+
+test('logged draws replay to the same values, then fall back with one drift', () => {
+  const puts = new Map();
+  const log = new r.DrawLog((label, data) => puts.set(label, Buffer.concat([puts.get(label) || Buffer.alloc(0), data])));
+  const realFill = (u8) => require('node:crypto').randomFillSync(u8);
+  const bytes = r.loggedBytes(r.SOURCE_CRYPTO, realFill, log);
+  const floats = r.loggedFloats(r.SOURCE_MATH, Math.random, log);
+  const c1 = fakeCrypto();
+  r.installCrypto(c1, bytes);
+  const recorded = [c1.randomUUID(), floats.float(), c1.randomBytes(100000).toString('hex'), c1.randomInt(1000), floats.float()];
+  log.flush();
+  assert.ok(bytes.drawn() >= 16 + 100000 + 6, 'randomInt draws 6 bytes per try');
+  assert.strictEqual(puts.get(r.SOURCE_CRYPTO).length, bytes.drawn());
+  assert.strictEqual(puts.get(r.SOURCE_MATH).length, 16);
+
+  const drifts = [];
+  const fetcher = (label) => (from, max) => {
+    const data = puts.get(label).subarray(from, from + max);
+    return { data, end: from + max >= puts.get(label).length };
+  };
+  const fallback = r.seededBytes(1n, '0/node.crypto');
+  const rb = r.replayBytes(r.SOURCE_CRYPTO, fetcher(r.SOURCE_CRYPTO), (w, d) => drifts.push(d), fallback.fill);
+  const rf = r.replayFloats(r.replayBytes(r.SOURCE_MATH, fetcher(r.SOURCE_MATH), (w, d) => drifts.push(d), () => {}));
+  const c2 = fakeCrypto();
+  r.installCrypto(c2, rb);
+  const replayed = [c2.randomUUID(), rf.float(), c2.randomBytes(100000).toString('hex'), c2.randomInt(1000), rf.float()];
+  assert.deepStrictEqual(replayed, recorded);
+  assert.deepStrictEqual(drifts, []);
+  const extra = c2.randomBytes(4);
+  assert.strictEqual(extra.toString('hex'), new Stream(1n, '0/node.crypto').bytes(4).toString('hex'));
+  assert.strictEqual(drifts.length, 1);
+  assert.match(drifts[0], /node\.crypto: draw past the \d+ recorded bytes/);
+});
