@@ -1,49 +1,53 @@
 #!/usr/bin/env python3
-"""Cost of a clock read through dal's Python shim versus the native read.
+"""clock_python.py: the cost of a clock read through dal's Python shim against
+the native read, measured in the same process and run.
 
-Run under dal (strict mode is the default):
+    bin/dal-exec run -- python3 bench/clock_python.py                 strict mode
+    bin/dal-exec run --mode seeded -- python3 bench/clock_python.py   real clock, logged
 
-    bin/dal-exec run -- python3 bench/clock_python.py
+The shim keeps the unpatched functions (dal.ORIG), so both sides run in the
+same interpreter state; both sides call a captured function reference. Each
+read is timed over N calls (a 10x unrolled loop, the same for both sides),
+native and shimmed alternating for ROUNDS rounds; the median of the rounds is
+reported. Output, one line of JSON (what bench/cmd/dal-bench reads), an array
+with one element per read:
 
-Run directly, it re-runs itself under $DAL_EXEC (default bin/dal-exec next to
-this repository's bench/ directory). Inside the shimmed process it times the
-native functions the shim saved (dal.ORIG) against the patched ones, with the
-real perf_counter, best of several rounds, and counts the shim's IPC round
-trips over the shimmed reads. Prints one JSON object on stdout.
+  [{name, native_ns, shim_ns, ratio, round_trips_per_million, repeats,
+    spread, mode, runtime}, ...]
+
+round_trips_per_million counts the shim's IPC round trips per 10^6 shimmed
+reads (0 in strict mode; 10^6/batch in seeded mode). Timing uses the native
+perf_counter. Run outside dal, the script re-runs itself under $DAL_EXEC
+(default bin/dal-exec of this repository), or exits 2 when there is none.
 """
 
 import json
 import os
 import sys
 
-N = int(os.environ.get("DAL_BENCH_N", "1000000"))
-ROUNDS = int(os.environ.get("DAL_BENCH_ROUNDS", "5"))
+N = int(os.environ.get("BENCH_CALLS", "1000000"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 
 
-def _rerun_under_dal():
+def rerun_under_dal():
     here = os.path.dirname(os.path.abspath(__file__))
     exe = os.environ.get("DAL_EXEC") or os.path.join(os.path.dirname(here), "bin", "dal-exec")
-    if not os.path.exists(exe):
-        sys.stderr.write("clock_python: not running under dal-exec and %s does not exist: build it (go build -o bin/ ./cmd/...) or set DAL_EXEC\n" % exe)
+    if os.environ.get("DAL_SESSION") or not os.access(exe, os.X_OK):
+        sys.stderr.write("clock_python.py measures the dal shim: run it under dal-exec, e.g. bin/dal-exec run -- python3 bench/clock_python.py\n")
         sys.exit(2)
-    args = [exe, "run", "--mode", os.environ.get("DAL_BENCH_MODE", "strict"),
-            "--keep-env", "DAL_BENCH_*", "--", sys.executable, os.path.abspath(__file__)]
-    os.execv(exe, args)
+    os.execv(exe, [exe, "run", "--keep-env", "BENCH_*", "--", sys.executable, os.path.abspath(__file__)])
 
 
-def _loop(fn, n, clock):
-    """ns per call of fn over n calls (loop overhead included, as for any
-    caller; it is the same for native and shimmed)."""
+def timed(fn, n, clock):
+    """ns per call of fn over n calls."""
     t0 = clock()
     for _ in range(n // 10):
         fn(); fn(); fn(); fn(); fn(); fn(); fn(); fn(); fn(); fn()
     return (clock() - t0) / (n // 10 * 10)
 
 
-def _empty(clock, n):
-    def nop():
-        return None
-    return _loop(nop, n, clock)
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
 
 
 def main():
@@ -52,45 +56,52 @@ def main():
     except ImportError:
         dal = None
     if dal is None or dal.mode() in (None, "default"):
-        _rerun_under_dal()
-    import time
+        rerun_under_dal()
     import datetime
-    real = dal.ORIG["perf_counter_ns"]
+    import time
+    clock = dal.ORIG["perf_counter_ns"]
     pairs = [
-        ("time.time", dal.ORIG["time"], time.time),
-        ("time.time_ns", dal.ORIG["time_ns"], time.time_ns),
-        ("time.monotonic", dal.ORIG["monotonic"], time.monotonic),
-        ("time.perf_counter", dal.ORIG["perf_counter"], time.perf_counter),
+        ("time.time", dal.ORIG["time"], time.time, N),
+        ("time.time_ns", dal.ORIG["time_ns"], time.time_ns, N),
+        ("time.monotonic", dal.ORIG["monotonic"], time.monotonic, N),
+        ("time.perf_counter", dal.ORIG["perf_counter"], time.perf_counter, N),
+        # the C classmethod of the real class against the shim's subclass
+        ("datetime.now", datetime.datetime.__mro__[1].now, datetime.datetime.now, N // 10),
     ]
-    out = {"runtime": "python " + sys.version.split()[0], "mode": dal.mode(), "n": N, "rounds": ROUNDS, "clocks": {}}
-    for name, native, shim in pairs:
-        best_native = min(_loop(native, N, real) for _ in range(ROUNDS))
-        rt0, r0 = dal.stats()["round_trips"], dal.stats()["reads"]
-        best_shim = min(_loop(shim, N, real) for _ in range(ROUNDS))
-        rt1, r1 = dal.stats()["round_trips"], dal.stats()["reads"]
-        reads = r1 - r0
-        out["clocks"][name] = {
-            "native_ns": round(best_native, 1),
-            "shim_ns": round(best_shim, 1),
-            "ratio": round(best_shim / best_native, 2),
+    # let the CPU settle (frequency, caches) before the first pair: without
+    # this the first measured read comes out ~30% slower than the others
+    end = clock() + 300_000_000
+    while clock() < end:
+        for _, native, shim, _n in pairs:
+            timed(native, 1000, clock)
+            timed(shim, 1000, clock)
+    results = []
+    for name, native, shim, n in pairs:
+        timed(native, n // 10, clock)  # warm up both sides
+        timed(shim, n // 10, clock)
+        nat, sh = [], []
+        trips = reads = 0
+        for _ in range(ROUNDS):
+            nat.append(timed(native, n, clock))
+            s0 = dal.stats()
+            sh.append(timed(shim, n, clock))
+            s1 = dal.stats()
+            trips += s1["round_trips"] - s0["round_trips"]
+            reads += s1["reads"] - s0["reads"]
+        native_ns, shim_ns = median(nat), median(sh)
+        results.append({
+            "name": name,
+            "native_ns": round(native_ns, 1),
+            "shim_ns": round(shim_ns, 1),
+            "ratio": round(shim_ns / native_ns, 2),
+            "round_trips_per_million": round(trips * 1e6 / reads, 3) if reads else 0,
             "reads": reads,
-            "round_trips": rt1 - rt0,
-            "round_trips_per_1e6_reads": round((rt1 - rt0) * 1e6 / reads, 3) if reads else None,
-        }
-    # datetime.now has no saved native twin: compare against the C classmethod.
-    real_now = datetime.datetime.__mro__[1].now
-    n = N // 10
-    out["clocks"]["datetime.now"] = {
-        "native_ns": round(min(_loop(real_now, n, real) for _ in range(ROUNDS)), 1),
-        "shim_ns": round(min(_loop(datetime.datetime.now, n, real) for _ in range(ROUNDS)), 1),
-    }
-    out["clocks"]["datetime.now"]["ratio"] = round(out["clocks"]["datetime.now"]["shim_ns"] / out["clocks"]["datetime.now"]["native_ns"], 2)
-    out["empty_call_ns"] = round(min(_empty(real, N) for _ in range(ROUNDS)), 1)
-    tt = out["clocks"]["time.time"]
-    out["ratio"] = tt["ratio"]
-    out["round_trips_per_1e6_reads"] = tt["round_trips_per_1e6_reads"]
-    json.dump(out, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+            "repeats": ROUNDS,
+            "spread": "median of %d x %d calls; native %.1f-%.1f, shim %.1f-%.1f ns" % (ROUNDS, n, min(nat), max(nat), min(sh), max(sh)),
+            "mode": dal.mode(),
+            "runtime": "python " + sys.version.split()[0],
+        })
+    sys.stdout.write(json.dumps(results) + "\n")
 
 
 if __name__ == "__main__":

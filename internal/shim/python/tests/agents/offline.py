@@ -1,0 +1,296 @@
+"""Runs one check of dal's runtime with no dald (`_install_offline`) and
+prints its findings as JSON. Used by test_runtime.py; argv: check [mode]."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from dal import _runtime  # noqa: E402
+
+CHECK = sys.argv[1]
+MODE = sys.argv[2] if len(sys.argv) > 2 else "strict"
+_runtime._install_offline({"mode": MODE, "stream": "0", "seed": 7, "epoch_ns": 1767225600 * 10**9,
+                           "mono_ns": 10**9, "quantum_ns": 1000, "batch": 4096, "replay": False})
+
+import asyncio  # noqa: E402  (after install, as in an agent)
+import datetime  # noqa: E402
+import time  # noqa: E402
+
+wall = _runtime.ORIG["perf_counter"]
+out = {}
+
+
+def check_clock():
+    out["t0"] = int(_runtime._t)  # importing logging (via asyncio) read time.time() once
+    out["reads"] = [time.time(), time.time_ns(), time.monotonic(), time.monotonic_ns(), time.perf_counter(), time.perf_counter_ns(),
+                    time.clock_gettime(time.CLOCK_REALTIME), time.clock_gettime_ns(time.CLOCK_MONOTONIC)]
+    t0 = time.monotonic_ns()
+    time.sleep(1.5)
+    out["sleep_1_5"] = time.monotonic_ns() - t0
+    t0 = time.monotonic_ns()
+    time.sleep(0.1)
+    out["sleep_0_1"] = time.monotonic_ns() - t0
+    t0 = time.monotonic_ns()
+    time.sleep(2)
+    out["sleep_2"] = time.monotonic_ns() - t0
+    errs = []
+    for bad in (-1, -0.5, float("nan"), "1", None):
+        try:
+            time.sleep(bad)
+            errs.append(None)
+        except (ValueError, TypeError) as e:
+            errs.append(type(e).__name__)
+    out["sleep_errors"] = errs
+    out["localtime"] = list(time.localtime())[:6]
+    out["gmtime"] = list(time.gmtime())[:6]
+    out["ctime"] = time.ctime()
+    out["strftime"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    out["now"] = datetime.datetime.now().isoformat()
+    out["utcnow"] = datetime.datetime.utcnow().isoformat()
+    out["now_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    out["today"] = datetime.date.today().isoformat()
+    out["stats"] = _runtime.stats()
+
+
+def check_asyncio_order():
+    order = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        out["loop"] = type(loop).__name__
+        for name, d in (("c", 0.3), ("a", 0.1), ("b", 0.1), ("d", 2.0)):
+            loop.call_later(d, order.append, name)
+        h = loop.call_later(1.0, order.append, "cancelled")
+        h.cancel()
+        await asyncio.sleep(2.5)
+        t0 = loop.time()
+        await asyncio.sleep(0.25)
+        out["sleep_elapsed"] = loop.time() - t0
+    w0 = wall()
+    asyncio.run(main())
+    out["wall"] = wall() - w0
+    out["order"] = order
+    out["timers"] = _runtime._timers
+
+
+def check_idle():
+    import concurrent.futures
+    import socket
+    import threading
+
+    async def executor_beats_timer():
+        loop = asyncio.get_running_loop()
+        fired = []
+        loop.call_later(10, fired.append, "timer")
+        t0, w0 = loop.time(), wall()
+        r = await loop.run_in_executor(None, lambda: (_runtime.ORIG["sleep"](0.1), "done")[1])
+        return {"result": r, "fired": list(fired), "virtual": loop.time() - t0, "wall": wall() - w0}
+
+    async def no_io_jumps():
+        loop = asyncio.get_running_loop()
+        t0, w0 = loop.time(), wall()
+        await asyncio.sleep(3600)
+        return {"virtual": loop.time() - t0, "wall": wall() - w0}
+
+    async def listening_is_not_outstanding():
+        loop = asyncio.get_running_loop()
+        srv = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        plain = socket.socket()
+        plain.bind(("127.0.0.1", 0))
+        plain.listen()
+        loop.add_reader(plain.fileno(), lambda: None)  # a listening socket we manage ourselves
+        t0, w0 = loop.time(), wall()
+        await asyncio.sleep(600)
+        loop.remove_reader(plain.fileno())
+        plain.close()
+        srv.close()
+        await srv.wait_closed()
+        return {"virtual": loop.time() - t0, "wall": wall() - w0}
+
+    async def idle_connection_waits_real_time():
+        loop = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        reader, writer = await asyncio.open_connection(sock=a)
+        t0, w0 = loop.time(), wall()
+        await asyncio.sleep(0.2)
+        res = {"virtual": loop.time() - t0, "wall": wall() - w0}
+        writer.close()
+        b.close()
+        return res
+
+    async def data_arrives_before_timer():
+        loop = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        reader, writer = await asyncio.open_connection(sock=a)
+        threading.Timer(0.05, lambda: b.sendall(b"pong\n")).start()
+        t0, w0 = loop.time(), wall()
+        line = await asyncio.wait_for(reader.readline(), 30)
+        res = {"line": line.decode(), "virtual": loop.time() - t0, "wall": wall() - w0}
+        writer.close()
+        b.close()
+        return res
+
+    async def wrapped_future_is_outstanding():
+        loop = asyncio.get_running_loop()
+        fired = []
+        loop.call_later(10, fired.append, "timer")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            t0 = loop.time()
+            r = await asyncio.wrap_future(pool.submit(lambda: (_runtime.ORIG["sleep"](0.05), "done")[1]))
+        return {"result": r, "fired": list(fired), "virtual": loop.time() - t0}
+
+    async def leftover_timer_does_not_fire_at_shutdown():
+        loop = asyncio.get_running_loop()
+        out["leftover"] = []
+        loop.call_later(10, out["leftover"].append, "fired during asyncio.run's shutdown")
+        await asyncio.to_thread(_runtime.ORIG["sleep"], 0.01)
+        return {}
+
+    for name, fn in (("wrapped", wrapped_future_is_outstanding), ("shutdown", leftover_timer_does_not_fire_at_shutdown),
+                     ("executor", executor_beats_timer), ("no_io", no_io_jumps), ("listening", listening_is_not_outstanding),
+                     ("idle_conn", idle_connection_waits_real_time), ("data", data_arrives_before_timer)):
+        out[name] = asyncio.run(fn())
+
+
+def check_real_waits():
+    import queue
+    import subprocess
+    import threading
+    w0 = wall()
+    threading.Event().wait(0.05)
+    out["event_wait"] = wall() - w0
+    w0 = wall()
+    try:
+        queue.Queue().get(timeout=0.05)
+        out["queue"] = "no Empty"
+    except queue.Empty:
+        out["queue"] = "Empty"
+    out["queue_wait"] = wall() - w0
+    w0 = wall()
+    r = subprocess.run([sys.executable, "-c", "import time; time.sleep(0.3)"], timeout=5,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("DAL_")})
+    out["subprocess"] = r.returncode
+    out["subprocess_wall"] = wall() - w0
+    w0 = wall()
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+                         env={k: v for k, v in os.environ.items() if not k.startswith("DAL_")})
+    try:
+        p.wait(timeout=0.2)
+        out["popen_wait"] = "returned"
+    except subprocess.TimeoutExpired:
+        out["popen_wait"] = "TimeoutExpired"
+    p.kill()
+    p.wait()
+    out["popen_wait_wall"] = wall() - w0
+    t = threading.Thread(target=lambda: _runtime.ORIG["sleep"](0.05))
+    t.start()
+    n = 0
+    while t.is_alive():  # a sleep loop polling a thread: the thread progresses
+        time.sleep(0.01)
+        n += 1
+    out["poll_loop_done"] = True
+
+
+def check_random():
+    import random
+    import secrets
+    import uuid
+    from dal import _seedrng
+    label = lambda s: _seedrng.derive(7, "0/" + s)  # noqa: E731
+    mod_seed = int.from_bytes(label("python.random").read(32), "big")
+    ref = random.Random.__mro__[1]  # _random.Random: unpatched seeding
+    expect = random.Random(0)
+    out["module_random"] = random.random()
+    expect.seed(mod_seed)
+    out["module_expect"] = expect.random()
+    inst = label("python.random.instance")
+    out["instance"] = [random.Random().random(), random.Random().random()]
+    e1 = random.Random(int.from_bytes(inst.read(32), "big")).random()
+    e2 = random.Random(int.from_bytes(inst.read(32), "big")).random()
+    out["instance_expect"] = [e1, e2]
+    u = label("os.urandom")
+    out["urandom"] = [os.urandom(16).hex(), uuid.uuid4().bytes.hex(), secrets.token_bytes(8).hex(), os.getrandom(4).hex()]
+    exp = [u.read(16).hex(), u.read(16).hex(), u.read(8).hex(), u.read(4).hex()]
+    b = bytearray.fromhex(exp[1])
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    exp[1] = b.hex()
+    out["urandom_expect"] = exp
+    before = time.time_ns()
+    u1 = uuid.uuid1()
+    node_stream = label("python.uuid1")
+    node = int.from_bytes(node_stream.read(6), "big") | 0x010000000000
+    seq = int.from_bytes(node_stream.read(2), "big") & 0x3FFF
+    out["uuid1"] = [u1.node, u1.clock_seq, u1.time]
+    out["uuid1_expect"] = [node, seq, (before + 1000) // 100 + 0x01B21DD213814000]
+    out["sysrandom"] = random.SystemRandom().random()
+    out["stats"] = _runtime.stats()
+    del ref
+
+
+def check_seeded_ticks():
+    del _runtime._tv[:]  # drop the reads made while importing
+    a = time.time_ns()
+    b = time.monotonic_ns()
+    c = time.time()
+    out["values"] = [a, b, c]
+    out["logged"] = list(_runtime._tv)
+    time.sleep(0.01)  # real in seeded mode
+    out["stats"] = _runtime.stats()
+
+
+def check_foreign_loop():
+    from asyncio import unix_events
+
+    class Foreign(unix_events._UnixDefaultEventLoopPolicy):
+        _loop_factory = unix_events._UnixSelectorEventLoop
+    asyncio.set_event_loop_policy(Foreign())
+    asyncio.set_event_loop_policy(Foreign())  # said once, not twice
+
+    async def main():
+        return type(asyncio.get_running_loop()).__name__
+    out["loop"] = asyncio.run(main())
+    asyncio.set_event_loop_policy(None)  # back to the default: dal's
+    out["default_loop"] = asyncio.run(main())
+
+
+def check_child_env():
+    os.environ["NODE_OPTIONS"] = '--require "/x y/node/dal-register.js" --max-old-space-size=100'
+    e = _runtime._child_env({"PATH": "/bin", "PYTHONPATH": "/user", "NODE_OPTIONS": "--trace-warnings"}, "0.7")
+    out["env"] = e
+
+
+def check_compat():
+    import copy
+    import io
+    import logging
+    import pickle
+    import sqlite3
+    buf = io.StringIO()
+    h = logging.StreamHandler(buf)
+    h.setFormatter(logging.Formatter("%(asctime)s %(message)s"))  # converter = time.localtime, a class attribute
+    log = logging.getLogger("compat")
+    log.addHandler(h)
+    log.warning("hello")
+    out["log"] = buf.getvalue()
+    now = datetime.datetime.now()
+    out["types"] = [isinstance(now, datetime.datetime), isinstance(now, datetime.date), issubclass(datetime.datetime, datetime.date),
+                    type(now).__module__ + "." + type(now).__qualname__, repr(datetime.datetime), repr(datetime.datetime(2020, 1, 2))]
+    out["pickle0"] = pickle.dumps(datetime.datetime(2026, 1, 1, 0, 0, 0, 1), 0).decode("latin-1")
+    out["pickle4"] = pickle.dumps(datetime.datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=datetime.timezone.utc), 4).hex()
+    out["roundtrips"] = [pickle.loads(pickle.dumps(now)) == now, copy.deepcopy(now) == now, copy.copy(datetime.date.today()) == datetime.date.today(),
+                         pickle.loads(pickle.dumps(datetime.datetime)) is datetime.datetime]
+    db = sqlite3.connect(":memory:")
+    db.execute("create table t (d timestamp, day date)")
+    db.execute("insert into t values (?, ?)", (now, datetime.date.today()))
+    out["sqlite"] = list(db.execute("select * from t").fetchone())
+
+    class Sub(datetime.datetime):
+        pass
+    s = Sub.now()
+    out["subclass"] = [type(s).__name__, isinstance(now, Sub), s.year]
+
+
+globals()["check_" + CHECK]()
+print(json.dumps(out))
