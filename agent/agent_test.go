@@ -37,8 +37,11 @@ func TestMain(m *testing.M) {
 	os.Setenv("DAL_SESSION", rep.Session)
 	os.Setenv("DAL_STREAM", "0")
 	code := m.Run()
+	Close()
 	execConn.Close()
-	srv.Shutdown(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	srv.Shutdown(ctx)
+	cancel()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

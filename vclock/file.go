@@ -32,9 +32,12 @@ type StreamLog struct {
 	Reads    int64            `json:"reads"`
 	SleepNS  int64            `json:"sleep_ns"`
 	NowNS    int64            `json:"now_ns"`
-	Timers   [][2]int64       `json:"timers"` // [deadline offset ns, registration seq] in firing order
-	Draws    map[string]int64 `json:"draws,omitempty"`
-	Ticks    TickList         `json:"ticks"`
+	Timers   [][2]int64       `json:"timers"`          // [deadline offset ns, registration seq] in firing order
+	Draws    map[string]int64 `json:"draws,omitempty"` // bytes drawn per source
+	// Logged holds, in logged mode, the real random bytes drawn per
+	// source, in draw order.
+	Logged map[string][]byte `json:"logged_draws,omitempty"`
+	Ticks  TickList          `json:"ticks"`
 }
 
 // DriftEntry is one divergence observed while serving a recording.

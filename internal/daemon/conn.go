@@ -253,6 +253,16 @@ func (c *conn) handleExec(req wire.Request) (wire.Reply, error) {
 		}
 		k, v, end := st.log.Page(req.From, clampPage(req.Max))
 		return wire.Reply{Kinds: slices.Clone(k), Values: slices.Clone(v), End: end}, nil
+	case wire.OpSessionDraws:
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		var data []byte
+		if st := ss.streams[req.Stream]; st != nil {
+			data = st.draws[req.Label]
+		}
+		from := min(max(req.From, 0), len(data))
+		to := min(from+clampPage(req.Max), len(data))
+		return wire.Reply{Data: slices.Clone(data[from:to]), End: to == len(data)}, nil
 	case wire.OpSessionClose:
 		c.srv.mu.Lock()
 		delete(c.srv.sessions, ss.id)

@@ -306,6 +306,15 @@ func load(c *wire.Client, id string, f *vclock.File) error {
 			if first {
 				req.Timers = s.Timers
 			}
+			if to == l.Len() {
+				// Logged draws ride on the last page.
+				for label, data := range s.Logged {
+					dreq := wire.Request{Op: wire.OpSessionLoad, Session: id, Stream: s.Stream, Label: label, Data: data}
+					if _, err := c.Call(dreq); err != nil {
+						return fmt.Errorf("load logged draws of stream %s: %w", s.Stream, err)
+					}
+				}
+			}
 			if _, err := c.Call(req); err != nil {
 				return fmt.Errorf("load recorded ticks of stream %s: %w", s.Stream, err)
 			}
@@ -336,12 +345,32 @@ func collect(c *wire.Client, id string, spec *Spec) (*vclock.File, error) {
 			l.Append(page.Kinds, page.Values)
 			from += len(page.Values)
 		}
+		var logged map[string][]byte
+		for label := range s.Draws {
+			var data []byte
+			for {
+				page, err := c.Call(wire.Request{Op: wire.OpSessionDraws, Session: id, Stream: s.Stream, Label: label, From: len(data)})
+				if err != nil {
+					return nil, fmt.Errorf("read logged draws of stream %s: %w", s.Stream, err)
+				}
+				data = append(data, page.Data...)
+				if page.End || len(page.Data) == 0 {
+					break
+				}
+			}
+			if len(data) > 0 {
+				if logged == nil {
+					logged = map[string][]byte{}
+				}
+				logged[label] = data
+			}
+		}
 		timers := s.Timers
 		if timers == nil {
 			timers = [][2]int64{}
 		}
 		f.Streams = append(f.Streams, vclock.StreamLog{Stream: s.Stream, Runtime: s.Runtime, Reported: s.Reported,
-			Reads: s.Reads, SleepNS: s.SleepNS, NowNS: s.NowNS, Timers: timers, Draws: s.Draws, Ticks: vclock.FromLog(&l)})
+			Reads: s.Reads, SleepNS: s.SleepNS, NowNS: s.NowNS, Timers: timers, Draws: s.Draws, Ticks: vclock.FromLog(&l), Logged: logged})
 	}
 	for _, d := range rep.Drift {
 		f.Drift = append(f.Drift, vclock.DriftEntry{Stream: d.Stream, What: d.What, Detail: d.Detail})

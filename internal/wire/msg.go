@@ -24,6 +24,7 @@ const (
 	OpSessionLoad   = "session.load"
 	OpSessionDump   = "session.dump"
 	OpSessionTicks  = "session.ticks"
+	OpSessionDraws  = "session.draws"
 	OpSessionClose  = "session.close"
 )
 

@@ -74,7 +74,7 @@ func processStart() []bench.Figure {
 			continue
 		}
 		added := wrapped.Median() - bare.Median()
-		f := bench.Figure{Name: c.name, Value: fmt.Sprintf("+%.1f ms", float64(added)/1e6),
+		f := bench.Figure{Name: c.name, Value: fmt.Sprintf("%+.1f ms", float64(added)/1e6),
 			Ratio: float64(wrapped.Median()) / float64(bare.Median()), Baseline: "bare command",
 			Detail: fmt.Sprintf("n=%d; bare %s; dal %s (min / median / max)", len(bare), bare.Spread(), wrapped.Spread()), Target: c.target}
 		if c.target != "" {
@@ -129,13 +129,21 @@ func shimClock(lang, interp, script string) []bench.Figure {
 	}
 	var figs []bench.Figure
 	for _, r := range res {
-		figs = append(figs, bench.Figure{Name: lang + " " + r.Name, Value: fmt.Sprintf("%.2fx native", r.Ratio), Ratio: r.Ratio,
+		f := bench.Figure{Name: lang + " " + r.Name, Value: fmt.Sprintf("%.2fx native", r.Ratio), Ratio: r.Ratio,
 			Baseline: fmt.Sprintf("native %.1f ns", r.NativeNS),
-			Detail:   fmt.Sprintf("shim %.1f ns; %g IPC round trips per 10^6 reads; repeats %d %s", r.ShimNS, r.RoundTrips, r.Repeats, r.Spread),
-			Target:   "at most 2x native", Verdict: verdict(r.Ratio <= 2)})
+			Detail:   fmt.Sprintf("shim %.1f ns; %g IPC round trips per 10^6 reads; repeats %d %s", r.ShimNS, r.RoundTrips, r.Repeats, r.Spread)}
+		// The issue's target covers the clock reads time.time() and
+		// Date.now(); the rest are reported without one.
+		if targeted[lang+" "+r.Name] {
+			f.Target, f.Verdict = "at most 2x native", verdict(r.Ratio <= 2)
+		}
+		figs = append(figs, f)
 	}
 	return figs
 }
+
+var targeted = map[string]bool{"python time.time": true, "python time.time_ns": true, "python time.monotonic": true,
+	"python time.perf_counter": true, "node Date.now": true, "node performance.now": true, "node process.hrtime.bigint": true}
 
 // lastJSON returns the last line of b that holds a JSON array or object:
 // the benchmark scripts print their results there.
@@ -156,7 +164,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/
 
 // goBench runs the Go micro-benchmarks of the hot paths.
 func goBench() []bench.Figure {
-	cmd := exec.Command("go", "test", "-run", "^$", "-bench", ".", "-benchtime", "200000x", "-count", "5",
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", ".", "-benchtime", "300ms", "-count", "3",
 		"./agent", "./vclock", "./seedrng", "./internal/wire", "./internal/daemon")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	o, err := cmd.Output()
@@ -207,7 +215,7 @@ func goBench() []bench.Figure {
 		a := runs[name]
 		v := median(a.ns)
 		f := bench.Figure{Name: "go " + name, Value: fmt.Sprintf("%.1f ns/op", v),
-			Detail: fmt.Sprintf("median of %d; %s", len(a.ns), a.extra[len(a.extra)/2])}
+			Detail: strings.TrimSuffix(fmt.Sprintf("median of %d; %s", len(a.ns), strings.Join(strings.Fields(a.extra[len(a.extra)/2]), " ")), "; ")}
 		switch name {
 		case "BenchmarkNowStrict":
 			if b := base("BenchmarkTimeNow"); b > 0 {
