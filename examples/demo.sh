@@ -33,7 +33,8 @@ for agent in "python:python3 examples/python/agent.py" "node:node examples/node/
     status=1
   fi
   echo "--- with --seed 8, these lines change:"
-  diff "$out/$name.a" "$out/$name.c" | grep '^>' | head -8 || echo "    (none)"
+  changed=$(diff "$out/$name.a" "$out/$name.c" | grep '^>' | head -8 || true)
+  echo "${changed:-    (none)}"
   echo
 done
 exit $status
