@@ -182,7 +182,7 @@ func TestBadClientsGetClearErrorsAndOthersCarryOn(t *testing.T) {
 	}
 	// A half frame followed by a disconnect.
 	c, _ := net.Dial("unix", srv.Path())
-	c.Write(append(frame(hello)[:3]))
+	c.Write(frame(hello)[:3])
 	c.Close()
 	c, _ = net.Dial("unix", srv.Path())
 	c.Write(frame(hello)[:10])
