@@ -331,3 +331,24 @@ func waitFor(t *testing.T, ok func() bool) {
 	}
 	t.Fatal("condition not met in 5 s")
 }
+
+func TestStrictReplayComparesTheTimerSchedule(t *testing.T) {
+	t.Parallel()
+	clock := filepath.Join(t.TempDir(), "clock.json")
+	rec := dalExec(t, nil, "run", "--clock-out", clock, "--", "python3", "testdata/timers.py", "4")
+	if rec.stdout != "['b', 'c', 'a', 'd'] 1767225603.000002\n" {
+		t.Fatalf("recording printed %q (%s)", rec.stdout, rec.stderr)
+	}
+	f, err := vclock.ReadFile(clock)
+	if err != nil || len(f.Streams) != 1 || len(f.Streams[0].Timers) < 4 {
+		t.Fatalf("clock log %+v %v", f, err)
+	}
+	same := dalExec(t, nil, "run", "--replay-clock", clock, "--", "python3", "testdata/timers.py", "4")
+	if same.stdout != rec.stdout || same.stderr != "" {
+		t.Fatalf("same agent: %q %q", same.stdout, same.stderr)
+	}
+	other := dalExec(t, nil, "run", "--replay-clock", clock, "--", "python3", "testdata/timers.py", "3")
+	if !strings.Contains(other.stderr, "dal: drift in stream 0 (timers): timer firing 4 was") {
+		t.Fatalf("changed schedule not reported: %q", other.stderr)
+	}
+}

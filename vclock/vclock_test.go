@@ -105,3 +105,30 @@ func BenchmarkTimeNow(b *testing.B) {
 		time.Now()
 	}
 }
+
+func TestCompare(t *testing.T) {
+	rec := &File{Streams: []StreamLog{
+		{Stream: "0", Reported: true, Reads: 5, Timers: [][2]int64{{100, 1}, {100, 2}}},
+		{Stream: "0.1", Reported: true, Reads: 1},
+	}}
+	same := &File{Streams: []StreamLog{
+		{Stream: "0", Reported: true, Reads: 5, Timers: [][2]int64{{100, 1}, {100, 2}}},
+		{Stream: "0.1", Reported: true, Reads: 1},
+	}}
+	if d := Compare(rec, same); len(d) != 0 {
+		t.Fatalf("identical logs differ: %+v", d)
+	}
+	other := &File{Streams: []StreamLog{
+		{Stream: "0", Reported: true, Reads: 5, Timers: [][2]int64{{100, 2}, {100, 1}}},
+		{Stream: "0.2", Reported: true, Reads: 1},
+	}}
+	d := Compare(rec, other)
+	if len(d) != 3 || d[0].What != "timers" || !strings.Contains(d[0].Detail, "timer firing 1 was (deadline 100 ns, registration 2)") ||
+		d[1].Stream != "0.1" || d[2].Stream != "0.2" {
+		t.Fatalf("%+v", d)
+	}
+	fewer := &File{Streams: []StreamLog{{Stream: "0", Reported: true, Reads: 4, Timers: rec.Streams[0].Timers}, {Stream: "0.1", Reported: true, Reads: 1}}}
+	if d := Compare(rec, fewer); len(d) != 1 || d[0].Detail != "4 clock reads, the recording has 5" {
+		t.Fatalf("%+v", d)
+	}
+}

@@ -195,6 +195,9 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 			return res, fmt.Errorf("write the clock log: %w", err)
 		}
 	}
+	if spec.Replay != nil {
+		res.Clock.Drift = append(res.Clock.Drift, vclock.Compare(spec.Replay, res.Clock)...)
+	}
 	for _, d := range res.Clock.Drift {
 		fmt.Fprintf(spec.Log, "dal: drift in stream %s (%s): %s\n", d.Stream, d.What, d.Detail)
 	}
