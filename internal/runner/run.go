@@ -39,6 +39,10 @@ type Spec struct {
 	Socket   string // "" = a running default dald, else embedded
 	ClockOut string // write clock.json here ("" = not kept)
 	Replay   *vclock.File
+	// Wrap, when set, builds the command that runs the agent (argv[0] is
+	// already resolved through PATH), e.g. inside a sandbox. The runner
+	// still owns its process attributes, start, watchdog and wait.
+	Wrap func(argv, env []string, dir string) (*exec.Cmd, error)
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -207,17 +211,26 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 // execute starts the agent, forwards signals, enforces the timeout and
 // waits for the agent and its whole tree.
 func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result) error {
-	cmd := &exec.Cmd{
-		Path: path, Args: spec.Args, Dir: spec.Dir, Env: env.List(),
-		Stdin: spec.Stdin, Stdout: spec.Stdout, Stderr: spec.Stderr,
-		// Its own process group, so the tree can be signalled at once --
-		// except on a terminal, where the agent must stay in the
-		// foreground group to read input.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: !interactive(spec.Stdin), Pdeathsig: syscall.SIGKILL},
-		// Output copying (when Stdout is not a file) must not outlive a
-		// killed tree by long.
-		WaitDelay: 2 * time.Second,
+	cmd := &exec.Cmd{Path: path, Args: spec.Args, Dir: spec.Dir, Env: env.List()}
+	if spec.Wrap != nil {
+		argv := append([]string{path}, spec.Args[1:]...)
+		var err error
+		if cmd, err = spec.Wrap(argv, env.List(), spec.Dir); err != nil {
+			return err
+		}
 	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// Its own process group, so the tree can be signalled at once -- except
+	// on a terminal, where the agent must stay in the foreground group to
+	// read input.
+	cmd.SysProcAttr.Setpgid = !interactive(spec.Stdin)
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	// Output copying (when Stdout is not a file) must not outlive a killed
+	// tree by long.
+	cmd.WaitDelay = 2 * time.Second
 	if err := becomeSubreaper(); err != nil {
 		return fmt.Errorf("become the agent's subreaper: %w", err)
 	}
