@@ -152,3 +152,13 @@ func FirstCPU() ([]int, error) {
 	}
 	return cpus[:1], nil
 }
+
+// Allowlisted reports whether name is passed through to every agent.
+func Allowlisted(name string) bool {
+	for _, k := range passEnv {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -127,6 +128,7 @@ func installIn(base string) (Dir, error) {
 		return os.WriteFile(dst, b, 0o644)
 	})
 	if err == nil {
+		precompile(tmp)
 		err = os.WriteFile(filepath.Join(tmp, ".complete"), []byte(Digest()+"\n"), 0o644)
 	}
 	if err != nil {
@@ -143,6 +145,20 @@ func installIn(base string) (Dir, error) {
 		return "", err
 	}
 	return Dir(final), nil
+}
+
+// precompile compiles the Python shim with the default python3, when there
+// is one, so that agents do not each pay for compiling it -- notably inside
+// a sandbox, where the shim directory is read-only. Best effort: without
+// it Python compiles in memory.
+func precompile(dir string) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(py, "-m", "compileall", "-q", filepath.Join(dir, "python"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.Run()
 }
 
 // checkOwned refuses a shared directory someone else controls: the shims

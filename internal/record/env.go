@@ -1,0 +1,130 @@
+// Package record records an agent run into a trace bundle and replays a
+// bundle offline with a verdict: the orchestration behind dal-exec record,
+// replay, diff and revert, over internal/runner, internal/sandbox and the
+// bundle format.
+package record
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/version"
+)
+
+// EnvVersion is the env.json format version.
+const EnvVersion = 1
+
+// RunEnv is env.json: everything needed to re-run the command the same way,
+// and what the run was like. Values of variables passed with --keep-env are
+// never stored, only their SHA-256, so a token kept for the agent never
+// reaches disk.
+type RunEnv struct {
+	Version   int       `json:"version"`
+	Command   []string  `json:"command"`
+	Cwd       string    `json:"cwd"` // relative to the workspace, "." at its root
+	Workspace string    `json:"workspace"`
+	Mode      string    `json:"mode"`
+	Seed      uint64    `json:"seed"`
+	Epoch     time.Time `json:"epoch"`
+	QuantumNS int64     `json:"quantum_ns"`
+	CPUs      []int     `json:"cpus"`
+	Timeout   string    `json:"timeout,omitempty"`
+
+	// GuardRails are the variables dal set, by name; Inherited the
+	// allowlisted ones passed through; Kept the --keep-env names with the
+	// SHA-256 of their values.
+	GuardRails map[string]string `json:"guard_rails"`
+	Inherited  map[string]string `json:"inherited"`
+	Kept       map[string]string `json:"kept"`
+
+	Host       Host              `json:"host"`
+	Runtimes   map[string]string `json:"runtimes"`
+	DalVersion string            `json:"dal_version"`
+
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS int64     `json:"duration_ms"`
+	ExitCode   int       `json:"exit_code"`
+	TimedOut   bool      `json:"timed_out,omitempty"`
+
+	PreTreeHash   string `json:"workspace_pre_hash"`
+	PostTreeHash  string `json:"workspace_post_hash"`
+	SelfContained bool   `json:"self_contained"`
+	Applied       bool   `json:"applied"`
+}
+
+// Host describes the machine a run was recorded on.
+type Host struct {
+	Hostname string `json:"hostname"`
+	Kernel   string `json:"kernel"`
+	Arch     string `json:"arch"`
+	CPUs     int    `json:"cpus"`
+}
+
+// volatile guard rails name per-run paths and ids; they are recorded but
+// not compared.
+var volatile = map[string]bool{"DAL_SOCKET": true, "DAL_SESSION": true, "AGENT_CLOCK_FILE": true, "PYTHONPATH": true, "NODE_OPTIONS": true}
+
+func hostInfo() Host {
+	h := Host{Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+	h.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		h.Kernel = strings.TrimSpace(string(b))
+	}
+	return h
+}
+
+// runtimeVersions asks the interpreter a command starts for its version,
+// when it is one dal shims.
+func runtimeVersions(argv0 string) map[string]string {
+	out := map[string]string{}
+	base := filepath.Base(argv0)
+	switch {
+	case strings.HasPrefix(base, "python"), base == "node":
+	default:
+		return out
+	}
+	if b, err := exec.Command(argv0, "--version").CombinedOutput(); err == nil {
+		out[base] = strings.TrimSpace(string(b))
+	}
+	return out
+}
+
+func hashValue(v string) string {
+	s := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// newRunEnv fills env.json from a finished run.
+func newRunEnv(spec *runner.Spec, res *runner.Result, workspace, cwd string, started time.Time) *RunEnv {
+	e := &RunEnv{Version: EnvVersion, Command: spec.Args, Cwd: cwd, Workspace: workspace,
+		Mode: spec.Mode, Seed: spec.Seed, Epoch: spec.Epoch.UTC(), QuantumNS: int64(spec.Quantum), CPUs: spec.CPUs,
+		GuardRails: map[string]string{}, Inherited: map[string]string{}, Kept: map[string]string{},
+		Host: hostInfo(), Runtimes: runtimeVersions(spec.Args[0]), DalVersion: version.Version,
+		StartedAt: started.UTC(), DurationMS: res.Wall.Milliseconds(), ExitCode: res.ExitCode, TimedOut: res.TimedOut}
+	if spec.Timeout > 0 {
+		e.Timeout = spec.Timeout.String()
+	}
+	rails := map[string]bool{}
+	for _, k := range res.Rails {
+		rails[k] = true
+		e.GuardRails[k] = res.Env[k]
+	}
+	for k := range res.Env {
+		if rails[k] {
+			continue
+		}
+		if runner.Allowlisted(k) {
+			e.Inherited[k] = res.Env[k]
+		} else {
+			e.Kept[k] = hashValue(res.Env[k])
+		}
+	}
+	return e
+}
