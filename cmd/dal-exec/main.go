@@ -6,8 +6,10 @@ import (
 	"os"
 
 	"github.com/dal-runtime/dal/internal/cli"
+	"github.com/dal-runtime/dal/internal/sandbox"
 )
 
 func main() {
+	sandbox.Init() // the re-executed sandbox init never returns from here
 	os.Exit(cli.Main(os.Args, os.Stdout, os.Stderr))
 }

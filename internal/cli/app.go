@@ -40,6 +40,7 @@ inside itself: nothing needs to be started first.`,
 		EnableBashCompletion: false,
 		Commands: []*ucli.Command{
 			RunCommand(),
+			RecordCommand(),
 			StatusCommand(),
 		},
 		ExitErrHandler: func(*ucli.Context, error) {},

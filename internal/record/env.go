@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/version"
 )
 
@@ -53,10 +54,11 @@ type RunEnv struct {
 	ExitCode   int       `json:"exit_code"`
 	TimedOut   bool      `json:"timed_out,omitempty"`
 
-	PreTreeHash   string `json:"workspace_pre_hash"`
-	PostTreeHash  string `json:"workspace_post_hash"`
-	SelfContained bool   `json:"self_contained"`
-	Applied       bool   `json:"applied"`
+	SelfContained bool `json:"self_contained"`
+	Applied       bool `json:"applied"`
+	// DeniedWrites are the agent's attempts to write outside the
+	// workspace, which failed inside the sandbox.
+	DeniedWrites []sandbox.DeniedWrite `json:"denied_writes"`
 }
 
 // Host describes the machine a run was recorded on.

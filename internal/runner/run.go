@@ -43,6 +43,10 @@ type Spec struct {
 	// already resolved through PATH), e.g. inside a sandbox. The runner
 	// still owns its process attributes, start, watchdog and wait.
 	Wrap func(argv, env []string, dir string) (*exec.Cmd, error)
+	// Wait, when set, replaces cmd.Wait for a wrapped command: it returns
+	// setup failures of the wrapper as errors of dal (exit 2), not of the
+	// agent.
+	Wait func(cmd *exec.Cmd) error
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -242,8 +246,12 @@ func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result)
 	if err := startPinned(cmd, spec.CPUs); err != nil {
 		return fmt.Errorf("start %s: %w", spec.Args[0], err)
 	}
+	wait := cmd.Wait
+	if spec.Wait != nil {
+		wait = func() error { return spec.Wait(cmd) }
+	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- wait() }()
 
 	var watchdog <-chan time.Time
 	if spec.Timeout > 0 {
@@ -301,7 +309,7 @@ wait:
 			res.ExitCode = ws.ExitStatus()
 		}
 	default:
-		return fmt.Errorf("wait for %s: %w", spec.Args[0], werr)
+		return fmt.Errorf("run %s: %w", spec.Args[0], werr)
 	}
 	return nil
 }

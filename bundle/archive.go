@@ -1,0 +1,367 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// packing is how a bundle is stored.
+type packing int
+
+const (
+	packDir packing = iota
+	packTgz
+	packZstd
+)
+
+// packingFor chooses by out's extension.
+func packingFor(out string) packing {
+	switch {
+	case strings.HasSuffix(out, ".tgz"), strings.HasSuffix(out, ".tar.gz"):
+		return packTgz
+	case strings.HasSuffix(out, ".tar.zst"):
+		return packZstd
+	}
+	return packDir
+}
+
+var (
+	magicGzip = []byte{0x1f, 0x8b}
+	magicZstd = []byte{0x28, 0xb5, 0x2f, 0xfd}
+)
+
+// Pack writes the bundle directory dir as one archive at out, chosen by
+// out's extension: .tgz or .tar.gz (gzip) or .tar.zst (zstd). Entries are
+// in sorted order with fixed owners, times and normalized modes, so the
+// same bundle packs to the same bytes. out is written atomically and
+// never replaced (ErrExists). Pack does not verify dir; Open does.
+func Pack(dir, out string) error {
+	p := packingFor(out)
+	if p == packDir {
+		return fmt.Errorf("pack %s: unknown archive type: name it .tgz, .tar.gz or .tar.zst", out)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, ManifestFile)); err != nil || !fi.Mode().IsRegular() {
+		return &Error{Bundle: dir, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("%s is not a dal bundle: it has no %s", dir, ManifestFile)}
+	}
+	if _, err := os.Lstat(out); err == nil {
+		return fmt.Errorf("pack %s: %w: choose another path or remove it", out, ErrExists)
+	}
+	return packTo(dir, out, p, false)
+}
+
+// packTo archives dir (all of it, reserved entries included) into out
+// through a temporary file beside it; replace allows replacing out.
+func packTo(dir, out string, p packing, replace bool) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".partial-*")
+	if err != nil {
+		return writeErr(out, "the archive", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := writeArchive(tmp, dir, p); err != nil {
+		return writeErr(out, "the archive", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return writeErr(out, "the archive", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return writeErr(out, "the archive", err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return writeErr(out, "the archive", err)
+	}
+	if replace {
+		if err := os.Rename(tmp.Name(), out); err != nil {
+			return writeErr(out, "the archive", err)
+		}
+		if err := syncDir(filepath.Dir(out)); err != nil {
+			return writeErr(out, "its directory", err)
+		}
+		return nil
+	}
+	return publish(tmp.Name(), out)
+}
+
+func writeArchive(w io.Writer, dir string, p packing) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	var zw io.WriteCloser
+	var err error
+	switch p {
+	case packTgz:
+		zw = gzip.NewWriter(bw)
+	case packZstd:
+		zw, err = zstd.NewWriter(bw)
+		if err != nil {
+			return err
+		}
+	default:
+		return errors.New("not an archive type")
+	}
+	tw := tar.NewWriter(zw)
+	if err := tarTree(tw, dir); err != nil {
+		zw.Close()
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// tarTree writes every entry below dir in sorted order.
+func tarTree(tw *tar.Writer, dir string) error {
+	type item struct {
+		rel string
+		typ fs.FileMode
+	}
+	var items []item
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		items = append(items, item{filepath.ToSlash(rel), d.Type()})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.rel, b.rel) })
+	epoch := time.Unix(0, 0)
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	for _, it := range items {
+		p := filepath.Join(dir, filepath.FromSlash(it.rel))
+		h := &tar.Header{Name: it.rel, ModTime: epoch, Format: tar.FormatPAX}
+		switch {
+		case it.typ.IsDir():
+			h.Typeflag, h.Name, h.Mode = tar.TypeDir, it.rel+"/", 0o755
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+		case it.typ&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, target, 0o777
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+		case it.typ.IsRegular():
+			if err := tarFile(tw, h, p, *buf); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s is a %s: bundles hold only regular files, symbolic links and directories", it.rel, kindName(it.typ))
+		}
+	}
+	return nil
+}
+
+func tarFile(tw *tar.Writer, h *tar.Header, p string, buf []byte) error {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	h.Typeflag, h.Size, h.Mode = tar.TypeReg, fi.Size(), 0o644
+	if fi.Mode()&0o111 != 0 {
+		h.Mode = 0o755
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	n, err := io.CopyBuffer(tw, io.LimitReader(f, h.Size), buf)
+	if err == nil && n != h.Size {
+		err = fmt.Errorf("%s changed while being packed", h.Name)
+	}
+	return err
+}
+
+// sniff reports the packing of the file at path from its first bytes.
+func sniff(path string) (packing, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	switch {
+	case bytes.HasPrefix(head, magicZstd):
+		return packZstd, nil
+	case bytes.HasPrefix(head, magicGzip):
+		return packTgz, nil
+	}
+	return packDir, nil
+}
+
+// extract unpacks archive (of packing p) into the empty directory dst.
+// It accepts only regular files, directories and symbolic links with
+// clean relative names, and refuses an entry that would be written
+// through a symbolic link or over another entry (tar-slip). Links are
+// created, never followed. Errors name the archive's entry; the caller
+// adds the bundle.
+func extract(archive, dst string, p packing, limit int64) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var r io.Reader
+	switch p {
+	case packTgz:
+		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
+		if err != nil {
+			return truncated{err}
+		}
+		defer zr.Close()
+		r = zr
+	case packZstd:
+		zr, err := zstd.NewReader(bufio.NewReaderSize(f, 1<<20), zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return truncated{err}
+		}
+		defer zr.Close()
+		r = zr
+	}
+	tr := tar.NewReader(r)
+	seen := map[string]byte{} // rel -> tar type flag
+	var total int64
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			// Read the compressed stream to its end so that its
+			// trailer (sizes, checksums) is checked too.
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return truncated{err}
+			}
+			return nil
+		}
+		if err != nil && !errors.Is(err, tar.ErrInsecurePath) {
+			return truncated{err}
+		}
+		if h.Typeflag == tar.TypeXGlobalHeader {
+			continue
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		if h.Typeflag == tar.TypeDir {
+			name = strings.TrimSuffix(name, "/")
+			if name == "" || name == "." {
+				continue
+			}
+		}
+		if err := validRel(name); err != nil {
+			return fmt.Errorf("archive entry %w: it would be written outside the bundle", err)
+		}
+		if err := extractParents(dst, name, seen); err != nil {
+			return err
+		}
+		if t, dup := seen[name]; dup && !(t == tar.TypeDir && h.Typeflag == tar.TypeDir) {
+			return fmt.Errorf("archive entry %s appears twice", name)
+		}
+		target := filepath.Join(dst, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if _, dup := seen[name]; !dup {
+				if err := os.Mkdir(target, 0o700); err != nil {
+					return err
+				}
+			}
+		case tar.TypeSymlink:
+			if h.Linkname == "" {
+				return fmt.Errorf("archive entry %s is a symbolic link to nothing", name)
+			}
+			if err := os.Symlink(h.Linkname, target); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if total += h.Size; limit > 0 && total > limit {
+				return fmt.Errorf("the archive expands to more than %d bytes (at %s)", limit, name)
+			}
+			out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+			if err != nil {
+				return err
+			}
+			_, err = io.CopyBuffer(out, tr, *buf)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				if isWriteErr(err) {
+					return err
+				}
+				return truncated{err}
+			}
+		default:
+			return fmt.Errorf("archive entry %s is of tar type %q: bundles hold only regular files, symbolic links and directories", name, h.Typeflag)
+		}
+		seen[name] = h.Typeflag
+	}
+}
+
+// extractParents creates name's missing parent directories and refuses a
+// parent that is a symbolic link or a file in the archive.
+func extractParents(dst, name string, seen map[string]byte) error {
+	for i := 0; i < len(name); i++ {
+		if name[i] != '/' {
+			continue
+		}
+		parent := name[:i]
+		switch t, ok := seen[parent]; {
+		case !ok:
+			if err := os.Mkdir(filepath.Join(dst, filepath.FromSlash(parent)), 0o700); err != nil {
+				return err
+			}
+			seen[parent] = tar.TypeDir
+		case t == tar.TypeSymlink:
+			return fmt.Errorf("archive entry %s passes through the symbolic link %s: it would be written outside the bundle", name, parent)
+		case t != tar.TypeDir:
+			return fmt.Errorf("archive entry %s is below %s, which is not a directory", name, parent)
+		}
+	}
+	return nil
+}
+
+// truncated marks a failure to decode the archive itself.
+type truncated struct{ err error }
+
+func (t truncated) Error() string { return t.err.Error() }
+func (t truncated) Unwrap() error { return t.err }
+
+func isWriteErr(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Op == "write"
+}

@@ -1,0 +1,360 @@
+package bundle
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+)
+
+// Size limits of the files Open reads whole.
+const (
+	maxManifestBytes = 256 << 20
+	maxSigBytes      = 1 << 10
+	maxReplayBytes   = 16 << 20
+)
+
+// OpenOptions tune Open.
+type OpenOptions struct {
+	// TrustedKey, when set, is the only key the bundle may be signed
+	// with (`dal-exec verify --key`). Without it, Open checks the
+	// signature under the key the manifest names, which proves the
+	// bundle intact but not who recorded it.
+	TrustedKey ed25519.PublicKey
+	// TempDir is where archives are extracted ("" = os.TempDir()).
+	TempDir string
+	// MaxExtractBytes, when positive, caps the bytes an archive may
+	// extract to (a guard against decompression bombs from untrusted
+	// sources). Zero: only the disk limits it.
+	MaxExtractBytes int64
+}
+
+// Bundle is an opened, verified bundle. Close releases it.
+type Bundle struct {
+	Path      string    // as given to Open
+	Dir       string    // root directory on disk: Path, or a private extracted copy of an archive
+	Manifest  *Manifest // the verified manifest
+	PublicKey ed25519.PublicKey
+	// Replays are the outcomes in replays/, oldest first.
+	Replays []ReplayOutcome
+
+	packing packing
+	tmp     string // extraction directory, removed by Close
+}
+
+// Open opens and verifies the bundle at path: a directory, or a .tgz or
+// .tar.zst archive (recognized by content), which is extracted into a
+// private temporary directory that Close removes. It checks, in order:
+// manifest.json parses; its format version is one this package reads;
+// it conforms to the execution-snapshot schema; manifest.sig is a valid
+// signature of manifest.json's bytes under the manifest's public key
+// (which must be opts.TrustedKey when that is set); every file, link and
+// empty directory the manifest lists exists with its hash, and nothing
+// else exists but manifest.json, manifest.sig and replays/; and the
+// replay outcomes in replays/ parse. The error is an *Error naming the
+// first bad file in one sentence.
+func Open(path string, opts OpenOptions) (*Bundle, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &Error{Bundle: path, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("bundle %s does not exist", path)}
+		}
+		return nil, &Error{Bundle: path, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("bundle %s: %v", path, err)}
+	}
+	b := &Bundle{Path: path}
+	if fi.IsDir() {
+		if b.Dir, err = filepath.EvalSymlinks(path); err != nil {
+			return nil, &Error{Bundle: path, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("bundle %s: %v", path, err)}
+		}
+	} else {
+		if err := b.unpack(opts.TempDir, opts.MaxExtractBytes); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.verify(opts); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// unpack extracts an archive bundle into a private temporary directory.
+func (b *Bundle) unpack(tempDir string, limit int64) error {
+	p, err := sniff(b.Path)
+	if err != nil {
+		return &Error{Bundle: b.Path, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("bundle %s: %v", b.Path, err)}
+	}
+	if p == packDir {
+		return &Error{Bundle: b.Path, Kind: ErrNotBundle,
+			msg: fmt.Sprintf("%s is not a dal bundle: expected a directory, a .tgz or a .tar.zst archive", b.Path)}
+	}
+	tmp, err := os.MkdirTemp(tempDir, "dal-bundle-")
+	if err != nil {
+		return fmt.Errorf("bundle %s: creating a directory to extract it: %w", b.Path, err)
+	}
+	b.packing, b.tmp, b.Dir = p, tmp, tmp
+	if err := extract(b.Path, tmp, p, limit); err != nil {
+		b.Close()
+		var tr truncated
+		switch {
+		case errors.As(err, &tr):
+			return &Error{Bundle: b.Path, File: filepath.Base(b.Path), Kind: ErrCorrupt, Err: err,
+				msg: fmt.Sprintf("bundle %s is truncated or corrupt (%v): the bundle was modified or corrupted", b.Path, tr.err)}
+		case errors.Is(err, syscall.ENOSPC), isWriteErr(err):
+			return fmt.Errorf("bundle %s: extracting into %s: %w: free space there or set TMPDIR", b.Path, filepath.Dir(tmp), err)
+		}
+		return &Error{Bundle: b.Path, Kind: ErrCorrupt, Err: err,
+			msg: fmt.Sprintf("bundle %s: %v: the bundle was modified or corrupted", b.Path, err)}
+	}
+	// An archive of a directory (tar czf b.tgz bundle/) has the bundle
+	// one level down.
+	if _, err := os.Lstat(filepath.Join(tmp, ManifestFile)); err != nil {
+		if ents, err := os.ReadDir(tmp); err == nil && len(ents) == 1 && ents[0].IsDir() {
+			b.Dir = filepath.Join(tmp, ents[0].Name())
+		}
+	}
+	return nil
+}
+
+// Close removes an archive's extracted copy. The Bundle is unusable
+// afterwards. Close is idempotent.
+func (b *Bundle) Close() error {
+	if b.tmp == "" {
+		return nil
+	}
+	err := os.RemoveAll(b.tmp)
+	b.tmp = ""
+	return err
+}
+
+// File is the absolute path of the component file rel (slash-separated)
+// on disk. It does not check rel; prefer ReadFile or OpenFile, which
+// refuse symbolic links and paths the manifest does not list.
+func (b *Bundle) File(rel string) string {
+	return filepath.Join(b.Dir, filepath.FromSlash(rel))
+}
+
+// Has reports whether the manifest lists rel as a regular file.
+func (b *Bundle) Has(rel string) bool {
+	_, ok := b.Manifest.Dal.Files[rel]
+	return ok
+}
+
+// OpenFile opens the regular file rel that the manifest lists, never
+// following a symbolic link. The caller closes it.
+func (b *Bundle) OpenFile(rel string) (*os.File, error) {
+	if !b.Has(rel) {
+		return nil, fmt.Errorf("bundle %s has no file %s: %w", b.Path, rel, fs.ErrNotExist)
+	}
+	f, err := os.OpenFile(b.File(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", b.Path, err)
+	}
+	return f, nil
+}
+
+// ReadFile reads the regular file rel that the manifest lists.
+func (b *Bundle) ReadFile(rel string) ([]byte, error) {
+	f, err := b.OpenFile(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: reading %s: %w", b.Path, rel, err)
+	}
+	return data, nil
+}
+
+// ReadJSON decodes the regular file rel into v.
+func (b *Bundle) ReadJSON(rel string, v any) error {
+	data, err := b.ReadFile(rel)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("bundle %s: %s is not valid JSON: %w", b.Path, rel, err)
+	}
+	return nil
+}
+
+// readSmall reads the regular file rel of the bundle root, refusing links
+// and files larger than limit.
+func (b *Bundle) readSmall(rel string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(b.File(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, errors.New("is not a regular file")
+		}
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, errors.New("is not a regular file")
+	} else if fi.Size() > limit {
+		return nil, fmt.Errorf("is larger than %d bytes", limit)
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+func (b *Bundle) verify(opts OpenOptions) error {
+	data, err := b.readSmall(ManifestFile, maxManifestBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Error{Bundle: b.Path, Kind: ErrNotBundle, Err: err,
+			msg: fmt.Sprintf("%s is not a dal bundle: it has no %s", b.Path, ManifestFile)}
+	}
+	if err != nil {
+		return corrupt(b.Path, ManifestFile, err, "%v", err)
+	}
+	var probe struct {
+		Dal struct {
+			FormatVersion *int `json:"format_version"`
+		} `json:"dal"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return corrupt(b.Path, ManifestFile, err, "is not valid JSON (%v)", err)
+	}
+	switch v := probe.Dal.FormatVersion; {
+	case v == nil:
+		return corrupt(b.Path, ManifestFile, nil, "has no dal.format_version")
+	case *v > FormatVersion:
+		return &Error{Bundle: b.Path, File: ManifestFile, Kind: ErrVersion,
+			msg: fmt.Sprintf("bundle %s has format version %d; this dal reads %d: upgrade dal", b.Path, *v, FormatVersion)}
+	case *v < 1:
+		return corrupt(b.Path, ManifestFile, nil, "has format version %d, which no dal writes", *v)
+	}
+	if err := ValidateManifest(data); err != nil {
+		return corrupt(b.Path, ManifestFile, err, "does not conform to the execution-snapshot schema (%v)", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return corrupt(b.Path, ManifestFile, err, "cannot be read (%v)", err)
+	}
+	pub, err := base64.StdEncoding.Strict().DecodeString(m.Dal.PublicKey)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return corrupt(b.Path, ManifestFile, err, "has a malformed dal.public_key")
+	}
+	sigText, err := b.readSmall(SignatureFile, maxSigBytes)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return corrupt(b.Path, SignatureFile, err, "is missing")
+		}
+		return corrupt(b.Path, SignatureFile, err, "%v", err)
+	}
+	sig, err := decodeSignature(sigText)
+	if err != nil {
+		return corrupt(b.Path, SignatureFile, err, "%v", err)
+	}
+	if !ed25519.Verify(pub, data, sig) {
+		return corrupt(b.Path, SignatureFile, nil, "does not verify manifest.json (one of the two was changed)")
+	}
+	if opts.TrustedKey != nil && !bytes.Equal(pub, opts.TrustedKey) {
+		return &Error{Bundle: b.Path, File: SignatureFile, Kind: ErrUntrusted,
+			msg: fmt.Sprintf("bundle %s is signed by key %s, not by the trusted key %s: it was not recorded with that key", b.Path,
+				m.Dal.PublicKey, base64.StdEncoding.EncodeToString(opts.TrustedKey))}
+	}
+	b.Manifest, b.PublicKey = &m, ed25519.PublicKey(pub)
+	if err := b.verifyFiles(); err != nil {
+		return err
+	}
+	return b.loadReplays()
+}
+
+// verifyFiles compares the tree on disk with the manifest's lists: first
+// its shape (missing, extra or retyped paths), then every hash.
+func (b *Bundle) verifyFiles() error {
+	want := map[string]entry{}
+	add := func(rel, digest string, k entryKind) error {
+		if err := validRel(rel); err != nil || reserved(rel) {
+			return corrupt(b.Path, ManifestFile, err, "lists the path %q, which a bundle cannot hold", rel)
+		}
+		if _, dup := want[rel]; dup {
+			return corrupt(b.Path, ManifestFile, nil, "lists %s twice", rel)
+		}
+		want[rel] = entry{rel: rel, kind: k, want: digest}
+		return nil
+	}
+	d := b.Manifest.Dal
+	for rel, h := range d.Files {
+		if err := add(rel, h, kindFile); err != nil {
+			return err
+		}
+	}
+	for rel, h := range d.Symlinks {
+		if err := add(rel, h, kindSymlink); err != nil {
+			return err
+		}
+	}
+	for _, rel := range d.EmptyDirs {
+		if err := add(rel, "", kindDir); err != nil {
+			return err
+		}
+	}
+	t, err := scanTree(b.Dir)
+	if err != nil {
+		var ee *entryError
+		if errors.As(err, &ee) {
+			return &Error{Bundle: b.Path, File: ee.rel, Kind: ErrCorrupt, Err: err,
+				msg: fmt.Sprintf("bundle %s: %v: the bundle was modified or corrupted", b.Path, err)}
+		}
+		return &Error{Bundle: b.Path, Kind: ErrCorrupt, Err: err,
+			msg: fmt.Sprintf("bundle %s: %v: the bundle was modified or corrupted", b.Path, err)}
+	}
+	// Shape, in sorted path order over both lists.
+	var paths []string
+	have := map[string]entryKind{}
+	for _, e := range t.entries {
+		have[e.rel] = e.kind
+		paths = append(paths, e.rel)
+	}
+	for rel := range want {
+		if _, ok := have[rel]; !ok {
+			paths = append(paths, rel)
+		}
+	}
+	sort.Strings(paths)
+	for _, rel := range paths {
+		w, listed := want[rel]
+		k, present := have[rel]
+		switch {
+		case !listed:
+			return corrupt(b.Path, rel, nil, "is not listed in the manifest")
+		case !present && w.kind == kindDir && isDir(b.File(rel)):
+			return corrupt(b.Path, rel, nil, "is no longer empty")
+		case !present:
+			return corrupt(b.Path, rel, nil, "is listed in the manifest but missing")
+		case k != w.kind:
+			return corrupt(b.Path, rel, nil, "is %s but the manifest lists %s", k, w.kind)
+		}
+	}
+	// Content.
+	for i := range t.entries {
+		t.entries[i].want = want[t.entries[i].rel].want
+	}
+	hashEntries(b.Dir, t.entries, false, true)
+	for _, e := range t.entries {
+		if e.err != nil {
+			return corrupt(b.Path, e.rel, e.err, "cannot be read (%v)", e.err)
+		}
+		if e.digest != e.want {
+			return corrupt(b.Path, e.rel, nil, "does not match its hash in the manifest")
+		}
+	}
+	return nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}

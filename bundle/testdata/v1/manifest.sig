@@ -1,0 +1,1 @@
+Nurz31oisSOB0SXsXYipboP/ZFwRwonZ4Wx0XniaWI+BQw+hL4lOQtQR+mokJ2AjdkNGWBoXdnKheoFIyg88CQ==

@@ -1,0 +1,279 @@
+package bundle
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unicode/utf8"
+)
+
+// entryKind is what a bundle path is on disk.
+type entryKind int
+
+const (
+	kindFile entryKind = iota
+	kindSymlink
+	kindDir // listed only when empty
+)
+
+func (k entryKind) String() string {
+	return [...]string{"a regular file", "a symbolic link", "an empty directory"}[k]
+}
+
+// entry is one covered path of a bundle tree.
+type entry struct {
+	rel    string // slash-separated
+	kind   entryKind
+	digest string // "sha256:<hex>", filled by hashEntries
+	want   string // expected digest when verifying
+	err    error  // from hashEntries
+}
+
+// tree is a scanned bundle directory.
+type tree struct {
+	entries []entry  // sorted by rel
+	dirs    []string // every directory, root ("") first, parents before children
+}
+
+// validRel reports whether rel is a clean, relative, slash-separated path
+// inside a bundle.
+func validRel(rel string) error {
+	if rel == "" {
+		return errors.New("empty path")
+	}
+	if strings.HasPrefix(rel, "/") {
+		return fmt.Errorf("%q is absolute", rel)
+	}
+	if strings.IndexByte(rel, 0) >= 0 {
+		return fmt.Errorf("%q contains a NUL byte", rel)
+	}
+	if !utf8.ValidString(rel) {
+		return fmt.Errorf("%q is not valid UTF-8", rel)
+	}
+	for _, seg := range strings.Split(rel, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("%q has an empty segment", rel)
+		case ".", "..":
+			return fmt.Errorf("%q has a %q segment", rel, seg)
+		}
+	}
+	return nil
+}
+
+// reserved reports whether rel is written by this package rather than
+// covered by the manifest: manifest.json, manifest.sig and replays/.
+func reserved(rel string) bool {
+	return rel == ManifestFile || rel == SignatureFile || rel == ReplaysDir || strings.HasPrefix(rel, ReplaysDir+"/")
+}
+
+// scanTree lists root's regular files, symbolic links and empty
+// directories (never following a link) and all its directories. Reserved
+// root entries are skipped. Any other kind of file is an error naming it.
+func scanTree(root string) (*tree, error) {
+	t := &tree{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			t.dirs = append(t.dirs, "")
+			return nil
+		}
+		if reserved(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if err := validRel(rel); err != nil {
+			return &entryError{rel, fmt.Errorf("file name %w: bundles hold only UTF-8 names", err)}
+		}
+		switch typ := d.Type(); {
+		case typ.IsRegular():
+			t.entries = append(t.entries, entry{rel: rel, kind: kindFile})
+		case typ&fs.ModeSymlink != 0:
+			t.entries = append(t.entries, entry{rel: rel, kind: kindSymlink})
+		case typ.IsDir():
+			t.dirs = append(t.dirs, rel)
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			names, err := f.Readdirnames(1)
+			f.Close()
+			if errors.Is(err, io.EOF) && len(names) == 0 {
+				t.entries = append(t.entries, entry{rel: rel, kind: kindDir})
+			} else if err != nil {
+				return err
+			}
+		default:
+			return &entryError{rel, fmt.Errorf("%s is a %s: bundles hold only regular files, symbolic links and directories", rel, kindName(typ))}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(t.entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
+	return t, nil
+}
+
+// entryError is a problem with the bundle entry rel.
+type entryError struct {
+	rel string
+	err error
+}
+
+func (e *entryError) Error() string { return e.err.Error() }
+func (e *entryError) Unwrap() error { return e.err }
+
+// kindName names a file type that bundles cannot hold.
+func kindName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// hashEntries fills digest (or err) of every file and symlink entry of
+// es, in parallel, reading files as streams and never following links.
+// With syncFiles, each file is also fsynced. With stopEarly, once an entry
+// fails (an error, or a digest other than its want), entries after it are
+// skipped: the caller reports only the first failure.
+func hashEntries(root string, es []entry, syncFiles, stopEarly bool) {
+	workers := min(runtime.GOMAXPROCS(0), 8, len(es))
+	if syncFiles { // fsync waits on the disk, not the CPU
+		workers = min(32, len(es))
+	}
+	var next atomic.Int64
+	var firstBad atomic.Int64
+	firstBad.Store(int64(len(es)))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(es) {
+					return
+				}
+				if stopEarly && int64(i) > firstBad.Load() {
+					continue
+				}
+				e := &es[i]
+				e.digest, e.err = hashEntry(filepath.Join(root, filepath.FromSlash(e.rel)), e.kind, syncFiles)
+				if e.err != nil || (e.want != "" && e.digest != e.want) {
+					for {
+						cur := firstBad.Load()
+						if int64(i) >= cur || firstBad.CompareAndSwap(cur, int64(i)) {
+							break
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// hashEntry returns the digest of one path: a file's content or a link's
+// target string. Directories have none.
+func hashEntry(p string, k entryKind, syncFile bool) (string, error) {
+	switch k {
+	case kindSymlink:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return "", err
+		}
+		return digestOf([]byte(target)), nil
+	case kindDir:
+		return "", nil
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return "", err
+	} else if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is no longer a regular file", p)
+	}
+	h := sha256.New()
+	buf := copyBufs.Get().(*[]byte)
+	_, err = io.CopyBuffer(h, f, *buf)
+	copyBufs.Put(buf)
+	if err != nil {
+		return "", err
+	}
+	if syncFile {
+		if err := f.Sync(); err != nil {
+			return "", err
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func digestOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// syncDirs fsyncs root's directories, children before parents.
+func syncDirs(root string, dirs []string) error {
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Join(root, filepath.FromSlash(dirs[i]))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// writeFileSync writes data to p (created, not replaced) and fsyncs it.
+func writeFileSync(p string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/dal-runtime/dal/internal/record"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// RecordCommand is `dal-exec record`.
+func RecordCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "record",
+		Usage:     "run an agent in a sandbox and capture a signed trace bundle",
+		ArgsUsage: "--out BUNDLE -- CMD [ARGS...]",
+		Description: `Runs CMD as dal-exec run does, inside a sandbox: its own mount and pid namespaces, the
+workspace as an overlay whose upper layer is the capture, the rest of the filesystem read-only,
+a private /tmp, no new privileges, no capabilities. Writes outside the workspace fail inside the
+agent and are listed in the bundle. When the run ends the bundle is written atomically to --out
+(a directory, or a .tgz / .tar.zst file) and signed; then the run's changes are applied to the
+workspace, as an ordinary run would leave them (--no-apply keeps them only in the bundle).
+Exits with the agent's exit code.
+
+Examples:
+   dal-exec record --out run1 -- python3 agent.py
+   dal-exec record --mode seeded --seed 7 --out run1.tar.zst -- node agent.js
+   dal-exec record --no-apply --self-contained --out run1 --workspace ./project -- ./agent.sh`,
+		Flags: append(runFlags(),
+			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, EnvVars: []string{"DAL_OUT"},
+				Usage: "where to write the bundle: a new directory, or a file ending in .tgz or .tar.zst"},
+			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, EnvVars: []string{"DAL_WORKSPACE"},
+				Usage: "the directory the agent may change (default: the current directory)"},
+			&ucli.BoolFlag{Name: "no-apply", Usage: "keep the run's changes only in the bundle; the workspace stays as it was"},
+			&ucli.BoolFlag{Name: "self-contained", Usage: "also store the pre-run workspace, so the bundle replays on another machine"},
+			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
+				Usage: "ed25519 signing key (default: ~/.config/dal/signing.key, created on first use)"},
+		),
+		Action: func(c *ucli.Context) error {
+			spec, err := specFromFlags(c)
+			if err != nil {
+				return err
+			}
+			spec.Stdin, spec.Stdout, spec.Stderr, spec.Log = os.Stdin, c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
+			sum, err := record.Record(c.Context, record.Options{Spec: spec, Out: c.String("out"), Workspace: c.String("workspace"),
+				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key")})
+			if err != nil {
+				return err
+			}
+			what := "kept in the bundle only"
+			if sum.Applied {
+				what = "applied to the workspace"
+			}
+			fmt.Fprintf(c.App.ErrWriter, "dal: recorded %s (%d file changes, %s)\n", sum.Bundle, sum.Changes, what)
+			if sum.ExitCode != 0 {
+				return exitError{sum.ExitCode}
+			}
+			return nil
+		},
+	}
+}

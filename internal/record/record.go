@@ -1,0 +1,392 @@
+package record
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sandbox"
+	"github.com/dal-runtime/dal/internal/shim"
+)
+
+// Options configure a recording.
+type Options struct {
+	Spec          runner.Spec // the run, as for dal-exec run; Stdout/Stderr are the user's
+	Out           string      // bundle path: a directory, or .tgz / .tar.zst to pack
+	Workspace     string      // the directory the agent works in (default: the current one)
+	NoApply       bool        // keep the run's changes only in the bundle
+	SelfContained bool        // also store the pre-run workspace
+	KeyPath       string      // signing key ("" = bundle.DefaultKeyPath)
+}
+
+// Summary is what a recording produced.
+type Summary struct {
+	ExitCode int
+	Bundle   string
+	Changes  int
+	Applied  bool
+}
+
+// Record runs the agent in a sandbox and writes the bundle. The bundle is
+// published only when complete; the workspace is changed only after it is,
+// and only without NoApply.
+func Record(ctx context.Context, o Options) (*Summary, error) {
+	spec := o.Spec
+	ws, cwd, err := workspaceAndCwd(o.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	out, err := filepath.Abs(o.Out)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(out); err == nil {
+		return nil, runner.UsageError{Err: fmt.Errorf("%s already exists: choose another --out or remove it", o.Out)}
+	}
+	keyPath := o.KeyPath
+	if keyPath == "" {
+		keyPath = bundle.DefaultKeyPath()
+	}
+	key, created, err := bundle.LoadOrCreateKey(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	if created {
+		fmt.Fprintf(spec.Log, "dal: created a signing key at %s (keep it; bundles are signed with it)\n", keyPath)
+	}
+
+	packed := isArchive(out)
+	dirOut := out
+	if packed {
+		dirOut = out + ".dir"
+	}
+	w, err := bundle.Create(dirOut)
+	if err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			w.Abort()
+		}
+	}()
+	stage, err := os.MkdirTemp(stagingRoot(), "dal-sandbox-")
+	if err != nil {
+		return nil, fmt.Errorf("create the sandbox's staging directory: %w", err)
+	}
+	defer os.RemoveAll(stage)
+	cfg := sandbox.Config{Workspace: ws, Staging: filepath.Join(stage, "sandbox"), PrivateTmp: true}
+	if shims, err := shim.Install(); err == nil {
+		// Python may try to cache bytecode beside the shim: not a write
+		// of the agent's.
+		cfg.Quiet = append(cfg.Quiet, string(shims))
+		if strings.HasPrefix(string(shims), os.TempDir()) {
+			cfg.Binds = append(cfg.Binds, string(shims))
+		}
+	}
+	spec.Dir = filepath.Join(ws, cwd)
+	spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
+		cfg.Binds = append(cfg.Binds, socketDir(env)...)
+		if spec.ClockOut != "" {
+			cfg.Binds = append(cfg.Binds, filepath.Dir(spec.ClockOut))
+		}
+		return sandbox.Command(cfg, argv, env, dir)
+	}
+	spec.Wait = sandbox.Wait
+	logs := filepath.Join(w.Dir(), "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, err
+	}
+	stdout, err := os.Create(filepath.Join(logs, "stdout"))
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(logs, "stderr"))
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close()
+	dalLog, err := os.Create(filepath.Join(logs, "dal.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer dalLog.Close()
+	spec.Stdout = io.MultiWriter(spec.Stdout, stdout)
+	spec.Stderr = io.MultiWriter(spec.Stderr, stderr)
+	spec.Log = io.MultiWriter(spec.Log, dalLog)
+
+	started := time.Now()
+	res, err := runner.Run(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := sandbox.Capture(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("capture the run's file changes: %w", err)
+	}
+	changes = dropOwn(changes, excluded(ws, out, dirOut))
+	denied, err := sandbox.Denied(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range denied {
+		fmt.Fprintf(spec.Log, "dal: the agent tried to write outside the workspace (%s %s): refused, read-only\n", d.Op, d.Path)
+	}
+	if err := sandbox.Export(cfg, changes, filepath.Join(w.Dir(), "fs-diff"), filepath.Join(w.Dir(), "fs-pre")); err != nil {
+		return nil, fmt.Errorf("store the run's file changes: %w", err)
+	}
+	env := newRunEnv(&spec, res, ws, cwd, started)
+	env.DeniedWrites = denied
+	env.SelfContained = o.SelfContained
+	env.Applied = !o.NoApply
+	if o.SelfContained {
+		if err := copyTree(ws, filepath.Join(w.Dir(), "workspace"), excluded(ws, out, dirOut)); err != nil {
+			return nil, fmt.Errorf("store the pre-run workspace: %w", err)
+		}
+	}
+	if err := w.WriteJSON("env.json", env); err != nil {
+		return nil, err
+	}
+	if err := w.WriteJSON("clock.json", res.Clock); err != nil {
+		return nil, err
+	}
+	m, err := snapshot(env, changes, filepath.Join(logs, "stdout"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []*os.File{stdout, stderr, dalLog} {
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Commit(m, key); err != nil {
+		return nil, err
+	}
+	committed = true
+	sum := &Summary{ExitCode: res.ExitCode, Bundle: out, Changes: len(changes)}
+	var applyErr error
+	if !o.NoApply && len(changes) > 0 {
+		if err := sandbox.Apply(ws, filepath.Join(dirOut, "fs-diff"), changes); err != nil {
+			applyErr = fmt.Errorf("apply the run's changes to %s: %w (the bundle %s holds them)", ws, err, out)
+		} else {
+			sum.Applied = true
+		}
+	}
+	if packed {
+		if err := bundle.Pack(dirOut, out); err != nil {
+			return sum, err
+		}
+		os.RemoveAll(dirOut)
+	}
+	return sum, applyErr
+}
+
+func isArchive(p string) bool {
+	return strings.HasSuffix(p, ".tgz") || strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tar.zst")
+}
+
+// workspaceAndCwd resolves the workspace and the current directory within it.
+func workspaceAndCwd(ws string) (string, string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", "", err
+	}
+	if ws == "" {
+		ws = wd
+	}
+	ws, err = filepath.Abs(ws)
+	if err != nil {
+		return "", "", err
+	}
+	if ws, err = filepath.EvalSymlinks(ws); err != nil {
+		return "", "", runner.UsageError{Err: fmt.Errorf("workspace %s does not exist: pass an existing directory to --workspace", ws)}
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return "", "", runner.UsageError{Err: fmt.Errorf("workspace %s is not a directory", ws)}
+	}
+	real, _ := filepath.EvalSymlinks(wd)
+	rel, err := filepath.Rel(ws, real)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return ws, ".", nil
+	}
+	return ws, rel, nil
+}
+
+// socketDir returns the directory of the dald socket named in env, which
+// the sandbox must keep reachable.
+func socketDir(env []string) []string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "DAL_SOCKET="); ok && v != "" {
+			return []string{filepath.Dir(v)}
+		}
+	}
+	return nil
+}
+
+// excluded lists the paths inside the workspace that are dal's own output.
+func excluded(ws string, paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		if rel, err := filepath.Rel(ws, p); err == nil && !strings.HasPrefix(rel, "..") {
+			out = append(out, filepath.ToSlash(rel))
+		}
+	}
+	return out
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// dropOwn removes dal's own output (the bundle being written inside the
+// workspace) from the captured changes. The agent never writes there; this
+// only matters if it lists the workspace.
+func dropOwn(changes []sandbox.Change, own []string) []sandbox.Change {
+	if len(own) == 0 {
+		return changes
+	}
+	out := changes[:0]
+	for _, c := range changes {
+		mine := false
+		for _, o := range own {
+			mine = mine || c.Path == o || strings.HasPrefix(c.Path, o+"/")
+		}
+		if !mine {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// copyTree copies the regular files, directories and symlinks of src into
+// dst, keeping modes, skipping the relative paths in skip.
+func copyTree(src, dst string, skip []string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		for _, s := range skip {
+			if rel == s || strings.HasPrefix(filepath.ToSlash(rel), s+"/") || strings.HasPrefix(filepath.Base(p), "."+filepath.Base(s)+".partial") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, info.Mode().Perm()|0o700)
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case d.Type().IsRegular():
+			in, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			o, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, info.Mode().Perm())
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(o, in); err != nil {
+				o.Close()
+				return err
+			}
+			return o.Close()
+		}
+		return nil // fifos, sockets, devices are not workspace content
+	})
+}
+
+// snapshot builds the manifest's execution snapshot from the run.
+func snapshot(env *RunEnv, changes []sandbox.Change, stdoutPath string) (*bundle.Manifest, error) {
+	out, err := os.ReadFile(stdoutPath)
+	if err != nil {
+		return nil, err
+	}
+	cmdline := strings.Join(env.Command, " ")
+	seed := env.Seed
+	m := &bundle.Manifest{
+		WorkflowID: cmdline,
+		Config: bundle.Config{Model: bundle.Model{ID: bundle.ModelNone}, ExecutionMode: env.Mode, Seed: &seed,
+			Agent: &bundle.Agent{Name: filepath.Base(env.Command[0])}},
+		Inputs:  bundle.Inputs{UserPrompt: cmdline, UserPromptHash: hashValue(cmdline), Environment: map[string]string{}},
+		Outputs: bundle.Outputs{ResponseHash: hashBytes(out)},
+		Metrics: &bundle.Metrics{DurationMS: env.DurationMS},
+	}
+	const maxResponse = 64 << 10
+	if len(out) <= maxResponse && utf8.Valid(out) {
+		m.Outputs.Response = string(out)
+	}
+	for k, v := range env.GuardRails {
+		if !volatile[k] {
+			m.Inputs.Environment[k] = v
+		}
+	}
+	for k, v := range env.Inherited {
+		m.Inputs.Environment[k] = v
+	}
+	for _, c := range changes {
+		if c.Kind != sandbox.KindFile {
+			continue
+		}
+		a := bundle.Artifact{Path: c.Path, Operation: c.Op}
+		if c.Op != sandbox.OpDeleted {
+			a.Hash = c.Hash
+		}
+		m.Outputs.ArtifactsCreated = append(m.Outputs.ArtifactsCreated, a)
+		if c.Op != sandbox.OpCreated {
+			pre := c.Entry()
+			if c.Pre != nil {
+				pre = *c.Pre
+			}
+			m.Inputs.ContextFiles = append(m.Inputs.ContextFiles, bundle.ContextFile{Path: c.Path, Hash: pre.Hash, SizeBytes: pre.Size})
+		}
+	}
+	return m, nil
+}
+
+func hashBytes(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// stagingRoot is where sandbox layers live: on a disk, not in memory, since
+// the capture holds everything the agent writes.
+func stagingRoot() string {
+	if fi, err := os.Stat("/var/tmp"); err == nil && fi.IsDir() {
+		return "/var/tmp"
+	}
+	return os.TempDir()
+}

@@ -1,0 +1,182 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Init must be the first statement of main(): in the process re-executed
+// by [Command] it runs the sandbox's init and never returns; otherwise it
+// returns at once.
+func Init() {
+	if len(os.Args) != 2 || os.Args[0] != initArg {
+		return
+	}
+	// The agent is forked from this thread, which alone drops its
+	// privileges and carries the seccomp filter; it never runs anything
+	// else.
+	runtime.LockOSThread()
+	os.Exit(runInit(os.Args[1]))
+}
+
+// Descriptors the parent passes (ExtraFiles).
+const (
+	statusFD = 3 // write end of the status pipe
+	deniedFD = 4 // Staging/denied.jsonl, opened for append
+)
+
+// runInit is the init's whole life; it returns the exit status.
+func runInit(arg string) int {
+	status := os.NewFile(statusFD, "status")
+	denied := os.NewFile(deniedFD, "denied")
+	syscall.CloseOnExec(statusFD)
+	syscall.CloseOnExec(deniedFD)
+	fail := func(err error) int {
+		msg := err.Error()
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		fmt.Fprint(status, msg)
+		return setupExit
+	}
+
+	// Catch the forwarded signals before anything else: as PID 1 an
+	// unhandled one would be dropped.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
+
+	var sp spec
+	if err := json.Unmarshal([]byte(arg), &sp); err != nil || len(sp.Argv) == 0 {
+		return fail(errors.New("the sandbox was started with a malformed specification"))
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("sandbox: make the init non-dumpable: %v", err))
+	}
+	if err := mountAll(&sp); err != nil {
+		return fail(err)
+	}
+	if err := os.Chdir(sp.Dir); err != nil {
+		return fail(fmt.Errorf("the agent's working directory %s is not reachable in the sandbox: %v", sp.Dir, unwrapPath(err)))
+	}
+	path, err := lookPath(sp.Argv[0], os.Getenv("PATH"))
+	if err != nil {
+		return fail(err)
+	}
+	w := newWatcher(denied, sp.Quiet)
+	if err := w.readMounts(); err != nil {
+		return fail(err)
+	}
+	if err := dropPrivileges(); err != nil {
+		return fail(err)
+	}
+	listener, err := installFilter()
+	if err != nil {
+		return fail(err)
+	}
+	go w.serve(listener)
+
+	fg := foreground()
+	pid, err := syscall.ForkExec(path, sp.Argv, &syscall.ProcAttr{
+		Dir:   sp.Dir,
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Foreground: fg, Ctty: 0},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("start %s in the sandbox: %v", sp.Argv[0], err))
+	}
+	status.Close()
+
+	go func() {
+		for s := range sigs {
+			if unix.Kill(-pid, s.(syscall.Signal)) != nil {
+				unix.Kill(pid, s.(syscall.Signal))
+			}
+		}
+	}()
+	code := reap(pid)
+	if fg {
+		// Give the terminal back to our group (dal-exec's).
+		signal.Ignore(unix.SIGTTOU)
+		unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, unix.Getpgrp())
+	}
+	return code
+}
+
+// reap waits for every child until the agent exits, and returns the
+// agent's exit status (128+n when killed by signal n).
+func reap(agent int) int {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 127
+		}
+		if pid != agent {
+			continue
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}
+
+// foreground reports whether the init holds the terminal on stdin in the
+// foreground, in which case the agent takes it over.
+func foreground() bool {
+	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil && pg == unix.Getpgrp()
+}
+
+// lookPath finds name in the agent's PATH, inside the sandbox.
+func lookPath(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		if err := executable(name); err != nil {
+			return "", fmt.Errorf("cannot run %s in the sandbox: %v", name, err)
+		}
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("command %q not found in the sandbox's PATH: check its spelling or PATH", name)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return unwrapPath(err)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return errors.New("not an executable file")
+	}
+	return nil
+}
+
+// unwrapPath drops the *PathError's own path, for messages that name it.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,194 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// attach is a detached mount waiting for its place.
+type attach struct {
+	fd     int
+	target string
+	file   bool // the mount point is a file
+}
+
+// mountAll builds the sandbox's mount tree in the init's fresh mount
+// namespace. Order matters: the overlay and the binds are made as detached
+// mounts while the real tree is still writable and visible (before /tmp is
+// covered), then / becomes read-only, then the writable mounts go on top.
+func mountAll(sp *spec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("sandbox: make the mounts private: %v", err)
+	}
+	ovl, err := overlay(sp)
+	if err != nil {
+		return err
+	}
+	atts := []attach{{fd: ovl, target: sp.Workspace}}
+	for _, b := range sp.Binds {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, b, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("the bind path %s cannot be bound into the sandbox: %v", b, err)
+		}
+		fi, err := os.Stat(b)
+		if err != nil {
+			return fmt.Errorf("the bind path %s cannot be bound into the sandbox: %v", b, unwrapPath(err))
+		}
+		atts = append(atts, attach{fd: fd, target: filepath.Clean(b), file: !fi.IsDir()})
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("sandbox: make the filesystem read-only: %v", err)
+	}
+	if sp.PrivateTmp {
+		for _, d := range []string{"/tmp", "/dev/shm"} {
+			if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+				continue
+			}
+			if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+				return fmt.Errorf("sandbox: mount a private %s: %v", d, err)
+			}
+		}
+	}
+	if err := mountProc(); err != nil {
+		return err
+	}
+	// Parents before children: a bind may sit inside the workspace or the
+	// workspace inside a bind.
+	sort.SliceStable(atts, func(i, j int) bool {
+		return strings.Count(atts[i].target, "/") < strings.Count(atts[j].target, "/")
+	})
+	for _, a := range atts {
+		if err := mountPoint(a.target, a.file); err != nil {
+			return fmt.Errorf("sandbox: no mount point for %s: %v", a.target, err)
+		}
+		if err := unix.MoveMount(a.fd, "", unix.AT_FDCWD, a.target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("sandbox: mount %s: %v", a.target, err)
+		}
+		unix.Close(a.fd)
+	}
+	return nil
+}
+
+// overlay creates the workspace overlay as a detached mount.
+func overlay(sp *spec) (int, error) {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("overlayfs is not available (%v): dal needs it to capture the workspace", err)
+	}
+	defer unix.Close(fsfd)
+	set := func(k, v string) error {
+		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
+			return fsError(fsfd, err)
+		}
+		return nil
+	}
+	for i, l := range sp.Lower {
+		err := set("lowerdir+", l)
+		if err == nil {
+			continue
+		}
+		if i > 0 || !errors.Is(err, unix.EINVAL) {
+			return -1, fmt.Errorf("the lower layer %s cannot be part of an overlay: %v", l, err)
+		}
+		// Before Linux 6.8: one joined lowerdir, ':' escaped.
+		var esc []string
+		for _, l := range sp.Lower {
+			esc = append(esc, strings.ReplaceAll(l, ":", `\:`))
+		}
+		if err := set("lowerdir", strings.Join(esc, ":")); err != nil {
+			return -1, fmt.Errorf("the workspace %s cannot be the lower layer of an overlay: %v", sp.Workspace, err)
+		}
+		break
+	}
+	for _, kv := range [][2]string{{"upperdir", sp.Upper}, {"workdir", sp.Work}} {
+		if err := set(kv[0], kv[1]); err != nil {
+			return -1, fmt.Errorf("the staging directory %s cannot hold the overlay's %s (it must not be on overlayfs): %v",
+				filepath.Dir(sp.Upper), kv[0], err)
+		}
+	}
+	// Plain layers that Capture can read: no redirects, no metadata-only
+	// copy-ups, no index.
+	for _, kv := range [][2]string{{"redirect_dir", "off"}, {"metacopy", "off"}, {"index", "off"}} {
+		if err := set(kv[0], kv[1]); err != nil {
+			return -1, fmt.Errorf("sandbox: overlay option %s=%s: %v", kv[0], kv[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("the workspace overlay cannot be created over %s with its upper layer in %s: %v",
+			sp.Workspace, filepath.Dir(sp.Upper), fsError(fsfd, err))
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("sandbox: mount the workspace overlay: %v", err)
+	}
+	return mfd, nil
+}
+
+// fsError adds the kernel's message from a filesystem context to err.
+func fsError(fsfd int, err error) error {
+	buf := make([]byte, 512)
+	var msgs []string
+	for {
+		n, rerr := unix.Read(fsfd, buf)
+		if rerr != nil || n <= 0 {
+			break
+		}
+		m := strings.TrimSpace(string(buf[:n]))
+		m = strings.TrimPrefix(strings.TrimPrefix(m, "e "), "w ")
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(msgs, "; "))
+}
+
+// mountProc mounts a proc for the new pid namespace and makes its
+// system-wide knobs read-only, as container runtimes do: uid 0 without
+// capabilities may still write most of /proc/sys.
+func mountProc() error {
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("sandbox: mount /proc: %v", err)
+	}
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"} {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("sandbox: bind %s: %v", p, err)
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("sandbox: make %s read-only: %v", p, err)
+		}
+	}
+	return nil
+}
+
+// mountPoint makes sure target exists; it can only create it where the
+// tree is writable (the private /tmp).
+func mountPoint(target string, file bool) error {
+	fi, err := os.Stat(target)
+	if err == nil {
+		if fi.IsDir() == !file {
+			return nil
+		}
+		return errors.New("the mount point's kind differs")
+	}
+	if file {
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return unwrapPath(err)
+		}
+		f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return unwrapPath(err)
+		}
+		return f.Close()
+	}
+	return unwrapPath(os.MkdirAll(target, 0o755))
+}

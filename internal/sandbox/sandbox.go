@@ -1,0 +1,273 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Config describes one sandbox.
+type Config struct {
+	// Workspace is the absolute path of an existing directory; the agent
+	// sees the overlay there.
+	Workspace string
+	// Staging is a directory dal owns, for upper/, work/ and denied.jsonl.
+	// It must be on a filesystem that can hold an overlay upper layer and
+	// must not overlap Workspace. Created when missing.
+	Staging string
+	// Binds are absolute paths (directories or files) bound read-write at
+	// the same place, e.g. the dald socket's directory.
+	Binds []string
+	// PrivateTmp mounts a fresh tmpfs on /tmp and /dev/shm.
+	PrivateTmp bool
+	// Lower, when set, are the overlay's lower layers, top first, instead
+	// of Workspace itself (which stays the mount point). Replay uses it to
+	// stack a layer from [Restore] over the workspace, or to mount a
+	// self-contained copy at the recorded path.
+	Lower []string
+	// Quiet are path prefixes whose denied writes are not listed: e.g.
+	// the shim directory, where Python tries to cache bytecode.
+	Quiet []string
+}
+
+// Upper is the capture layer: what the agent wrote, after the run.
+func Upper(cfg Config) string { return filepath.Join(cfg.Staging, "upper") }
+
+func workDir(cfg Config) string    { return filepath.Join(cfg.Staging, "work") }
+func deniedFile(cfg Config) string { return filepath.Join(cfg.Staging, "denied.jsonl") }
+
+// lowers returns the lower layers, top first.
+func (cfg Config) lowers() []string {
+	if len(cfg.Lower) > 0 {
+		return cfg.Lower
+	}
+	return []string{cfg.Workspace}
+}
+
+// initArg is the hidden argv[0] of the re-executed init.
+const initArg = "dal-sandbox-init"
+
+// setupExit is the init's exit status when the sandbox could not be set up.
+const setupExit = 125
+
+// spec is what the init is told, as JSON in argv[1]. The agent's
+// environment is the init's own.
+type spec struct {
+	Workspace  string   `json:"workspace"`
+	Lower      []string `json:"lower"`
+	Upper      string   `json:"upper"`
+	Work       string   `json:"work"`
+	Binds      []string `json:"binds"`
+	PrivateTmp bool     `json:"private_tmp"`
+	Argv       []string `json:"argv"`
+	Dir        string   `json:"dir"`
+	Quiet      []string `json:"quiet"`
+}
+
+// SetupError is a failure to build the sandbox: the agent never ran. Its
+// message is one sentence for the user.
+type SetupError struct{ Msg string }
+
+func (e *SetupError) Error() string { return e.Msg }
+
+// pending holds the parent's ends of a started sandbox's status pipe.
+type pending struct {
+	status *os.File // read end: a setup error, or EOF once the agent runs
+	child  []*os.File
+	once   sync.Once
+	err    error
+}
+
+var started sync.Map // *exec.Cmd → *pending
+
+// Command returns an *exec.Cmd that runs argv with env in dir (absolute;
+// "" = the caller's working directory) inside the sandbox described by cfg.
+// The caller sets Stdin, Stdout and Stderr and may set fields of
+// SysProcAttr (Setpgid, Foreground...) but must keep Cloneflags and
+// Pdeathsig. After Start, [Ready] reports whether the sandbox came up;
+// [Wait] (in place of cmd.Wait) does the same after the run. The command
+// exits with the agent's status, 128+n when the agent was killed by signal
+// n, and 125 on a setup failure. Command creates Staging/upper and
+// Staging/work; it leaks two file descriptors until Ready or Wait is called.
+func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("no command to run in the sandbox")
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("read the working directory: %w", err)
+		}
+		dir = wd
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("the agent's working directory %q is not absolute", dir)
+	}
+	for _, d := range []string{Upper(cfg), workDir(cfg)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create the sandbox staging directory: %w", err)
+		}
+	}
+	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
+		Binds: cfg.Binds, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet}
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return nil, err
+	}
+	denied, err := os.OpenFile(deniedFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create the denied-writes list: %w", err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		denied.Close()
+		return nil, fmt.Errorf("create the sandbox status pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{initArg, string(b)},
+		Env:        env,
+		ExtraFiles: []*os.File{pw, denied}, // fd 3, fd 4
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	started.Store(cmd, &pending{status: pr, child: []*os.File{pw, denied}})
+	return cmd, nil
+}
+
+// check validates cfg in the caller, so the common mistakes are reported
+// before anything starts.
+func (cfg Config) check() error {
+	ws := cfg.Workspace
+	if ws == "" || !filepath.IsAbs(ws) {
+		return fmt.Errorf("the workspace %q is not an absolute path: pass an absolute directory", ws)
+	}
+	if filepath.Clean(ws) == "/" {
+		return errors.New("the workspace cannot be /: choose a project directory")
+	}
+	if fi, err := os.Stat(ws); err != nil {
+		return fmt.Errorf("the workspace %s does not exist: create it or choose another directory", ws)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("the workspace %s is not a directory: choose a directory", ws)
+	}
+	for _, l := range cfg.Lower {
+		if fi, err := os.Stat(l); err != nil || !fi.IsDir() || !filepath.IsAbs(l) {
+			return fmt.Errorf("the lower layer %s is not an existing absolute directory", l)
+		}
+	}
+	if cfg.Staging == "" || !filepath.IsAbs(cfg.Staging) {
+		return fmt.Errorf("the sandbox staging directory %q is not an absolute path", cfg.Staging)
+	}
+	for _, l := range append([]string{ws}, cfg.Lower...) {
+		if within(cfg.Staging, l) || within(l, cfg.Staging) {
+			return fmt.Errorf("the sandbox staging directory %s overlaps the workspace %s: put it elsewhere", cfg.Staging, l)
+		}
+	}
+	for _, b := range cfg.Binds {
+		if !filepath.IsAbs(b) {
+			return fmt.Errorf("the bind path %q is not absolute", b)
+		}
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("the bind path %s does not exist: create it first", b)
+		}
+	}
+	return nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	p, dir = filepath.Clean(p), filepath.Clean(dir)
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// Ready blocks until the sandbox of a started cmd (from [Command]) has
+// started the agent, and returns a *[SetupError] when it could not; then
+// the init has exited and cmd.Wait reaps it. It closes the parent's copies
+// of the init's descriptors, so it never hangs on a dead init. Calling it
+// more than once returns the same answer.
+func Ready(cmd *exec.Cmd) error {
+	v, ok := started.Load(cmd)
+	if !ok {
+		return errors.New("sandbox.Ready: not a command from sandbox.Command")
+	}
+	p := v.(*pending)
+	p.once.Do(func() {
+		if cmd.Process == nil {
+			p.err = errors.New("sandbox.Ready: the command was not started")
+			return
+		}
+		for _, f := range p.child {
+			f.Close()
+		}
+		msg, err := io.ReadAll(bufio.NewReader(io.LimitReader(p.status, 4096)))
+		p.status.Close()
+		switch {
+		case len(msg) > 0:
+			p.err = &SetupError{Msg: strings.TrimSpace(string(msg))}
+		case err != nil:
+			p.err = fmt.Errorf("read the sandbox status: %w", err)
+		}
+	})
+	return p.err
+}
+
+// Wait is cmd.Wait for a command from [Command]: it returns a *[SetupError]
+// when the sandbox could not be set up, else what cmd.Wait returns (an
+// *exec.ExitError carries the agent's status). It forgets cmd.
+func Wait(cmd *exec.Cmd) error {
+	rerr := Ready(cmd)
+	werr := cmd.Wait()
+	started.Delete(cmd)
+	var se *SetupError
+	if errors.As(rerr, &se) {
+		return rerr
+	}
+	if werr == nil {
+		return rerr
+	}
+	return werr
+}
+
+// DeniedWrite is one write the agent attempted outside the writable parts
+// of its sandbox.
+type DeniedWrite struct {
+	Op   string `json:"op"`   // the system call: openat, mkdir, unlinkat...
+	Path string `json:"path"` // absolute, as resolved in the sandbox
+}
+
+// Denied lists the writes the agent attempted on read-only locations during
+// the run, in the order first seen. See the package documentation for what
+// is watched.
+func Denied(cfg Config) ([]DeniedWrite, error) {
+	f, err := os.Open(deniedFile(cfg))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the denied-writes list: %w", err)
+	}
+	defer f.Close()
+	var out []DeniedWrite
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		var d DeniedWrite
+		if json.Unmarshal(sc.Bytes(), &d) == nil && d.Path != "" {
+			out = append(out, d)
+		}
+	}
+	return out, sc.Err()
+}

@@ -1,0 +1,225 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// StateError says that a workspace is not at the state an operation needs,
+// at the first path where it differs.
+type StateError struct {
+	Path  string // relative to the workspace
+	State string // "pre-run" or "post-run"
+	Why   string // what differs
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("the workspace differs from its %s state at %s: %s", e.State, e.Path, e.Why)
+}
+
+// AtPre checks that workspace is at the run's pre-run state on every path
+// of changes, and names the first that is not.
+func AtPre(workspace string, changes []Change) error {
+	return atState(workspace, changes, "pre-run", Change.before, nil)
+}
+
+// AtPost checks that workspace is at the run's post-run state on every path
+// of changes (and that directories the run created hold nothing else), and
+// names the first that is not.
+func AtPost(workspace string, changes []Change) error {
+	return atState(workspace, changes, "post-run", Change.after, func(c Change) bool {
+		return c.Kind == KindDir && (c.Op == OpCreated || c.Op == OpModified && c.Pre != nil && c.Pre.Kind != KindDir)
+	})
+}
+
+// atState compares each changed path with want(change); for the changes
+// where whole is true it also lists the directory and requires each entry
+// to be a change.
+func atState(ws string, changes []Change, state string, want func(Change) *Entry, whole func(Change) bool) error {
+	if err := Validate(changes); err != nil {
+		return err
+	}
+	listed := make(map[string]bool, len(changes))
+	for _, c := range changes {
+		listed[c.Path] = true
+	}
+	for _, c := range changes {
+		w := want(c)
+		p := filepath.Join(ws, filepath.FromSlash(c.Path))
+		fi, err := os.Lstat(p)
+		if err != nil && !isAbsent(err) {
+			return fmt.Errorf("check %s: %w", p, err)
+		}
+		bad := func(why string) error { return &StateError{Path: c.Path, State: state, Why: why} }
+		switch {
+		case w == nil && fi == nil:
+			continue
+		case w == nil:
+			return bad("it exists and should not")
+		case fi == nil:
+			return bad("it is missing")
+		}
+		got := Entry{Kind: kindOf(fi), Mode: fi.Mode() & modeBits}
+		if got.Kind != w.Kind {
+			return bad(fmt.Sprintf("it is a %s, expected a %s", describeKind(got.Kind), w.Kind))
+		}
+		if got.Mode != w.Mode {
+			return bad(fmt.Sprintf("its mode is %04o, expected %04o", unixMode(got.Mode), unixMode(w.Mode)))
+		}
+		if w.Kind == KindFile && fi.Size() != w.Size {
+			return bad("its content changed")
+		}
+		if w.Kind != KindDir {
+			e, err := entryOf(p, fi)
+			if err != nil {
+				return fmt.Errorf("check %s: %w", p, err)
+			}
+			if e.Hash != w.Hash {
+				return bad("its content changed")
+			}
+		}
+		if whole != nil && whole(c) {
+			ents, err := os.ReadDir(p)
+			if err != nil {
+				return fmt.Errorf("check %s: %w", p, err)
+			}
+			for _, e := range ents {
+				if r := path.Join(c.Path, e.Name()); !listed[r] {
+					return &StateError{Path: r, State: state, Why: "it was added since"}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func describeKind(k string) string {
+	if k == "" {
+		return "special file"
+	}
+	return k
+}
+
+var hashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// Validate checks a list of changes read from outside (a bundle): clean
+// relative paths inside the workspace, known operations and kinds, hashes
+// where content is, no path twice. It names the first bad entry.
+func Validate(changes []Change) error {
+	seen := make(map[string]bool, len(changes))
+	entryOK := func(e Entry) error {
+		switch e.Kind {
+		case KindDir:
+		case KindFile, KindSymlink:
+			if !hashRE.MatchString(e.Hash) {
+				return fmt.Errorf("hash %q is not sha256:<64 hex digits>", e.Hash)
+			}
+			if e.Size < 0 {
+				return errors.New("negative size")
+			}
+		default:
+			return fmt.Errorf("unknown kind %q", e.Kind)
+		}
+		if e.Mode&^modeBits != 0 {
+			return fmt.Errorf("mode %v has more than permission bits", e.Mode)
+		}
+		if e.Kind == KindSymlink && (e.LinkTarget == "" || strings.IndexByte(e.LinkTarget, 0) >= 0 || hashBytes([]byte(e.LinkTarget)) != e.Hash) {
+			return errors.New("symlink target does not match its hash")
+		}
+		return nil
+	}
+	for i, c := range changes {
+		bad := func(why string) error { return fmt.Errorf("change %d (%q) is invalid: %s", i+1, c.Path, why) }
+		p := c.Path
+		if p == "" || p == "." || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") ||
+			strings.IndexByte(p, 0) >= 0 {
+			return bad("the path is not a clean relative path")
+		}
+		if seen[p] {
+			return bad("the path is listed twice")
+		}
+		seen[p] = true
+		switch c.Op {
+		case OpCreated, OpDeleted:
+			if c.Pre != nil {
+				return bad("only a modification has a pre-run entry")
+			}
+		case OpModified:
+			if c.Pre == nil {
+				return bad("a modification needs its pre-run entry")
+			}
+			if err := entryOK(*c.Pre); err != nil {
+				return bad("pre-run entry: " + err.Error())
+			}
+		default:
+			return bad(fmt.Sprintf("unknown operation %q", c.Op))
+		}
+		if err := entryOK(c.Entry()); err != nil {
+			return bad(err.Error())
+		}
+	}
+	return nil
+}
+
+// WriteChanges writes changes as indented JSON to file (atomically).
+func WriteChanges(file string, changes []Change) error {
+	if changes == nil {
+		changes = []Change{}
+	}
+	b, err := json.MarshalIndent(changes, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(file, append(b, '\n'), 0o644)
+}
+
+// ReadChanges reads a list written by [WriteChanges] (or [Export], as
+// diffDir/changes.json), validates it and returns it sorted by path.
+func ReadChanges(file string) ([]Change, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read the change list: %w", err)
+	}
+	var cs []Change
+	if err := json.Unmarshal(b, &cs); err != nil {
+		return nil, fmt.Errorf("the change list %s is not valid JSON: %w", file, err)
+	}
+	if err := Validate(cs); err != nil {
+		return nil, fmt.Errorf("the change list %s: %w", file, err)
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
+	return cs, nil
+}
+
+// writeAtomic writes b to file through a temporary file and rename.
+func writeAtomic(file string, b []byte, mode fs.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(file), ".tmp-"+filepath.Base(file)+"-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), file)
+}

@@ -1,0 +1,366 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// watched is a system call that writes by path. Fields are argument
+// indexes; dirfd -1 means relative to the cwd, path2 -1 means no second
+// path, flags -1 means always watched (else only with write-intent flags).
+type watched struct {
+	nr            int
+	name          string
+	dirfd, path   int
+	dirfd2, path2 int
+	flags         int
+}
+
+func pathCall(nr int, name string, dirfd, path int) watched {
+	return watched{nr: nr, name: name, dirfd: dirfd, path: path, dirfd2: -1, path2: -1, flags: -1}
+}
+
+func twoPathCall(nr int, name string, dirfd, path, dirfd2, path2 int) watched {
+	return watched{nr: nr, name: name, dirfd: dirfd, path: path, dirfd2: dirfd2, path2: path2, flags: -1}
+}
+
+func openCall(nr int, name string, dirfd, path, flags int) watched {
+	w := pathCall(nr, name, dirfd, path)
+	w.flags = flags
+	return w
+}
+
+// calls are the watched system calls of this architecture.
+var calls = append([]watched{
+	openCall(unix.SYS_OPENAT, "openat", 0, 1, 2),
+	pathCall(unix.SYS_OPENAT2, "openat2", 0, 1),
+	pathCall(unix.SYS_MKDIRAT, "mkdirat", 0, 1),
+	pathCall(unix.SYS_UNLINKAT, "unlinkat", 0, 1),
+	twoPathCall(unix.SYS_RENAMEAT, "renameat", 0, 1, 2, 3),
+	twoPathCall(unix.SYS_RENAMEAT2, "renameat2", 0, 1, 2, 3),
+	pathCall(unix.SYS_LINKAT, "linkat", 2, 3),
+	pathCall(unix.SYS_SYMLINKAT, "symlinkat", 1, 2),
+	pathCall(unix.SYS_MKNODAT, "mknodat", 0, 1),
+	pathCall(unix.SYS_FCHMODAT, "fchmodat", 0, 1),
+	pathCall(unix.SYS_FCHMODAT2, "fchmodat2", 0, 1),
+	pathCall(unix.SYS_FCHOWNAT, "fchownat", 0, 1),
+	pathCall(unix.SYS_UTIMENSAT, "utimensat", 0, 1),
+	pathCall(unix.SYS_TRUNCATE, "truncate", -1, 0),
+	pathCall(unix.SYS_SETXATTR, "setxattr", -1, 0),
+	pathCall(unix.SYS_LSETXATTR, "lsetxattr", -1, 0),
+	pathCall(unix.SYS_REMOVEXATTR, "removexattr", -1, 0),
+	pathCall(unix.SYS_LREMOVEXATTR, "lremovexattr", -1, 0),
+}, legacyCalls...)
+
+// writeFlags are the open flags that mean a write.
+const writeFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC
+
+// Classic BPF, as seccomp runs it.
+const (
+	bpfLdAbsW = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	bpfJeqK   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	bpfJsetK  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	bpfRetK   = unix.BPF_RET | unix.BPF_K
+
+	offNr   = 0
+	offArch = 4
+	offArgs = 16 // args[i] at 16+8i; the low half first (little endian)
+)
+
+// filter builds the program: the watched calls go to the listener, the
+// rest (and other ABIs) are allowed.
+func filter() []unix.SockFilter {
+	var always, flagged []watched
+	for _, c := range calls {
+		if c.flags < 0 {
+			always = append(always, c)
+		} else {
+			flagged = append(flagged, c)
+		}
+	}
+	n := 3 + len(always) + 3*len(flagged)
+	allow, notify := n, n+1
+	var f []unix.SockFilter
+	jump := func(code uint16, k uint32, jt, jf int) {
+		pc := len(f)
+		rel := func(t int) uint8 {
+			if t == 0 {
+				return 0
+			}
+			return uint8(t - pc - 1)
+		}
+		f = append(f, unix.SockFilter{Code: code, Jt: rel(jt), Jf: rel(jf), K: k})
+	}
+	f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: offArch})
+	jump(bpfJeqK, auditArch, 0, allow)
+	f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: offNr})
+	for _, c := range always {
+		jump(bpfJeqK, uint32(c.nr), notify, 0)
+	}
+	for _, c := range flagged {
+		pc := len(f)
+		jump(bpfJeqK, uint32(c.nr), 0, pc+3)
+		f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: uint32(offArgs + 8*c.flags)})
+		jump(bpfJsetK, writeFlags, notify, allow)
+	}
+	f = append(f, unix.SockFilter{Code: bpfRetK, K: unix.SECCOMP_RET_ALLOW})
+	f = append(f, unix.SockFilter{Code: bpfRetK, K: unix.SECCOMP_RET_USER_NOTIF})
+	return f
+}
+
+// installFilter installs the filter on the calling thread only (which must
+// be locked and have no_new_privs) and returns the listener fd.
+func installFilter() (int, error) {
+	f := filter()
+	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
+	fd, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return -1, fmt.Errorf("sandbox: install the write watcher (seccomp user notification): %v", errno)
+	}
+	unix.CloseOnExec(int(fd))
+	return int(fd), nil
+}
+
+// struct seccomp_notif and seccomp_notif_resp.
+type seccompNotif struct {
+	ID    uint64
+	Pid   uint32
+	Flags uint32
+	Nr    int32
+	Arch  uint32
+	IP    uint64
+	Args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	point string
+	ro    bool
+}
+
+// maxDenied bounds the list of distinct denied writes.
+const maxDenied = 10000
+
+// watcher answers the filter's notifications and records writes aimed at
+// read-only mounts.
+type watcher struct {
+	out    *os.File
+	mounts []mountEntry
+	byNr   map[int]watched
+	seen   map[string]bool
+	quiet  []string
+}
+
+func newWatcher(out *os.File, quiet []string) *watcher {
+	w := &watcher{out: out, byNr: map[int]watched{}, seen: map[string]bool{}, quiet: quiet}
+	for _, c := range calls {
+		w.byNr[c.nr] = c
+	}
+	return w
+}
+
+// readMounts reads the sandbox's final mount table.
+func (w *watcher) readMounts() error {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("sandbox: read the mount table: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fl := strings.Fields(sc.Text())
+		if len(fl) < 6 {
+			continue
+		}
+		ro := false
+		for _, o := range strings.Split(fl[5], ",") {
+			ro = ro || o == "ro"
+		}
+		w.mounts = append(w.mounts, mountEntry{point: unescapeMount(fl[4]), ro: ro})
+	}
+	return sc.Err()
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// readOnly reports whether p (absolute, symlinks resolved) is on a
+// read-only mount: the topmost mount with the longest matching point.
+func (w *watcher) readOnly(p string) bool {
+	best, ro := -1, false
+	for _, m := range w.mounts {
+		if within(p, m.point) && len(m.point) >= best {
+			best, ro = len(m.point), m.ro
+		}
+	}
+	return ro
+}
+
+// serve answers notifications until the listener fails (the init exits
+// with the agent, so it never needs to stop).
+func (w *watcher) serve(fd int) {
+	for {
+		var n seccompNotif
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); errno != 0 {
+			if errno == unix.EINTR || errno == unix.ENOENT {
+				continue
+			}
+			return
+		}
+		c, ok := w.byNr[int(n.Nr)]
+		var paths []string
+		var open bool
+		if ok {
+			paths = w.paths(&n, c)
+			open = c.flags >= 0 || c.name == "openat2" || c.name == "creat"
+			// The pid may have died and been reused while we read.
+			id := n.ID
+			if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno != 0 {
+				paths = nil
+			}
+		}
+		resp := seccompNotifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		for _, p := range paths {
+			if w.denied(p, open) {
+				w.record(c.name, p)
+				break
+			}
+		}
+	}
+}
+
+// paths reads and resolves the call's path arguments.
+func (w *watcher) paths(n *seccompNotif, c watched) []string {
+	var out []string
+	for _, a := range [][2]int{{c.dirfd, c.path}, {c.dirfd2, c.path2}} {
+		if a[1] < 0 {
+			continue
+		}
+		s, err := readString(int(n.Pid), n.Args[a[1]])
+		if err != nil {
+			continue
+		}
+		dirfd := int32(unix.AT_FDCWD)
+		if a[0] >= 0 {
+			dirfd = int32(n.Args[a[0]])
+		}
+		if p := resolve(int(n.Pid), dirfd, s); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readString reads a NUL-terminated string (at most PATH_MAX) from pid's
+// memory, a page at a time so an unmapped page after it does no harm. A
+// NULL pointer reads as "".
+func readString(pid int, addr uint64) (string, error) {
+	if addr == 0 {
+		return "", nil
+	}
+	var out []byte
+	buf := make([]byte, 4096)
+	for len(out) < unix.PathMax {
+		n := 4096 - int(addr%4096)
+		local := []unix.Iovec{{Base: &buf[0]}}
+		local[0].SetLen(n)
+		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: n}}
+		got, err := unix.ProcessVMReadv(pid, local, remote, 0)
+		if err != nil || got <= 0 {
+			return "", fmt.Errorf("read pid %d's memory: %v", pid, err)
+		}
+		if i := bytes.IndexByte(buf[:got], 0); i >= 0 {
+			return string(append(out, buf[:i]...)), nil
+		}
+		out = append(out, buf[:got]...)
+		addr += uint64(got)
+	}
+	return "", errors.New("path too long")
+}
+
+// resolve makes p absolute against pid's cwd or dirfd, as the kernel will.
+func resolve(pid int, dirfd int32, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	link := "/proc/" + strconv.Itoa(pid) + "/cwd"
+	if dirfd != unix.AT_FDCWD {
+		link = "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(int(dirfd))
+	}
+	base, err := os.Readlink(link)
+	if err != nil || !filepath.IsAbs(base) {
+		return ""
+	}
+	return filepath.Join(base, p)
+}
+
+// denied reports whether a write to p fails for being on a read-only
+// mount. An open follows a final symlink and may target a device.
+func (w *watcher) denied(p string, open bool) bool {
+	dir, base := filepath.Split(p)
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		p = filepath.Join(d, base)
+	}
+	if open {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&(fs.ModeDevice|fs.ModeNamedPipe|fs.ModeSocket) != 0 {
+			return false
+		}
+	}
+	return w.readOnly(p)
+}
+
+// record appends one denied write to the list, once per (op, path).
+func (w *watcher) record(op, p string) {
+	for _, q := range w.quiet {
+		if within(p, q) {
+			return
+		}
+	}
+	key := op + "\x00" + p
+	if w.seen[key] || len(w.seen) >= maxDenied {
+		return
+	}
+	w.seen[key] = true
+	b, _ := json.Marshal(DeniedWrite{Op: op, Path: p})
+	w.out.Write(append(b, '\n'))
+}
