@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/dal-runtime/dal/internal/record"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// ReplayCommand is `dal-exec replay`.
+func ReplayCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "replay",
+		Usage:     "re-run a bundle offline and verify it behaves the same (exit 0 exact, 1 drift, 2 error)",
+		ArgsUsage: "BUNDLE",
+		Description: `Verifies the bundle, rebuilds the pre-run workspace in a sandbox (from the workspace when it
+is at the recorded pre- or post-run state, or from a self-contained bundle), re-runs the
+recorded command with the recorded mode, seed and epoch, serves the recorded clock, and
+compares exit code, stdout, stderr, file changes and clock streams. The user's workspace is
+never written. The outcome is stored in the bundle's replays/ without touching its signature.
+
+Examples:
+   dal-exec replay run1
+   dal-exec replay --json verdict.json run1.tar.zst
+   dal-exec replay --show-output --workspace ./project run1`,
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "json", Usage: "also write the verdict as JSON to this file (- for stdout)"},
+			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the recorded path)"},
+			&ucli.StringFlag{Name: "key", Usage: "require the bundle to be signed by this public key (.pub)"},
+			&ucli.BoolFlag{Name: "show-output", Usage: "print the replayed agent's stdout as it runs"},
+		},
+		Action: func(c *ucli.Context) error {
+			if c.NArg() != 1 {
+				return usageError{fmt.Errorf("replay takes one bundle, e.g. dal-exec replay run1")}
+			}
+			o := record.ReplayOptions{Bundle: c.Args().First(), Workspace: c.String("workspace"), KeyPath: c.String("key"), Log: c.App.ErrWriter}
+			if c.Bool("show-output") {
+				o.Stdout = c.App.Writer
+			}
+			v, err := record.Replay(c.Context, o)
+			if err != nil {
+				return err
+			}
+			out := c.App.Writer
+			if c.String("json") == "-" {
+				out = c.App.ErrWriter
+			}
+			v.Render(out)
+			if p := c.String("json"); p != "" {
+				b, _ := json.MarshalIndent(v, "", "  ")
+				b = append(b, '\n')
+				if p == "-" {
+					c.App.Writer.Write(b)
+				} else if err := os.WriteFile(p, b, 0o644); err != nil {
+					return fmt.Errorf("write --json: %w", err)
+				}
+			}
+			if !v.Exact {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+}
