@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dal-runtime/dal/internal/sandbox"
+)
+
+// workspace makes a workspace for testdata/fsagent.py.
+func workspace(t *testing.T) string {
+	t.Helper()
+	ws := t.TempDir()
+	agent, _ := os.ReadFile("testdata/fsagent.py")
+	for name, body := range map[string]string{"agent.py": string(agent), "input.txt": "alpha\n", "log.txt": "first\n", "obsolete.txt": "old\n"} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ws
+}
+
+func dalIn(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin.exec, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var r result
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r.stdout, r.stderr = so.String(), se.String()
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestRecordReplayRevert(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	out := filepath.Join(t.TempDir(), "run1")
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	pre, _ := sandbox.TreeHash(ws)
+	rec := dalIn(t, ws, key, "record", "--mode", "seeded", "--seed", "7", "--out", out, "--", "python3", "agent.py")
+	if rec.code != 0 || !strings.Contains(rec.stdout, "refused /etc/dal-e2e Read-only file system") || !strings.Contains(rec.stdout, "refused /root/.dal-e2e") {
+		t.Fatalf("record: %d %q %q", rec.code, rec.stdout, rec.stderr)
+	}
+	if !strings.Contains(rec.stderr, "created a signing key") || !strings.Contains(rec.stderr, "tried to write outside the workspace (openat /etc/dal-e2e)") {
+		t.Fatalf("record did not report the key or the denied writes: %q", rec.stderr)
+	}
+	// Applied, as an ordinary run would.
+	if _, err := os.Stat(filepath.Join(ws, "obsolete.txt")); !os.IsNotExist(err) {
+		t.Fatal("the deletion was not applied")
+	}
+	var env struct {
+		Mode   string `json:"mode"`
+		Denied []struct{ Op, Path string } `json:"denied_writes"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "env.json"))
+	if json.Unmarshal(b, &env) != nil || env.Mode != "seeded" || len(env.Denied) != 2 {
+		t.Fatalf("env.json: %s", b)
+	}
+	var m struct {
+		Config struct {
+			ExecutionMode string `json:"execution_mode"`
+			Seed          uint64 `json:"seed"`
+		} `json:"config"`
+		Inputs struct {
+			UserPrompt string `json:"user_prompt"`
+		} `json:"inputs"`
+		Outputs struct {
+			Artifacts []struct{ Path, Operation string } `json:"artifacts_created"`
+		} `json:"outputs"`
+	}
+	b, _ = os.ReadFile(filepath.Join(out, "manifest.json"))
+	if json.Unmarshal(b, &m) != nil || m.Config.ExecutionMode != "seeded" || m.Config.Seed != 7 || m.Inputs.UserPrompt != "python3 agent.py" || len(m.Outputs.Artifacts) != 3 {
+		t.Fatalf("manifest: %s", b)
+	}
+
+	// Replay reproduces it exactly, from the post-run workspace.
+	rep := dalIn(t, ws, nil, "replay", "--json", "-", out)
+	if rep.code != 0 || !strings.Contains(rep.stdout, `"fidelity": 1`) || !strings.Contains(rep.stderr, "EXACT") {
+		t.Fatalf("replay: %d %q %q", rep.code, rep.stdout, rep.stderr)
+	}
+	after, _ := sandbox.TreeHash(ws)
+
+	// A changed input is drift in stdout and in the files, exit 1.
+	os.WriteFile(filepath.Join(ws, "input.txt"), []byte("beta\n"), 0o644)
+	d := dalIn(t, ws, nil, "replay", out)
+	if d.code != 1 || !strings.Contains(d.stdout, "DRIFT  stdout") || !strings.Contains(d.stdout, "- input alpha") || !strings.Contains(d.stdout, "+ input beta") ||
+		!strings.Contains(d.stdout, "DRIFT  fs_diff") || !strings.Contains(d.stdout, "out.txt") {
+		t.Fatalf("drift: %d %q %q", d.code, d.stdout, d.stderr)
+	}
+	if h, _ := sandbox.TreeHash(ws); h == after {
+		t.Fatal("test setup: input change not visible")
+	}
+	// Revert refuses a workspace changed since the run ... (input.txt is
+	// not a path the run changed, so restore the run's own output instead)
+	os.WriteFile(filepath.Join(ws, "input.txt"), []byte("alpha\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "out.txt"), []byte("edited\n"), 0o644)
+	if r := dalIn(t, ws, nil, "revert", out); r.code != 2 || !strings.Contains(r.stderr, "out.txt") {
+		t.Fatalf("revert of a changed workspace: %d %q", r.code, r.stderr)
+	}
+	// ... and restores the exact pre-run tree otherwise.
+	os.Remove(filepath.Join(ws, "out.txt"))
+	os.WriteFile(filepath.Join(ws, "out.txt"), mustRead(t, filepath.Join(out, "fs-diff", "files", "out.txt")), 0o644)
+	if r := dalIn(t, ws, nil, "revert", out); r.code != 0 {
+		t.Fatalf("revert: %d %q", r.code, r.stderr)
+	}
+	if h, _ := sandbox.TreeHash(ws); h != pre {
+		t.Fatal("revert did not restore the pre-run tree hash")
+	}
+	// From the pre-run state, replay is exact again.
+	if r := dalIn(t, ws, nil, "replay", out); r.code != 0 {
+		t.Fatalf("replay from the pre-run state: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestTamperedBundleIsRefused(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	out := filepath.Join(t.TempDir(), "run")
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	if r := dalIn(t, ws, key, "record", "--no-apply", "--out", out, "--", "python3", "agent.py"); r.code != 0 {
+		t.Fatalf("record: %q", r.stderr)
+	}
+	for _, rel := range []string{"logs/stdout", "clock.json", "fs-diff/files/out.txt", "manifest.json"} {
+		p := filepath.Join(out, rel)
+		orig := mustRead(t, p)
+		flipped := append([]byte(nil), orig...)
+		flipped[len(flipped)/2] ^= 1
+		os.WriteFile(p, flipped, 0o644)
+		for _, cmd := range []string{"verify", "replay"} {
+			r := dalIn(t, ws, nil, cmd, out)
+			if r.code != 2 || !strings.Contains(r.stderr, rel) {
+				t.Errorf("%s with %s flipped: exit %d, %q", cmd, rel, r.code, r.stderr)
+			}
+		}
+		os.WriteFile(p, orig, 0o644)
+	}
+	if r := dalIn(t, ws, nil, "verify", out); r.code != 0 {
+		t.Fatalf("restored bundle: %q", r.stderr)
+	}
+}
+
+func TestKilledRecordLeavesNothing(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	os.WriteFile(filepath.Join(ws, "slow.py"), []byte("import time, os\nopen('made.txt','w').write('x')\nos.remove('obsolete.txt')\nprint('ready', flush=True)\ntime.sleep(30)\n"), 0o644)
+	pre, _ := sandbox.TreeHash(ws)
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(bin.exec, "record", "--mode", "seeded", "--out", out, "--", "python3", "slow.py")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "DAL_KEY="+filepath.Join(t.TempDir(), "k"))
+	pipe, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	pipe.Read(buf) // "ready": the agent has written
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	time.Sleep(100 * time.Millisecond) // the sandbox dies with its parent (Pdeathsig)
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatal("a bundle exists at --out after kill -9")
+	}
+	if h, _ := sandbox.TreeHash(ws); h != pre {
+		t.Fatal("the workspace changed after kill -9 of record")
+	}
+}
