@@ -62,7 +62,7 @@ func TestRecordReplayRevert(t *testing.T) {
 		t.Fatal("the deletion was not applied")
 	}
 	var env struct {
-		Mode   string `json:"mode"`
+		Mode   string                      `json:"mode"`
 		Denied []struct{ Op, Path string } `json:"denied_writes"`
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "env.json"))

@@ -18,6 +18,7 @@ import (
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/shim"
+	"github.com/dal-runtime/dal/internal/version"
 )
 
 // Options configure a recording.
@@ -344,6 +345,7 @@ func snapshot(env *RunEnv, changes []sandbox.Change, stdoutPath string) (*bundle
 		Inputs:  bundle.Inputs{UserPrompt: cmdline, UserPromptHash: hashValue(cmdline), Environment: map[string]string{}},
 		Outputs: bundle.Outputs{ResponseHash: hashBytes(out)},
 		Metrics: &bundle.Metrics{DurationMS: env.DurationMS},
+		Dal:     bundle.DalSection{CreatedBy: "dal " + version.Version},
 	}
 	const maxResponse = 64 << 10
 	if len(out) <= maxResponse && utf8.Valid(out) {
