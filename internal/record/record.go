@@ -67,12 +67,8 @@ func Record(ctx context.Context, o Options) (*Summary, error) {
 		fmt.Fprintf(spec.Log, "dal: created a signing key at %s (keep it; bundles are signed with it)\n", keyPath)
 	}
 
-	packed := isArchive(out)
-	dirOut := out
-	if packed {
-		dirOut = out + ".dir"
-	}
-	w, err := bundle.Create(dirOut)
+	// An archive --out is packed by Commit itself, atomically.
+	w, err := bundle.Create(out)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +133,7 @@ func Record(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capture the run's file changes: %w", err)
 	}
-	changes = dropOwn(changes, excluded(ws, out, dirOut))
+	changes = dropOwn(changes, excluded(ws, out))
 	denied, err := sandbox.Denied(cfg)
 	if err != nil {
 		return nil, err
@@ -148,12 +144,20 @@ func Record(ctx context.Context, o Options) (*Summary, error) {
 	if err := sandbox.Export(cfg, changes, filepath.Join(w.Dir(), "fs-diff"), filepath.Join(w.Dir(), "fs-pre")); err != nil {
 		return nil, fmt.Errorf("store the run's file changes: %w", err)
 	}
+	// The workspace is changed from a copy of its own (hard links into the
+	// capture layer, cheap): the bundle's staging is gone once published.
+	applyDiff := filepath.Join(stage, "apply")
+	if !o.NoApply {
+		if err := sandbox.Export(cfg, changes, filepath.Join(applyDiff, "fs-diff"), filepath.Join(applyDiff, "fs-pre")); err != nil {
+			return nil, fmt.Errorf("prepare the run's changes: %w", err)
+		}
+	}
 	env := newRunEnv(&spec, res, ws, cwd, started)
 	env.DeniedWrites = denied
 	env.SelfContained = o.SelfContained
 	env.Applied = !o.NoApply
 	if o.SelfContained {
-		if err := copyTree(ws, filepath.Join(w.Dir(), "workspace"), excluded(ws, out, dirOut)); err != nil {
+		if err := copyTree(ws, filepath.Join(w.Dir(), "workspace"), excluded(ws, out)); err != nil {
 			return nil, fmt.Errorf("store the pre-run workspace: %w", err)
 		}
 	}
@@ -177,25 +181,13 @@ func Record(ctx context.Context, o Options) (*Summary, error) {
 	}
 	committed = true
 	sum := &Summary{ExitCode: res.ExitCode, Bundle: out, Changes: len(changes)}
-	var applyErr error
 	if !o.NoApply && len(changes) > 0 {
-		if err := sandbox.Apply(ws, filepath.Join(dirOut, "fs-diff"), changes); err != nil {
-			applyErr = fmt.Errorf("apply the run's changes to %s: %w (the bundle %s holds them)", ws, err, out)
-		} else {
-			sum.Applied = true
+		if err := sandbox.Apply(ws, filepath.Join(applyDiff, "fs-diff"), changes); err != nil {
+			return sum, fmt.Errorf("apply the run's changes to %s: %w (the bundle %s holds them)", ws, err, out)
 		}
+		sum.Applied = true
 	}
-	if packed {
-		if err := bundle.Pack(dirOut, out); err != nil {
-			return sum, err
-		}
-		os.RemoveAll(dirOut)
-	}
-	return sum, applyErr
-}
-
-func isArchive(p string) bool {
-	return strings.HasSuffix(p, ".tgz") || strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tar.zst")
+	return sum, nil
 }
 
 // workspaceAndCwd resolves the workspace and the current directory within it.

@@ -444,9 +444,25 @@ func buildLayer(ws, pre string, changes []Change, layer string) error {
 			}
 			continue
 		}
-		if _, err := copyEntry(src, fi, dst, true); err != nil {
+		// A copy, not a link: the recorded mode is set below, and the
+		// bundle's own files must not change.
+		if _, err := copyEntry(src, fi, dst, false); err != nil {
 			return err
 		}
 	}
-	return dirs.apply()
+	if err := dirs.apply(); err != nil {
+		return err
+	}
+	// Modes come from the change list, not from the pre-image on disk: an
+	// extracted archive does not keep them.
+	for _, c := range changes {
+		b := c.before()
+		if b == nil || b.Kind == KindSymlink || hidden(c.Path) {
+			continue
+		}
+		if err := os.Chmod(filepath.Join(layer, filepath.FromSlash(c.Path)), b.Mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
