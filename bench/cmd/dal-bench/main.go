@@ -7,10 +7,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -29,11 +31,15 @@ var (
 
 func main() {
 	flag.Parse()
+	if abs, err := filepath.Abs(*dal); err == nil {
+		*dal = abs
+	}
 	var figs []bench.Figure
 	figs = append(figs, processStart()...)
 	figs = append(figs, sleepHeavy())
 	figs = append(figs, shimClock("python", "python3", "bench/clock_python.py")...)
 	figs = append(figs, shimClock("node", "node", "bench/clock_node.js")...)
+	figs = append(figs, recordReplay()...)
 	figs = append(figs, goBench()...)
 	if err := write(figs); err != nil {
 		fmt.Fprintln(os.Stderr, "dal-bench:", err)
@@ -105,6 +111,56 @@ func sleepHeavy() bench.Figure {
 	return bench.Figure{Name: "sleep-heavy agent (5 s virtual)", Value: fmt.Sprintf("%.0f ms wall", float64(s.Median())/1e6),
 		Ratio: float64(s.Median()) / float64(5*time.Second), Baseline: "5 s of real sleeping",
 		Detail: fmt.Sprintf("n=%d; %s", len(s), s.Spread()), Target: "well under 2 s", Verdict: verdict(s.Median() < 2*time.Second)}
+}
+
+// inWorkspace runs a dal-exec command in dir and returns its wall time.
+func inWorkspace(dir string, args ...string) (time.Duration, error) {
+	cmd := exec.Command(*dal, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "DAL_KEY="+filepath.Join(os.TempDir(), "dal-bench.key"))
+	t := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%v: %s", err, out)
+	}
+	return time.Since(t), nil
+}
+
+// recordReplay measures record against run for an agent writing 1,000
+// files, and strict replay against record for a sleep-heavy agent.
+func recordReplay() []bench.Figure {
+	writer, _ := filepath.Abs("bench/agents/writer.py")
+	sleepy, _ := filepath.Abs("bench/agents/sleepy.py")
+	var run, rec, replay, recSleep bench.Sample
+	for i := range 5 {
+		ws, err := os.MkdirTemp("", "dal-bench-ws-")
+		if err != nil {
+			return []bench.Figure{{Name: "record", Value: "not measured: " + err.Error()}}
+		}
+		defer os.RemoveAll(ws)
+		d1, err1 := inWorkspace(ws, "run", "--", "python3", writer)
+		os.RemoveAll(filepath.Join(ws, "out"))
+		out := filepath.Join(ws, "..", filepath.Base(ws)+fmt.Sprintf("-b%d", i))
+		defer os.RemoveAll(out)
+		d2, err2 := inWorkspace(ws, "record", "--no-apply", "--out", out, "--", "python3", writer)
+		sb := out + "-sleepy"
+		defer os.RemoveAll(sb)
+		d3, err3 := inWorkspace(ws, "record", "--mode", "seeded", "--out", sb, "--", "python3", sleepy)
+		d4, err4 := inWorkspace(ws, "replay", sb)
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			return []bench.Figure{{Name: "record/replay", Value: "not measured: " + err.Error()}}
+		}
+		run, rec, recSleep, replay = append(run, d1), append(rec, d2), append(recSleep, d3), append(replay, d4)
+	}
+	return []bench.Figure{
+		{Name: "record, agent writing 1,000 files", Value: fmt.Sprintf("%.2fx run", float64(rec.Median())/float64(run.Median())),
+			Ratio: float64(rec.Median()) / float64(run.Median()), Baseline: "dal-exec run of the same agent",
+			Detail: fmt.Sprintf("n=%d; run %s; record %s", len(run), run.Spread(), rec.Spread())},
+		{Name: "replay of a seeded sleep-heavy run (5 s of sleeps)", Value: fmt.Sprintf("%.2fx record", float64(replay.Median())/float64(recSleep.Median())),
+			Ratio: float64(replay.Median()) / float64(recSleep.Median()), Baseline: "its record (real sleeps)",
+			Detail: fmt.Sprintf("n=%d; record %s; replay %s", len(replay), recSleep.Spread(), replay.Spread()), Target: "far faster than record",
+			Verdict: verdict(replay.Median()*2 < recSleep.Median())},
+	}
 }
 
 // shimClock runs a shim's clock benchmark script under dal-exec; the script
