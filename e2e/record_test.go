@@ -185,3 +185,27 @@ func TestKilledRecordLeavesNothing(t *testing.T) {
 		t.Fatal("the workspace changed after kill -9 of record")
 	}
 }
+
+func TestDiffNamesTheDifferingComponents(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	dir := t.TempDir()
+	key := []string{"DAL_KEY=" + filepath.Join(dir, "k")}
+	for _, seed := range []string{"7", "8"} {
+		if r := dalIn(t, ws, key, "record", "--no-apply", "--seed", seed, "--out", filepath.Join(dir, seed), "--", "python3", "agent.py"); r.code != 0 {
+			t.Fatalf("record: %q", r.stderr)
+		}
+	}
+	d := dalIn(t, ws, nil, "diff", filepath.Join(dir, "7"), filepath.Join(dir, "8"))
+	for _, want := range []string{"same       command", "DIFFERENT  seed", "7 vs 8", "DIFFERENT  stdout", "first difference at line 1", "DIFFERENT  fs_diff", "same       clock"} {
+		if !strings.Contains(d.stdout, want) {
+			t.Errorf("diff output lacks %q:\n%s", want, d.stdout)
+		}
+	}
+	if d.code != 1 {
+		t.Errorf("diff of different bundles exited %d", d.code)
+	}
+	if s := dalIn(t, ws, nil, "diff", filepath.Join(dir, "7"), filepath.Join(dir, "7")); s.code != 0 || strings.Contains(s.stdout, "DIFFERENT") {
+		t.Errorf("diff of a bundle with itself: %d %s", s.code, s.stdout)
+	}
+}

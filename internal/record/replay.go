@@ -150,7 +150,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 			First: ifNot(res.ExitCode == env.ExitCode, fmt.Sprintf("exit code %d, the recording has %d", res.ExitCode, env.ExitCode))},
 		Component{Name: "stdout", Compared: true, Match: bytes.Equal(recOut, stdout.Bytes()), First: FirstLineDiff(recOut, stdout.Bytes())},
 		Component{Name: "stderr", Compared: true, Match: bytes.Equal(recErr, stderr.Bytes()), First: FirstLineDiff(recErr, stderr.Bytes())},
-		compareFS(changes, got),
+		compareFS(changes, got, "recording", "replay"),
 		compareClock(clock, res.Clock),
 		Component{Name: "network", Compared: b.Has("network.har")},
 		Component{Name: "prompts", Compared: false},
@@ -181,7 +181,7 @@ func ifNot(ok bool, s string) string {
 
 // compareFS compares the file changes of a replay with the recorded ones:
 // path, operation, kind, mode and content hash.
-func compareFS(want, got []sandbox.Change) Component {
+func compareFS(want, got []sandbox.Change, wantName, gotName string) Component {
 	c := Component{Name: "fs_diff", Compared: true, Match: true}
 	key := func(x sandbox.Change) string {
 		return fmt.Sprintf("%s %s %s %o %s %s", x.Op, x.Kind, x.Path, x.Mode, x.Hash, x.LinkTarget)
@@ -204,11 +204,11 @@ func compareFS(want, got []sandbox.Change) Component {
 		b, inG := g[p]
 		switch {
 		case !inG:
-			c.Match, c.First = false, fmt.Sprintf("%s: %s by the recording, untouched by the replay", p, a.Op)
+			c.Match, c.First = false, fmt.Sprintf("%s: %s by the %s, untouched by the %s", p, a.Op, wantName, gotName)
 		case !inW:
-			c.Match, c.First = false, fmt.Sprintf("%s: %s by the replay, untouched by the recording", p, b.Op)
+			c.Match, c.First = false, fmt.Sprintf("%s: %s by the %s, untouched by the %s", p, b.Op, gotName, wantName)
 		case key(a) != key(b):
-			c.Match, c.First = false, fmt.Sprintf("%s: %s", p, describeFSDiff(a, b))
+			c.Match, c.First = false, fmt.Sprintf("%s: %s", p, describeFSDiff(a, b, wantName, gotName))
 		}
 		if !c.Match {
 			break
@@ -217,16 +217,16 @@ func compareFS(want, got []sandbox.Change) Component {
 	return c
 }
 
-func describeFSDiff(a, b sandbox.Change) string {
+func describeFSDiff(a, b sandbox.Change, an, bn string) string {
 	switch {
 	case a.Op != b.Op:
-		return fmt.Sprintf("%s by the replay, %s by the recording", b.Op, a.Op)
+		return fmt.Sprintf("%s by the %s, %s by the %s", b.Op, bn, a.Op, an)
 	case a.Kind != b.Kind:
-		return fmt.Sprintf("a %s after the replay, a %s after the recording", b.Kind, a.Kind)
+		return fmt.Sprintf("a %s after the %s, a %s after the %s", b.Kind, bn, a.Kind, an)
 	case a.Mode != b.Mode:
-		return fmt.Sprintf("mode %o after the replay, %o after the recording", b.Mode, a.Mode)
+		return fmt.Sprintf("mode %o after the %s, %o after the %s", b.Mode, bn, a.Mode, an)
 	default:
-		return "different content after the replay"
+		return fmt.Sprintf("different content after the %s than after the %s", bn, an)
 	}
 }
 

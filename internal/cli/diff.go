@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dal-runtime/dal/internal/record"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// DiffCommand is `dal-exec diff`.
+func DiffCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "diff",
+		Usage:     "compare two bundles component by component (exit 0 same, 1 different)",
+		ArgsUsage: "BUNDLE_A BUNDLE_B",
+		Description: `Verifies both bundles, then compares how they were run (command, mode, seed, epoch) and
+what they did (exit code, stdout, stderr, file changes, clock streams). For each component that
+differs it shows the first difference, from A to B.
+
+Examples:
+   dal-exec diff run-seed7 run-seed8
+   dal-exec diff monday.tar.zst tuesday.tar.zst`,
+		Action: func(c *ucli.Context) error {
+			if c.NArg() != 2 {
+				return usageError{fmt.Errorf("diff takes two bundles, e.g. dal-exec diff run1 run2")}
+			}
+			cs, err := record.Diff(c.Args().Get(0), c.Args().Get(1))
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			same := true
+			for _, x := range cs {
+				if x.Match {
+					fmt.Fprintf(w, "  same       %s\n", x.Name)
+					continue
+				}
+				same = false
+				fmt.Fprintf(w, "  DIFFERENT  %s\n", x.Name)
+				for _, l := range strings.Split(x.First, "\n") {
+					fmt.Fprintf(w, "             %s\n", l)
+				}
+			}
+			if !same {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+}
