@@ -48,13 +48,21 @@ func TestRecordReplayRevert(t *testing.T) {
 	t.Parallel()
 	ws := workspace(t)
 	out := filepath.Join(t.TempDir(), "run1")
-	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	// A home outside /tmp: the sandbox's private /tmp would otherwise
+	// swallow the agent's write to $HOME instead of refusing it.
+	home, err := os.MkdirTemp("/var/tmp", "dal-e2e-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "HOME=" + home}
 	pre, _ := sandbox.TreeHash(ws)
 	rec := dalIn(t, ws, key, "record", "--mode", "seeded", "--seed", "7", "--out", out, "--", "python3", "agent.py")
-	if rec.code != 0 || !strings.Contains(rec.stdout, "refused /etc/dal-e2e Read-only file system") || !strings.Contains(rec.stdout, "refused /root/.dal-e2e") {
+	if rec.code != 0 || !strings.Contains(rec.stdout, "refused /etc/dal-e2e Read-only file system") || !strings.Contains(rec.stdout, "refused "+home+"/.dal-e2e") {
 		t.Fatalf("record: %d %q %q", rec.code, rec.stdout, rec.stderr)
 	}
-	if !strings.Contains(rec.stderr, "created a signing key") || !strings.Contains(rec.stderr, "tried to write outside the workspace (openat /etc/dal-e2e)") {
+	if !strings.Contains(rec.stderr, "created a signing key") || !strings.Contains(rec.stderr, "tried to write outside the workspace (openat /etc/dal-e2e)") ||
+		!strings.Contains(rec.stderr, "(openat "+home+"/.dal-e2e)") {
 		t.Fatalf("record did not report the key or the denied writes: %q", rec.stderr)
 	}
 	// Applied, as an ordinary run would.

@@ -83,15 +83,7 @@ func Record(ctx context.Context, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("create the sandbox's staging directory: %w", err)
 	}
 	defer os.RemoveAll(stage)
-	cfg := sandbox.Config{Workspace: ws, Staging: filepath.Join(stage, "sandbox"), PrivateTmp: true}
-	if shims, err := shim.Install(); err == nil {
-		// Python may try to cache bytecode beside the shim: not a write
-		// of the agent's.
-		cfg.Quiet = append(cfg.Quiet, string(shims))
-		if strings.HasPrefix(string(shims), os.TempDir()) {
-			cfg.Binds = append(cfg.Binds, string(shims))
-		}
-	}
+	cfg := sandboxConfig(ws, filepath.Join(stage, "sandbox"))
 	spec.Dir = filepath.Join(ws, cwd)
 	spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
 		cfg.Binds = append(cfg.Binds, socketDir(env)...)
@@ -383,4 +375,20 @@ func stagingRoot() string {
 		return "/var/tmp"
 	}
 	return os.TempDir()
+}
+
+// sandboxConfig is the sandbox every record and replay runs in: the
+// workspace as the overlay, a private /tmp, and the runtime shims reachable
+// even when they were installed under the real /tmp.
+func sandboxConfig(ws, staging string) sandbox.Config {
+	cfg := sandbox.Config{Workspace: ws, Staging: staging, PrivateTmp: true}
+	if shims, err := shim.Install(); err == nil {
+		// Python may try to cache bytecode beside the shim: not a write
+		// of the agent's.
+		cfg.Quiet = append(cfg.Quiet, string(shims))
+		if strings.HasPrefix(string(shims), filepath.Clean(os.TempDir())+"/") {
+			cfg.Binds = append(cfg.Binds, string(shims))
+		}
+	}
+	return cfg
 }

@@ -82,7 +82,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(stage)
-	cfg := sandbox.Config{Workspace: ws, Staging: filepath.Join(stage, "sandbox"), PrivateTmp: true}
+	cfg := sandboxConfig(ws, filepath.Join(stage, "sandbox"))
 	v := &Verdict{Bundle: o.Bundle, RecordMS: env.DurationMS}
 	if _, err := os.Stat(ws); err == nil {
 		state, err := sandbox.Restore(ws, b.File("fs-pre"), changes, filepath.Join(stage, "pre-layer"))
@@ -109,7 +109,8 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 	}
 
 	spec := runner.Spec{Args: env.Command, Dir: filepath.Join(ws, env.Cwd), Mode: env.Mode, Seed: env.Seed,
-		Epoch: env.Epoch, Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Replay: clock, Log: o.Log}
+		Epoch: env.Epoch, Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Replay: clock, Log: o.Log,
+		Inherit: env.Inherited}
 	for k := range env.Kept {
 		spec.KeepEnv = append(spec.KeepEnv, k)
 		if hashValue(os.Getenv(k)) != env.Kept[k] {

@@ -27,15 +27,19 @@ var Modes = []string{"strict", "seeded", "logged", "default"}
 
 // Spec is one run.
 type Spec struct {
-	Args     []string // command and arguments
-	Dir      string   // working directory ("" = current)
-	Mode     string
-	Seed     uint64
-	Epoch    time.Time
-	Quantum  time.Duration
-	CPUs     []int // nil: not pinned
-	Timeout  time.Duration
-	KeepEnv  []string
+	Args    []string // command and arguments
+	Dir     string   // working directory ("" = current)
+	Mode    string
+	Seed    uint64
+	Epoch   time.Time
+	Quantum time.Duration
+	CPUs    []int // nil: not pinned
+	Timeout time.Duration
+	KeepEnv []string
+	// Inherit, when set, replaces the allowlisted variables (PATH, HOME,
+	// ...) read from dal-exec's environment: a replay passes the recorded
+	// ones, so the agent sees what it saw.
+	Inherit  map[string]string
 	Socket   string // "" = a running default dald, else embedded
 	ClockOut string // write clock.json here ("" = not kept)
 	Replay   *vclock.File
@@ -187,6 +191,16 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 
 	env := keep(os.Environ(), spec.KeepEnv)
+	if spec.Inherit != nil {
+		for _, k := range passEnv {
+			delete(env, k)
+		}
+		for k, v := range spec.Inherit {
+			if Allowlisted(k) {
+				env[k] = v
+			}
+		}
+	}
 	rails := guardRails(env, &spec, sess, shims.PythonPath(), shims.NodeRequire())
 
 	res := &Result{Env: env, Rails: rails, Daemon: where}
