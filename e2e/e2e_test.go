@@ -352,3 +352,14 @@ func TestStrictReplayComparesTheTimerSchedule(t *testing.T) {
 		t.Fatalf("changed schedule not reported: %q", other.stderr)
 	}
 }
+
+func TestAnUnshimmedInterpreterIsReported(t *testing.T) {
+	t.Parallel()
+	r := dalExec(t, nil, "run", "--", "python3", "-I", "-c", "pass")
+	if r.code != 0 || !strings.Contains(r.stderr, "python3 never loaded the dal shim") {
+		t.Fatalf("%d %q", r.code, r.stderr)
+	}
+	if r := dalExec(t, nil, "run", "--", "python3", "-c", "pass"); strings.Contains(r.stderr, "never loaded") {
+		t.Fatalf("false alarm: %q", r.stderr)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -220,6 +221,9 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if spec.Replay != nil {
 		res.Clock.Drift = append(res.Clock.Drift, vclock.Compare(spec.Replay, res.Clock)...)
 	}
+	if len(res.Clock.Streams) == 0 && shimmed(spec.Args[0]) {
+		fmt.Fprintf(spec.Log, "dal: %s never loaded the dal shim (run with -S, -I or -E?), so its clocks and randomness were not virtualized\n", filepath.Base(spec.Args[0]))
+	}
 	for _, d := range res.Clock.Drift {
 		fmt.Fprintf(spec.Log, "dal: drift in stream %s (%s): %s\n", d.Stream, d.What, d.Detail)
 	}
@@ -414,4 +418,10 @@ func collect(c *wire.Client, id string, spec *Spec) (*vclock.File, error) {
 		f.Drift = append(f.Drift, vclock.DriftEntry{Stream: d.Stream, What: d.What, Detail: d.Detail})
 	}
 	return f, nil
+}
+
+// shimmed reports whether a command is an interpreter dal's shims load into.
+func shimmed(argv0 string) bool {
+	base := filepath.Base(argv0)
+	return base == "node" || strings.HasPrefix(base, "python")
 }
