@@ -217,3 +217,25 @@ func TestDiffNamesTheDifferingComponents(t *testing.T) {
 		t.Errorf("diff of a bundle with itself: %d %s", s.code, s.stdout)
 	}
 }
+
+func TestFullDiskDuringRecord(t *testing.T) {
+	t.Parallel()
+	small := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Fatalf("mount a small tmpfs (root and tmpfs are required): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	ws := workspace(t)
+	os.WriteFile(filepath.Join(ws, "big.py"), []byte("open('big.bin','wb').write(b'x'*300000)\n"), 0o644)
+	pre, _ := sandbox.TreeHash(ws)
+	r := dalIn(t, ws, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--out", filepath.Join(small, "run"), "--", "python3", "big.py")
+	if r.code != 2 || !strings.Contains(r.stderr, "the disk is full") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if left, _ := os.ReadDir(small); len(left) != 0 {
+		t.Fatalf("left on the full disk: %v", left)
+	}
+	if h, _ := sandbox.TreeHash(ws); h != pre {
+		t.Fatal("the workspace changed")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -43,6 +45,14 @@ type Summary struct {
 // published only when complete; the workspace is changed only after it is,
 // and only without NoApply.
 func Record(ctx context.Context, o Options) (*Summary, error) {
+	sum, err := record(ctx, o)
+	if errors.Is(err, syscall.ENOSPC) && (sum == nil || !sum.Applied) {
+		err = fmt.Errorf("the disk is full (%w): free space where --out and the sandbox staging live (%s), or choose another --out; no bundle was written and the workspace is untouched", err, stagingRoot())
+	}
+	return sum, err
+}
+
+func record(ctx context.Context, o Options) (*Summary, error) {
 	spec := o.Spec
 	ws, cwd, err := workspaceAndCwd(o.Workspace)
 	if err != nil {
