@@ -153,6 +153,7 @@ func recordReplay() []bench.Figure {
 		run, rec, recSleep, replay = append(run, d1), append(rec, d2), append(recSleep, d3), append(replay, d4)
 	}
 	return []bench.Figure{
+		bundleRate(sleepy),
 		{Name: "record, agent writing 1,000 files", Value: fmt.Sprintf("%.2fx run", float64(rec.Median())/float64(run.Median())),
 			Ratio: float64(rec.Median()) / float64(run.Median()), Baseline: "dal-exec run of the same agent",
 			Detail: fmt.Sprintf("n=%d; run %s; record %s", len(run), run.Spread(), rec.Spread())},
@@ -161,6 +162,50 @@ func recordReplay() []bench.Figure {
 			Detail: fmt.Sprintf("n=%d; record %s; replay %s", len(replay), recSleep.Spread(), replay.Spread()), Target: "far faster than record",
 			Verdict: verdict(replay.Median()*2 < recSleep.Median())},
 	}
+}
+
+// bundleRate records the example agents and reports bundle bytes per
+// minute of run.
+func bundleRate(sleepy string) bench.Figure {
+	var parts []string
+	for _, a := range []struct{ name, interp, script string }{
+		{"python example", "python3", "examples/python/agent.py"},
+		{"node example", "node", "examples/node/agent.js"},
+		{"sleep-heavy (seeded)", "python3", sleepy},
+	} {
+		script, _ := filepath.Abs(a.script)
+		ws, err := os.MkdirTemp("", "dal-bench-ws-")
+		if err != nil {
+			return bench.Figure{Name: "bundle bytes per minute", Value: "not measured: " + err.Error()}
+		}
+		defer os.RemoveAll(ws)
+		out := ws + "-bundle"
+		defer os.RemoveAll(out)
+		mode := "strict"
+		if strings.Contains(a.name, "seeded") {
+			mode = "seeded"
+		}
+		d, err := inWorkspace(ws, "record", "--mode", mode, "--out", out, "--", a.interp, script)
+		if err != nil {
+			return bench.Figure{Name: "bundle bytes per minute", Value: "not measured: " + err.Error()}
+		}
+		n := dirSize(out)
+		parts = append(parts, fmt.Sprintf("%s: %d bytes in %.2f s = %.0f KiB/min", a.name, n, d.Seconds(), float64(n)/1024/d.Minutes()))
+	}
+	return bench.Figure{Name: "bundle bytes per minute of run", Value: "see detail", Detail: strings.Join(parts, "; ")}
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // shimClock runs a shim's clock benchmark script under dal-exec; the script
@@ -220,8 +265,14 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/
 
 // goBench runs the Go micro-benchmarks of the hot paths.
 func goBench() []bench.Figure {
-	cmd := exec.Command("go", "test", "-run", "^$", "-bench", ".", "-benchtime", "300ms", "-count", "3",
-		"./agent", "./vclock", "./seedrng", "./internal/wire", "./internal/daemon")
+	figs := goBenchRun("300ms", "3", ".", "./agent", "./vclock", "./seedrng", "./internal/wire", "./internal/daemon")
+	return append(figs, goBenchRun("10x", "1", "Revert", "./internal/sandbox")...)
+}
+
+// goBenchRun runs one go test -bench invocation and reads its figures.
+func goBenchRun(benchtime, count, pattern string, pkgs ...string) []bench.Figure {
+	args := append([]string{"test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-count", count}, pkgs...)
+	cmd := exec.Command("go", args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	o, err := cmd.Output()
 	if err != nil {
@@ -280,6 +331,13 @@ func goBench() []bench.Figure {
 			f.Target, f.Verdict = "at most 50 ns", verdict(v <= 50)
 		case "BenchmarkTimeNow":
 			continue
+		case "BenchmarkRevertLargeWorkspace":
+			f.Name = "go BenchmarkRevertLargeWorkspace (1 GiB workspace, 10 changed files)"
+			f.Target = "p95 at most 50 ms"
+			if m := regexp.MustCompile(`([\d.]+) p95-ms`).FindStringSubmatch(f.Detail); m != nil {
+				p95, _ := strconv.ParseFloat(m[1], 64)
+				f.Verdict = verdict(p95 <= 50)
+			}
 		}
 		figs = append(figs, f)
 	}
