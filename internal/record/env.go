@@ -5,8 +5,6 @@
 package record
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,10 +96,7 @@ func runtimeVersions(argv0 string) map[string]string {
 	return out
 }
 
-func hashValue(v string) string {
-	s := sha256.Sum256([]byte(v))
-	return "sha256:" + hex.EncodeToString(s[:])
-}
+func hashValue(v string) string { return hashBytes([]byte(v)) }
 
 // newRunEnv fills env.json from a finished run.
 func newRunEnv(spec *runner.Spec, res *runner.Result, workspace, cwd string, started time.Time) *RunEnv {

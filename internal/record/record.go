@@ -241,19 +241,6 @@ func excluded(ws string, paths ...string) []string {
 	return out
 }
 
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // dropOwn removes dal's own output (the bundle being written inside the
 // workspace) from the captured changes. The agent never writes there; this
 // only matters if it lists the workspace.
