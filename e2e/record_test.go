@@ -239,3 +239,31 @@ func TestFullDiskDuringRecord(t *testing.T) {
 		t.Fatal("the workspace changed")
 	}
 }
+
+func TestSelfContainedReplayWithoutTheWorkspace(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	out := filepath.Join(t.TempDir(), "run")
+	plain := filepath.Join(t.TempDir(), "plain")
+	if r := dalIn(t, ws, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--no-apply", "--out", plain, "--", "python3", "agent.py"); r.code != 0 {
+		t.Fatalf("record: %q", r.stderr)
+	}
+	if r := dalIn(t, ws, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--self-contained", "--out", out, "--", "python3", "agent.py"); r.code != 0 {
+		t.Fatalf("record: %q", r.stderr)
+	}
+	if err := os.RemoveAll(ws); err != nil {
+		t.Fatal(err)
+	}
+	r := dalIn(t, "/", nil, "replay", out)
+	if r.code != 0 || !strings.Contains(r.stdout, "EXACT") || !strings.Contains(r.stdout, "self-contained state") {
+		t.Fatalf("self-contained replay: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(ws); !os.IsNotExist(err) {
+		t.Fatal("replay left the workspace's mount point behind")
+	}
+	// A bundle that is not self-contained says how to proceed.
+	r = dalIn(t, "/", nil, "replay", plain)
+	if r.code != 2 || !strings.Contains(r.stderr, "does not exist here") || !strings.Contains(r.stderr, "--self-contained") {
+		t.Fatalf("plain bundle without its workspace: %d %q", r.code, r.stderr)
+	}
+}

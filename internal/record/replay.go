@@ -101,9 +101,12 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 	} else if env.SelfContained {
 		v.State = "self-contained"
 		cfg.Lower = []string{b.File("workspace")}
+		// The overlay needs a mount point at the recorded path; it is
+		// removed again after the run.
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			return nil, fmt.Errorf("create the mount point %s for the self-contained workspace: %w", ws, err)
 		}
+		defer os.Remove(ws)
 	} else {
 		return nil, runner.UsageError{Err: fmt.Errorf("the recorded workspace %s does not exist here and %s is not self-contained: pass --workspace, or record with --self-contained", ws, o.Bundle)}
 	}
