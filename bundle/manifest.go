@@ -7,10 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // FormatVersion is the bundle format version this package writes and the
@@ -178,69 +175,12 @@ func SchemaJSON() []byte { return bytes.Clone(schemaJSON) }
 
 const schemaURL = "https://github.com/dal-runtime/dal/docs/schema/execution-snapshot.schema.json"
 
-var schemas = sync.OnceValues(func() (*compiledSchemas, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
-	if err != nil {
-		return nil, fmt.Errorf("embedded schema: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, fmt.Errorf("embedded schema: %w", err)
-	}
-	var s compiledSchemas
-	if s.manifest, err = c.Compile(schemaURL); err != nil {
-		return nil, fmt.Errorf("embedded schema: %w", err)
-	}
-	if s.replay, err = c.Compile(schemaURL + "#/$defs/replay_outcome"); err != nil {
-		return nil, fmt.Errorf("embedded schema: %w", err)
-	}
-	return &s, nil
-})
-
-type compiledSchemas struct{ manifest, replay *jsonschema.Schema }
-
 // ValidateManifest checks manifest JSON against the execution-snapshot
 // schema. The error names the first offending location, e.g.
 // "at /config/execution_mode: value must be one of ...".
-func ValidateManifest(data []byte) error {
-	s, err := schemas()
-	if err != nil {
-		return err
-	}
-	return validate(s.manifest, data)
-}
+func ValidateManifest(data []byte) error { return validateJSON(data, "#") }
 
-func validateReplay(data []byte) error {
-	s, err := schemas()
-	if err != nil {
-		return err
-	}
-	return validate(s.replay, data)
-}
-
-func validate(s *jsonschema.Schema, data []byte) error {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	if err := s.Validate(inst); err != nil {
-		if ve, ok := err.(*jsonschema.ValidationError); ok {
-			return fmt.Errorf("%s", firstCause(ve))
-		}
-		return err
-	}
-	return nil
-}
-
-// firstCause renders the first leaf of a validation error tree in one
-// line.
-func firstCause(ve *jsonschema.ValidationError) string {
-	for len(ve.Causes) > 0 {
-		ve = ve.Causes[0]
-	}
-	return ve.Error()
-}
+func validateReplay(data []byte) error { return validateJSON(data, "#/$defs/replay_outcome") }
 
 // MatchStatusFor maps a replay fidelity to a match status: 1 is an exact
 // match, 0 no match, anything between a partial match.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -125,6 +126,16 @@ func TestManifestSchema(t *testing.T) {
 				set(doc, c.path, c.v)
 			}
 			err := s.Validate(doc)
+			// dal's own validator (the one the binary uses) must agree
+			// with the full one, and name the same thing.
+			raw, _ := json.Marshal(doc)
+			ours := ValidateManifest(raw)
+			if (ours == nil) != (err == nil) {
+				t.Fatalf("dal's validator says %v, the full validator %v", ours, err)
+			}
+			if ours != nil && !strings.Contains(ours.Error(), c.want) {
+				t.Fatalf("dal's validator error %q does not mention %q", ours, c.want)
+			}
 			if c.ok {
 				if err != nil {
 					t.Fatalf("valid manifest refused: %v", err)
@@ -163,6 +174,9 @@ func TestSchemaExamples(t *testing.T) {
 		if err := s.Validate(doc); err != nil {
 			t.Errorf("example %d: %v", i, err)
 		}
+		if err := ValidateManifest(ex); err != nil {
+			t.Errorf("example %d, dal's validator: %v", i, err)
+		}
 	}
 	out := filepath.Join(t.TempDir(), "b")
 	makeBundle(t, out)
@@ -200,4 +214,23 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestValidatorRefusesUnknownKeywords: dal's validator never skips a
+// keyword it does not implement.
+func TestValidatorRefusesUnknownKeywords(t *testing.T) {
+	t.Parallel()
+	d := &schemaDoc{patterns: map[string]*regexp.Regexp{}}
+	for _, s := range []map[string]any{
+		{"oneOf": []any{}},
+		{"properties": map[string]any{"a": map[string]any{"const": "x"}}},
+		{"format": "email"},
+	} {
+		if err := d.prepare(s, "#"); err == nil {
+			t.Errorf("schema %v accepted", s)
+		}
+	}
+	if _, err := loadSchema(); err != nil {
+		t.Fatalf("the shipped schema: %v", err)
+	}
 }
