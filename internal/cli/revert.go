@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -53,7 +54,11 @@ Examples:
 			}
 			start := time.Now()
 			if err := sandbox.Revert(ws, b.File("fs-pre"), changes); err != nil {
-				return fmt.Errorf("%w: the workspace changed since the run; nothing was reverted", err)
+				var se *sandbox.StateError
+				if errors.As(err, &se) {
+					return fmt.Errorf("%w: the workspace changed since the run; nothing was reverted", err)
+				}
+				return err
 			}
 			fmt.Fprintf(c.App.Writer, "reverted %s to its state before %s: %d changes undone in %s\n",
 				ws, c.Args().First(), len(changes), time.Since(start).Round(time.Microsecond))

@@ -185,7 +185,7 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 	sum := &Summary{ExitCode: res.ExitCode, Bundle: out, Changes: len(changes)}
 	if !o.NoApply && len(changes) > 0 {
 		if err := sandbox.Apply(ws, filepath.Join(applyDiff, "fs-diff"), changes); err != nil {
-			return sum, fmt.Errorf("apply the run's changes to %s: %w (the bundle %s holds them)", ws, err, out)
+			return sum, fmt.Errorf("%w (the bundle %s holds them)", err, out)
 		}
 		sum.Applied = true
 	}
