@@ -255,14 +255,16 @@ func (w *watcher) serve(fd int) {
 				paths = nil
 			}
 		}
-		resp := seccompNotifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-		unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		// Record before answering: the call (and so the agent, and then
+		// the init) cannot finish before the write is on the list.
 		for _, p := range paths {
 			if w.denied(p, open) {
 				w.record(c.name, p)
 				break
 			}
 		}
+		resp := seccompNotifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
 	}
 }
 
