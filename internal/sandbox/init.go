@@ -32,6 +32,7 @@ func Init() {
 const (
 	statusFD = 3 // write end of the status pipe
 	deniedFD = 4 // Staging/denied.jsonl, opened for append
+	gateFD   = 5 // read end of the gate pipe
 )
 
 // runInit is the init's whole life; it returns the exit status.
@@ -40,6 +41,8 @@ func runInit(arg string) int {
 	denied := os.NewFile(deniedFD, "denied")
 	syscall.CloseOnExec(statusFD)
 	syscall.CloseOnExec(deniedFD)
+	syscall.CloseOnExec(gateFD)
+	gate := os.NewFile(gateFD, "gate")
 	fail := func(err error) int {
 		msg := err.Error()
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -64,6 +67,11 @@ func runInit(arg string) int {
 	if err := mountAll(&sp); err != nil {
 		return fail(err)
 	}
+	if sp.Network {
+		if err := loopbackUp(); err != nil {
+			return fail(err)
+		}
+	}
 	if err := os.Chdir(sp.Dir); err != nil {
 		return fail(fmt.Errorf("the agent's working directory %s is not reachable in the sandbox: %v", sp.Dir, unwrapPath(err)))
 	}
@@ -71,18 +79,30 @@ func runInit(arg string) int {
 	if err != nil {
 		return fail(err)
 	}
-	w := newWatcher(denied, sp.Quiet)
+	w := newWatcher(denied, sp.Quiet, sp.Network)
 	if err := w.readMounts(); err != nil {
 		return fail(err)
 	}
 	if err := dropPrivileges(); err != nil {
 		return fail(err)
 	}
-	listener, err := installFilter()
+	listener, err := installFilter(sp.Network)
 	if err != nil {
 		return fail(err)
 	}
 	go w.serve(listener)
+	if sp.Gate {
+		// Tell the parent we are set up, and wait for its go-ahead.
+		var b [1]byte
+		b[0] = gateByte
+		if _, err := status.Write(b[:]); err != nil {
+			return setupExit
+		}
+		if n, _ := gate.Read(b[:]); n != 1 {
+			return setupExit // the parent gave up: it reports why
+		}
+	}
+	gate.Close()
 
 	fg := foreground()
 	pid, err := syscall.ForkExec(path, sp.Argv, &syscall.ProcAttr{

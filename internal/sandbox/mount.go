@@ -42,6 +42,22 @@ func mountAll(sp *spec) error {
 		}
 		atts = append(atts, attach{fd: fd, target: filepath.Clean(b), file: !fi.IsDir()})
 	}
+	for _, m := range sp.Mounts {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("sandbox: %s cannot be shown at %s: %v", m.Source, m.Target, err)
+		}
+		if m.ReadOnly {
+			if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return fmt.Errorf("sandbox: make %s read-only: %v", m.Target, err)
+			}
+		}
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return fmt.Errorf("sandbox: %s cannot be shown at %s: %v", m.Source, m.Target, unwrapPath(err))
+		}
+		atts = append(atts, attach{fd: fd, target: filepath.Clean(m.Target), file: !fi.IsDir()})
+	}
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("sandbox: make the filesystem read-only: %v", err)
 	}

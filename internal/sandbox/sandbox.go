@@ -36,6 +36,25 @@ type Config struct {
 	// Quiet are path prefixes whose denied writes are not listed: e.g.
 	// the shim directory, where Python tries to cache bytecode.
 	Quiet []string
+	// Mounts are further binds at a target of their own, e.g. a file dal
+	// wrote in Staging shown at a fixed path in the private /tmp.
+	Mounts []Mount
+	// Network gives the agent a network namespace of its own with only a
+	// loopback interface: nothing it opens reaches another machine unless
+	// dal listens for it there ([ListenIn]). Connections it attempts to
+	// other addresses fail and are listed by [Blocked].
+	Network bool
+	// BeforeAgent, when set, runs once the sandbox is set up and before the
+	// agent is started, with the init's PID (in dal-exec's PID namespace):
+	// the moment to open listeners in its network namespace or start
+	// tracing it. An error stops the sandbox; [Ready] returns it.
+	BeforeAgent func(initPID int) error
+}
+
+// Mount is a bind of Source at Target inside the sandbox.
+type Mount struct {
+	Source, Target string
+	ReadOnly       bool
 }
 
 // Upper is the capture layer: what the agent wrote, after the run.
@@ -70,6 +89,9 @@ type spec struct {
 	Argv       []string `json:"argv"`
 	Dir        string   `json:"dir"`
 	Quiet      []string `json:"quiet"`
+	Mounts     []Mount  `json:"mounts"`
+	Network    bool     `json:"network"`
+	Gate       bool     `json:"gate"`
 }
 
 // SetupError is a failure to build the sandbox: the agent never ran. Its
@@ -81,6 +103,8 @@ func (e *SetupError) Error() string { return e.Msg }
 // pending holds the parent's ends of a started sandbox's status pipe.
 type pending struct {
 	status *os.File // read end: a setup error, or EOF once the agent runs
+	gate   *os.File // write end: one byte lets a gated init start the agent
+	before func(int) error
 	child  []*os.File
 	once   sync.Once
 	err    error
@@ -120,7 +144,8 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 		}
 	}
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
-		Binds: cfg.Binds, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet}
+		Binds: cfg.Binds, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
+		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil}
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
@@ -134,17 +159,28 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 		denied.Close()
 		return nil, fmt.Errorf("create the sandbox status pipe: %w", err)
 	}
+	gr, gw, err := os.Pipe()
+	if err != nil {
+		denied.Close()
+		pr.Close()
+		pw.Close()
+		return nil, fmt.Errorf("create the sandbox gate pipe: %w", err)
+	}
+	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID)
+	if cfg.Network {
+		flags |= syscall.CLONE_NEWNET
+	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{initArg, string(b)},
 		Env:        env,
-		ExtraFiles: []*os.File{pw, denied}, // fd 3, fd 4
+		ExtraFiles: []*os.File{pw, denied, gr}, // fd 3, 4, 5
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
+			Cloneflags: flags,
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
-	started.Store(cmd, &pending{status: pr, child: []*os.File{pw, denied}})
+	started.Store(cmd, &pending{status: pr, gate: gw, before: cfg.BeforeAgent, child: []*os.File{pw, denied, gr}})
 	return cmd, nil
 }
 
@@ -212,6 +248,15 @@ func Ready(cmd *exec.Cmd) error {
 		for _, f := range p.child {
 			f.Close()
 		}
+		defer p.gate.Close()
+		if p.before != nil {
+			if err := p.openGate(cmd.Process.Pid); err != nil {
+				cmd.Process.Kill()
+				p.status.Close()
+				p.err = err
+				return
+			}
+		}
 		msg, err := io.ReadAll(bufio.NewReader(io.LimitReader(p.status, 4096)))
 		p.status.Close()
 		switch {
@@ -224,6 +269,40 @@ func Ready(cmd *exec.Cmd) error {
 	return p.err
 }
 
+// openGate waits for the init's "set up" byte, runs the BeforeAgent hook
+// and lets the init start the agent. A setup error instead of the byte is
+// returned as a *SetupError.
+func (p *pending) openGate(pid int) error {
+	var b [1]byte
+	n, _ := p.status.Read(b[:])
+	if n != 1 || b[0] != gateByte {
+		rest, _ := io.ReadAll(io.LimitReader(p.status, 4096))
+		msg := strings.TrimSpace(string(append(b[:n], rest...)))
+		if msg == "" {
+			msg = "the sandbox init exited before setting up"
+		}
+		return &SetupError{Msg: msg}
+	}
+	if err := p.before(pid); err != nil {
+		return gateError{err}
+	}
+	if _, err := p.gate.Write(b[:]); err != nil {
+		return fmt.Errorf("start the agent in the sandbox: %w", err)
+	}
+	return nil
+}
+
+// errGate marks an error of the BeforeAgent hook: the agent never ran.
+var errGate = errors.New("the agent was not started")
+
+type gateError struct{ err error }
+
+func (e gateError) Error() string   { return e.err.Error() }
+func (e gateError) Unwrap() []error { return []error{e.err, errGate} }
+
+// gateByte is what a gated init writes on the status pipe once set up.
+const gateByte = 0x01
+
 // Wait is cmd.Wait for a command from [Command]: it returns a *[SetupError]
 // when the sandbox could not be set up, else what cmd.Wait returns (an
 // *exec.ExitError carries the agent's status). It forgets cmd.
@@ -232,7 +311,7 @@ func Wait(cmd *exec.Cmd) error {
 	werr := cmd.Wait()
 	started.Delete(cmd)
 	var se *SetupError
-	if errors.As(rerr, &se) {
+	if errors.As(rerr, &se) || errors.Is(rerr, errGate) {
 		return rerr
 	}
 	if werr == nil {
@@ -248,26 +327,55 @@ type DeniedWrite struct {
 	Path string `json:"path"` // absolute, as resolved in the sandbox
 }
 
+// BlockedConnect is a connection the agent attempted, from a sandbox with
+// its own network namespace, to an address off the machine's loopback. It
+// failed (the namespace has no route out); nothing was sent.
+type BlockedConnect struct {
+	Op   string `json:"op"`   // "connect"
+	Addr string `json:"addr"` // "ip:port"
+}
+
+// Blocked lists the connections the agent attempted to other machines, in
+// the order first seen (once per address).
+func Blocked(cfg Config) ([]BlockedConnect, error) {
+	var out []BlockedConnect
+	err := readList(cfg, func(line []byte) {
+		var b BlockedConnect
+		if json.Unmarshal(line, &b) == nil && b.Addr != "" {
+			out = append(out, b)
+		}
+	})
+	return out, err
+}
+
+// readList calls fn with each line of the watcher's list.
+func readList(cfg Config, fn func([]byte)) error {
+	f, err := os.Open(deniedFile(cfg))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the sandbox's list of denied calls: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fn(sc.Bytes())
+	}
+	return sc.Err()
+}
+
 // Denied lists the writes the agent attempted on read-only locations during
 // the run, in the order first seen. See the package documentation for what
 // is watched.
 func Denied(cfg Config) ([]DeniedWrite, error) {
-	f, err := os.Open(deniedFile(cfg))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the denied-writes list: %w", err)
-	}
-	defer f.Close()
 	var out []DeniedWrite
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
+	err := readList(cfg, func(line []byte) {
 		var d DeniedWrite
-		if json.Unmarshal(sc.Bytes(), &d) == nil && d.Path != "" {
+		if json.Unmarshal(line, &d) == nil && d.Path != "" {
 			out = append(out, d)
 		}
-	}
-	return out, sc.Err()
+	})
+	return out, err
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,8 +81,11 @@ const (
 
 // filter builds the program: the watched calls go to the listener, the
 // rest (and other ABIs) are allowed.
-func filter() []unix.SockFilter {
+func filter(network bool) []unix.SockFilter {
 	var always, flagged []watched
+	if network {
+		always = append(always, connectCall)
+	}
 	for _, c := range calls {
 		if c.flags < 0 {
 			always = append(always, c)
@@ -121,8 +125,8 @@ func filter() []unix.SockFilter {
 
 // installFilter installs the filter on the calling thread only (which must
 // be locked and have no_new_privs) and returns the listener fd.
-func installFilter() (int, error) {
-	f := filter()
+func installFilter(network bool) (int, error) {
+	f := filter(network)
 	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
 	fd, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
@@ -168,10 +172,16 @@ type watcher struct {
 	byNr   map[int]watched
 	seen   map[string]bool
 	quiet  []string
+	// network: the sandbox has its own network namespace, and connect is
+	// watched for attempts to reach other machines.
+	network bool
 }
 
-func newWatcher(out *os.File, quiet []string) *watcher {
-	w := &watcher{out: out, byNr: map[int]watched{}, seen: map[string]bool{}, quiet: quiet}
+// connectCall is watched when the sandbox has its own network namespace.
+var connectCall = watched{nr: unix.SYS_CONNECT, name: "connect", dirfd: -1, path: -1, dirfd2: -1, path2: -1, flags: -1}
+
+func newWatcher(out *os.File, quiet []string, network bool) *watcher {
+	w := &watcher{out: out, byNr: map[int]watched{}, seen: map[string]bool{}, quiet: quiet, network: network}
 	for _, c := range calls {
 		w.byNr[c.nr] = c
 	}
@@ -242,6 +252,10 @@ func (w *watcher) serve(fd int) {
 				continue
 			}
 			return
+		}
+		if w.network && int(n.Nr) == unix.SYS_CONNECT {
+			w.connect(fd, &n)
+			continue
 		}
 		c, ok := w.byNr[int(n.Nr)]
 		var paths []string
@@ -364,5 +378,59 @@ func (w *watcher) record(op, p string) {
 	}
 	w.seen[key] = true
 	b, _ := json.Marshal(DeniedWrite{Op: op, Path: p})
+	w.out.Write(append(b, '\n'))
+}
+
+// connect lists an attempt to reach an address outside the sandbox's
+// loopback (it fails: the namespace has no route), then lets the call go on.
+func (w *watcher) connect(fd int, n *seccompNotif) {
+	if addr := remoteAddr(int(n.Pid), n.Args[1], n.Args[2]); addr != "" {
+		id := n.ID
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno == 0 {
+			w.recordConnect(addr)
+		}
+	}
+	resp := seccompNotifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+}
+
+// remoteAddr reads a connect's sockaddr from pid's memory and returns
+// "ip:port" when it is an IPv4/IPv6 address off this host's loopback.
+func remoteAddr(pid int, ptr, size uint64) string {
+	if ptr == 0 || size < 8 || size > 128 {
+		return ""
+	}
+	buf := make([]byte, size)
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(int(size))
+	remote := []unix.RemoteIovec{{Base: uintptr(ptr), Len: int(size)}}
+	if got, err := unix.ProcessVMReadv(pid, local, remote, 0); err != nil || got != int(size) {
+		return ""
+	}
+	family := uint16(buf[0]) | uint16(buf[1])<<8
+	port := int(buf[2])<<8 | int(buf[3])
+	var ip net.IP
+	switch {
+	case family == unix.AF_INET:
+		ip = net.IP(buf[4:8])
+	case family == unix.AF_INET6 && size >= 24:
+		ip = net.IP(buf[8:24])
+	default:
+		return ""
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return ""
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(port))
+}
+
+// recordConnect appends one blocked connection to the list, once per address.
+func (w *watcher) recordConnect(addr string) {
+	key := "connect\x00" + addr
+	if w.seen[key] || len(w.seen) >= maxDenied {
+		return
+	}
+	w.seen[key] = true
+	b, _ := json.Marshal(BlockedConnect{Op: "connect", Addr: addr})
 	w.out.Write(append(b, '\n'))
 }
