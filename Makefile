@@ -4,7 +4,7 @@ BIN       := bin
 LDFLAGS   := -s -w
 export CGO_ENABLED := 0
 
-.PHONY: help build test test-go test-python test-node bench lint demo clean fuzz
+.PHONY: help build test test-deps test-go test-python test-node bench lint demo clean fuzz
 
 help:
 	@echo "make demo    build, then run the example agents twice in strict mode and compare"
@@ -16,15 +16,26 @@ help:
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/dal-exec ./cmd/dald
 
-test: build
+test: build test-deps
 	$(GO) test -count=1 ./...
 	python3 -m unittest discover -s internal/shim/python/tests -t internal/shim/python
 	node --test internal/shim/node/test/
+
+# What the end-to-end tests run against: the official openai npm SDK
+# (pinned by package-lock.json).
+test-deps:
+	@test -d e2e/testdata/node-openai/node_modules/openai || npm ci --prefix e2e/testdata/node-openai --no-audit --no-fund
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./...
+
+# Rebuilds the committed eBPF object, its Go bindings and the syscall tables
+# (needs clang-14 and llvm-14: apt-get install clang-14 llvm-14). CI checks
+# that regeneration changes nothing: make generate && git diff --exit-code.
+generate:
+	$(GO) generate ./ebpf/
 
 fuzz:
 	$(GO) test ./internal/wire -run '^$$' -fuzz FuzzDecode -fuzztime 60s

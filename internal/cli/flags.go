@@ -27,6 +27,7 @@ func runFlags() []ucli.Flag {
 			Usage: "wall-clock limit; when reached the agent's whole process tree is killed and dal-exec exits 124 (0: none)"},
 		&ucli.StringSliceFlag{Name: "keep-env", EnvVars: []string{"DAL_KEEP_ENV"},
 			Usage: "pass an environment variable through to the agent (repeatable; NAME or PREFIX_*); the rest is scrubbed"},
+		metricsTextfileFlag(),
 		&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
 			Usage: "dald socket to use (default: a dald running at " + runner.DefaultSocket() + ", else an embedded one)"},
 	}

@@ -22,6 +22,16 @@ agent and are listed in the bundle. When the run ends the bundle is written atom
 workspace, as an ordinary run would leave them (--no-apply keeps them only in the bundle).
 Exits with the agent's exit code.
 
+Network (every mode but default): the agent gets a network namespace of its own whose only way
+out is dal's recording proxy. HTTP_PROXY/HTTPS_PROXY point at it and an ephemeral per-run CA is
+trusted through SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and NODE_EXTRA_CA_CERTS; services
+listening on this host's loopback when the run starts (a local LLM server at 127.0.0.1:11434)
+answer at the same address, through the proxy, for clients that ignore proxy variables.
+Connections to other machines that bypass the proxy fail and are reported. Every exchange goes
+to network.har (HAR 1.2; streams chunk by chunk) and LLM calls to prompts/. Credentials
+(Authorization, API-key headers, cookies, token-like query and body fields) are redacted before
+anything is written; --redact-header / --redact-field add names.
+
 Examples:
    dal-exec record --out run1 -- python3 agent.py
    dal-exec record --mode seeded --seed 7 --out run1.tar.zst -- node agent.js
@@ -35,6 +45,10 @@ Examples:
 			&ucli.BoolFlag{Name: "self-contained", Usage: "also store the pre-run workspace, so the bundle replays on another machine"},
 			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
 				Usage: "ed25519 signing key (default: ~/.config/dal/signing.key, created on first use)"},
+			&ucli.StringSliceFlag{Name: "redact-header", EnvVars: []string{"DAL_REDACT_HEADER"},
+				Usage: "also redact this HTTP header in network.har (repeatable)"},
+			&ucli.StringSliceFlag{Name: "redact-field", EnvVars: []string{"DAL_REDACT_FIELD"},
+				Usage: "also redact this query or JSON/form body field in network.har and prompts/ (repeatable)"},
 		),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
@@ -42,9 +56,23 @@ Examples:
 				return err
 			}
 			spec.Stdin, spec.Stdout, spec.Stderr, spec.Log = os.Stdin, c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
-			sum, err := record.Record(c.Context, record.Options{Spec: spec, Out: c.String("out"), Workspace: c.String("workspace"),
-				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key")})
+			figs, err := newFigures(c)
 			if err != nil {
+				return err
+			}
+			spec.Metrics = figs.m
+			sum, err := record.Record(c.Context, record.Options{Spec: spec, Out: c.String("out"), Workspace: c.String("workspace"),
+				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"),
+				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field")}})
+			if err != nil {
+				return err
+			}
+			if b := sum.Boundary; b != nil && b.Coverage != nil {
+				figs.coverage(*b.Coverage, b.EscapeCounts())
+			}
+			figs.network("recorded", sum.Exchanges)
+			figs.network("blocked", sum.Blocked)
+			if err := figs.publish(); err != nil {
 				return err
 			}
 			what := "kept in the bundle only"

@@ -18,29 +18,52 @@ func ReplayCommand() *ucli.Command {
 		Description: `Verifies the bundle, rebuilds the pre-run workspace in a sandbox (from the workspace when it
 is at the recorded pre- or post-run state, or from a self-contained bundle), re-runs the
 recorded command with the recorded mode, seed and epoch, serves the recorded clock, and
-compares exit code, stdout, stderr, file changes and clock streams. The user's workspace is
-never written. The outcome is stored in the bundle's replays/ without touching its signature.
+compares exit code, stdout, stderr, file changes, clock streams, the network request sequence
+and the LLM calls. The user's workspace is never written. The network is offline: the agent has
+its own network namespace and only the bundle's network.har answers; identical requests get
+their recorded responses in order, streams come back with their recorded chunk boundaries, and
+a request the recording cannot answer gets an error response (HTTP 502) and is reported with
+the nearest recorded request and the fields that differ. The outcome is stored in the bundle's replays/ without touching its signature.
 
 Examples:
    dal-exec replay run1
    dal-exec replay --json verdict.json run1.tar.zst
-   dal-exec replay --show-output --workspace ./project run1`,
+   dal-exec replay --show-output --workspace ./project run1
+   dal-exec replay --replay-speed 1 run1      # streams keep their recorded timing`,
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "json", Usage: "also write the verdict as JSON to this file (- for stdout)"},
 			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the recorded path)"},
 			&ucli.StringFlag{Name: "key", Usage: "require the bundle to be signed by this public key (.pub)"},
 			&ucli.BoolFlag{Name: "show-output", Usage: "print the replayed agent's stdout as it runs"},
+			metricsTextfileFlag(),
+			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the replay's fidelity to (default: the one at the default socket, if any)"},
+			&ucli.Float64Flag{Name: "replay-speed", Value: 0, EnvVars: []string{"DAL_REPLAY_SPEED"},
+				Usage: "pace of replayed streams: 0 as fast as possible, 1 the recorded timing, 2 twice as fast"},
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 1 {
 				return usageError{fmt.Errorf("replay takes one bundle, e.g. dal-exec replay run1")}
 			}
-			o := record.ReplayOptions{Bundle: c.Args().First(), Workspace: c.String("workspace"), KeyPath: c.String("key"), Log: c.App.ErrWriter}
+			o := record.ReplayOptions{Bundle: c.Args().First(), Workspace: c.String("workspace"), KeyPath: c.String("key"), Log: c.App.ErrWriter,
+				Speed: c.Float64("replay-speed")}
+			if o.Speed < 0 {
+				return usageError{fmt.Errorf("--replay-speed %v is negative: use 0 (fast), 1 (recorded timing) or more", o.Speed)}
+			}
 			if c.Bool("show-output") {
 				o.Stdout = c.App.Writer
 			}
+			figs, err := newFigures(c)
+			if err != nil {
+				return err
+			}
 			v, err := record.Replay(c.Context, o)
 			if err != nil {
+				return err
+			}
+			figs.replay(v.Fidelity)
+			figs.network("replayed", v.Served)
+			figs.network("miss", v.Misses)
+			if err := figs.publish(); err != nil {
 				return err
 			}
 			out := c.App.Writer

@@ -27,6 +27,8 @@ Examples:
    dal-exec revert --workspace ./project run1`,
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to restore (default: the recorded path)"},
+			metricsTextfileFlag(),
+			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the revert time to (default: the one at the default socket, if any)"},
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 1 {
@@ -52,6 +54,10 @@ Examples:
 			if ws, err = filepath.Abs(ws); err != nil {
 				return err
 			}
+			figs, err := newFigures(c)
+			if err != nil {
+				return err
+			}
 			start := time.Now()
 			if err := sandbox.Revert(ws, b.File("fs-pre"), changes); err != nil {
 				var se *sandbox.StateError
@@ -60,9 +66,11 @@ Examples:
 				}
 				return err
 			}
+			took := time.Since(start)
 			fmt.Fprintf(c.App.Writer, "reverted %s to its state before %s: %d changes undone in %s\n",
-				ws, c.Args().First(), len(changes), time.Since(start).Round(time.Microsecond))
-			return nil
+				ws, c.Args().First(), len(changes), took.Round(time.Microsecond))
+			figs.revert(took)
+			return figs.publish()
 		},
 	}
 }

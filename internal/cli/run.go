@@ -45,8 +45,17 @@ Examples:
 				}
 			}
 			spec.Stdin, spec.Stdout, spec.Stderr, spec.Log = os.Stdin, c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
+			figs, err := newFigures(c)
+			if err != nil {
+				return err
+			}
+			spec.Metrics = figs.m
+			spec.TraceFromExec = 1 // the agent is dal-exec's own child: count from its exec
 			res, err := runner.Run(c.Context, spec)
 			if err != nil {
+				return err
+			}
+			if err := figs.publish(); err != nil {
 				return err
 			}
 			if res.ExitCode != 0 {

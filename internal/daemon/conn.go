@@ -216,6 +216,9 @@ func (c *conn) handleExec(req wire.Request) (wire.Reply, error) {
 		c.owned = c.srv.newSession(req)
 		return wire.Reply{Session: c.owned.id}, nil
 	}
+	if req.Op == wire.OpObserve {
+		return wire.Reply{}, c.srv.observe(req)
+	}
 	ss := c.owned
 	if ss == nil || req.Session != ss.id {
 		return wire.Reply{}, fmt.Errorf("session %q is not owned by this connection", req.Session)
@@ -265,10 +268,15 @@ func (c *conn) handleExec(req wire.Request) (wire.Reply, error) {
 		return wire.Reply{Data: slices.Clone(data[from:to]), End: to == len(data)}, nil
 	case wire.OpSessionClose:
 		c.srv.mu.Lock()
-		delete(c.srv.sessions, ss.id)
+		c.srv.endSessionLocked(ss)
 		c.srv.mu.Unlock()
 		c.owned = nil
 		return wire.Reply{}, nil
+	case wire.OpTraceStart:
+		return c.srv.traceStart(ss, c.peer, req.FromExec)
+	case wire.OpTraceReport:
+		return c.srv.traceReport(ss)
+
 	}
 	return wire.Reply{}, fmt.Errorf("unknown op %q", req.Op)
 }

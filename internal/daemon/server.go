@@ -21,6 +21,7 @@ import (
 
 	"github.com/dal-runtime/dal/internal/version"
 	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/metrics"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,6 +36,14 @@ const maxPage = 65536
 type Options struct {
 	MaxFrame int          // frame limit; wire.DefaultMaxFrame if zero
 	Log      *slog.Logger // dald's own log; discarded if nil
+	// Metrics, when set, is kept up to date: sessions, clock reads,
+	// syscalls by category, and what dal-exec reports (replays, coverage,
+	// revert times, network outcomes).
+	Metrics *metrics.Metrics
+	// Tracer, when set, traces every session's process tree; nil means
+	// boundary tracing is off (TracerOff says why).
+	Tracer    Tracer
+	TracerOff string
 }
 
 // Server is a running dald. Create it with Listen; stop it with Shutdown.
@@ -45,6 +54,7 @@ type Server struct {
 	started time.Time
 
 	mu       sync.Mutex
+	nextNum  uint32 // the last session number handed out (the tracer's key)
 	sessions map[string]*session
 	conns    map[*conn]struct{}
 	closing  bool
@@ -61,12 +71,6 @@ var ErrInUse = errors.New("a dald is already listening")
 // is mode 0600 and every connection's peer credentials are checked: only the
 // daemon's own user and root may connect.
 func Listen(path string, opts Options) (*Server, error) {
-	if opts.MaxFrame == 0 {
-		opts.MaxFrame = wire.DefaultMaxFrame
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
 	if err := clearStale(path); err != nil {
 		return nil, err
 	}
@@ -78,6 +82,23 @@ func Listen(path string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", path, explainPathErr(path, err))
 	}
 	ln.SetUnlinkOnClose(true)
+	return Serve(ln, opts), nil
+}
+
+// Serve serves on a listener someone else bound, e.g. one systemd passed
+// by socket activation (whose socket file systemd owns). It takes
+// ownership of ln.
+func Serve(ln *net.UnixListener, opts Options) *Server {
+	if opts.MaxFrame == 0 {
+		opts.MaxFrame = wire.DefaultMaxFrame
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	path := ""
+	if a, ok := ln.Addr().(*net.UnixAddr); ok {
+		path = a.Name
+	}
 	s := &Server{
 		opts: opts, path: path, ln: ln, started: time.Now(),
 		sessions: make(map[string]*session),
@@ -86,7 +107,7 @@ func Listen(path string, opts Options) (*Server, error) {
 	}
 	s.wg.Add(1)
 	go s.accept()
-	return s, nil
+	return s
 }
 
 // Path returns the socket path.
@@ -184,7 +205,7 @@ func (s *Server) dropConn(c *conn) {
 	defer s.mu.Unlock()
 	delete(s.conns, c)
 	if c.owned != nil {
-		delete(s.sessions, c.owned.id)
+		s.endSessionLocked(c.owned)
 	}
 	if s.closing && len(s.conns) == 0 {
 		select {
@@ -235,9 +256,40 @@ func (s *Server) newSession(req wire.Request) *session {
 	rand.Read(b[:])
 	ss := newSession(hex.EncodeToString(b[:]), req)
 	s.mu.Lock()
+	s.nextNum++
+	ss.num = s.nextNum
 	s.sessions[ss.id] = ss
 	s.mu.Unlock()
+	if m := s.opts.Metrics; m != nil {
+		m.SessionStarted()
+	}
 	return ss
+}
+
+// endSessionLocked forgets a session (closed, or its dal-exec gone) and
+// counts what it did. s.mu is held.
+func (s *Server) endSessionLocked(ss *session) {
+	if _, ok := s.sessions[ss.id]; !ok {
+		return
+	}
+	delete(s.sessions, ss.id)
+	ss.mu.Lock()
+	traced := ss.traced
+	ss.mu.Unlock()
+	if s.opts.Tracer != nil && traced {
+		s.opts.Tracer.Forget(ss.num)
+	}
+	m := s.opts.Metrics
+	if m == nil {
+		return
+	}
+	m.SessionEnded()
+	streams, _ := ss.dump()
+	var reads int64
+	for _, st := range streams {
+		reads += st.Reads
+	}
+	m.AddClockReads(uint64(reads))
 }
 
 func (s *Server) session(id string) (*session, error) {

@@ -13,6 +13,8 @@ import (
 // processes own, and their tick logs.
 type session struct {
 	id      string
+	num     uint32 // the tracer's key for it
+	traced  bool   // its process tree is being traced
 	mode    string
 	seed    uint64
 	cfg     vclock.Config

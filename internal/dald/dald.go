@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,8 +17,11 @@ import (
 
 	"github.com/dal-runtime/dal/internal/daemon"
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sdnotify"
+	"github.com/dal-runtime/dal/internal/trace"
 	"github.com/dal-runtime/dal/internal/version"
 	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/metrics"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -32,10 +36,18 @@ uses it when it is running at the default socket or named with --socket; otherwi
 embeds one. SIGTERM or SIGINT stops accepting and drains: running sessions finish (up to
 --drain-timeout), then dald exits.
 
+It traces every session's process tree with eBPF (boundary coverage, DESIGN §8) when it may
+(root, or CAP_BPF and CAP_PERFMON, on a kernel with BTF); otherwise it says once why tracing is
+off and serves everything else. Prometheus metrics are served at http://--metrics-addr/metrics
+(docs/metrics.md lists them). Under systemd it takes its socket from socket activation and
+reports readiness (contrib/systemd).
+
 Examples:
-   dald                                     listen at the default socket
+   dald                                     listen at the default socket, metrics at 127.0.0.1:9464
    dald --socket /tmp/dald.sock &           and then:
-   dal-exec run --socket /tmp/dald.sock -- python3 agent.py`,
+   dal-exec run --socket /tmp/dald.sock -- python3 agent.py
+   dald --metrics-addr 0.0.0.0:9464 --no-go-metrics
+   dald --metrics-addr ""                   no metrics endpoint`,
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
@@ -47,6 +59,11 @@ Examples:
 			&ucli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"DAL_DRAIN_TIMEOUT"},
 				Usage: "on SIGTERM, how long running sessions may take to finish before they are cut off"},
 			&ucli.BoolFlag{Name: "debug", EnvVars: []string{"DAL_DEBUG"}, Usage: "log every dropped client and refused peer"},
+			&ucli.StringFlag{Name: "metrics-addr", Value: metrics.DefaultAddr, EnvVars: []string{"DAL_METRICS_ADDR"},
+				Usage: "serve Prometheus metrics at http://ADDR/metrics (\"\" = off)"},
+			&ucli.BoolFlag{Name: "no-go-metrics", EnvVars: []string{"DAL_NO_GO_METRICS"}, Usage: "leave the Go runtime collector (go_*) out of /metrics"},
+			&ucli.BoolFlag{Name: "no-process-metrics", EnvVars: []string{"DAL_NO_PROCESS_METRICS"}, Usage: "leave the process collector (process_*) out of /metrics"},
+			&ucli.BoolFlag{Name: "no-trace", EnvVars: []string{"DAL_NO_TRACE"}, Usage: "do not trace sessions with eBPF (no boundary coverage)"},
 		},
 		Action: serve,
 	}
@@ -65,19 +82,64 @@ func serve(c *ucli.Context) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create the socket directory: %w: pick a --socket path in a directory you own", err)
 	}
-	srv, err := daemon.Listen(path, daemon.Options{MaxFrame: c.Int("max-frame"), Log: log})
-	if err != nil {
-		return err
-	}
-	log.Info("dald listening", "socket", path, "version", version.Version, "proto", wire.Proto, "pid", os.Getpid())
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+
+	opts := daemon.Options{MaxFrame: c.Int("max-frame"), Log: log}
+	tracer, off := trace.Open(c.Bool("no-trace"))
+	if tracer != nil {
+		defer tracer.Close()
+		opts.Tracer = tracer
+		log.Info("boundary tracing on")
+	} else {
+		opts.TracerOff = off
+		log.Warn("boundary tracing is off: " + off + "; everything else works")
+	}
+	var mserver *metrics.Server
+	if addr := c.String("metrics-addr"); addr != "" {
+		mo := metrics.Options{GoCollector: !c.Bool("no-go-metrics"), ProcessCollector: !c.Bool("no-process-metrics")}
+		if tracer != nil {
+			mo.BPFStats = tracer.ProgramStats
+		}
+		opts.Metrics = metrics.New(mo)
+		var err error
+		if mserver, err = metrics.Serve(ctx, addr, opts.Metrics); err != nil {
+			return err
+		}
+		log.Info("metrics", "url", "http://"+mserver.Addr()+"/metrics")
+	}
+	var srv *daemon.Server
+	activated, err := sdnotify.Listeners()
+	if err != nil {
+		return fmt.Errorf("socket activation: %w", err)
+	}
+	switch {
+	case len(activated) > 1:
+		return fmt.Errorf("socket activation passed %d sockets; dald takes one (ListenStream= in dald.socket)", len(activated))
+	case len(activated) == 1:
+		ul, ok := activated[0].(*net.UnixListener)
+		if !ok {
+			return fmt.Errorf("socket activation passed a %s socket; dald needs a Unix stream socket", activated[0].Addr().Network())
+		}
+		srv = daemon.Serve(ul, opts)
+		path = ul.Addr().String()
+	default:
+		if srv, err = daemon.Listen(path, opts); err != nil {
+			return err
+		}
+	}
+	log.Info("dald listening", "socket", path, "version", version.Version, "proto", wire.Proto, "pid", os.Getpid())
+	sdnotify.Notify(sdnotify.Ready)
 	<-ctx.Done()
+	sdnotify.Notify(sdnotify.Stopping)
 	log.Info("draining", "clients", srv.Clients(), "timeout", c.Duration("drain-timeout"))
 	dctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout"))
 	defer cancel()
 	if err := srv.Shutdown(dctx); errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("drain timed out; remaining clients were disconnected")
+	}
+	if mserver != nil {
+		mserver.Wait()
 	}
 	log.Info("dald stopped")
 	return nil

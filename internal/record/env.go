@@ -57,6 +57,9 @@ type RunEnv struct {
 	// DeniedWrites are the agent's attempts to write outside the
 	// workspace, which failed inside the sandbox.
 	DeniedWrites []sandbox.DeniedWrite `json:"denied_writes"`
+	// Network is the capture's setup; nil when the run's network was
+	// passthrough (default mode).
+	Network *NetworkEnv `json:"network,omitempty"`
 }
 
 // Host describes the machine a run was recorded on.

@@ -31,6 +31,9 @@ type Options struct {
 	NoApply       bool        // keep the run's changes only in the bundle
 	SelfContained bool        // also store the pre-run workspace
 	KeyPath       string      // signing key ("" = bundle.DefaultKeyPath)
+	// Network configures the capture of the agent's network traffic
+	// (every mode but default, whose network is passthrough).
+	Network NetworkOptions
 }
 
 // Summary is what a recording produced.
@@ -39,6 +42,10 @@ type Summary struct {
 	Bundle   string
 	Changes  int
 	Applied  bool
+	Boundary *Boundary
+	// Exchanges is the number of network exchanges recorded; Blocked the
+	// connections around the proxy that were refused.
+	Exchanges, Blocked int
 }
 
 // Record runs the agent in a sandbox and writes the bundle. The bundle is
@@ -94,7 +101,18 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 	}
 	defer os.RemoveAll(stage)
 	cfg := sandboxConfig(ws, filepath.Join(stage, "sandbox"))
+	var nw *network
+	if spec.Mode != "default" {
+		if nw, err = newNetwork(filepath.Join(stage, "net"), o.Network, nil, nil, spec.Log); err != nil {
+			return nil, fmt.Errorf("network capture: %w", err)
+		}
+		nw.configure(&cfg)
+		spec.Env = nw.Vars()
+	}
 	spec.Dir = filepath.Join(ws, cwd)
+	// dal-exec forks the sandbox init, which execs (1) and starts the agent,
+	// which execs (2): counting starts there.
+	spec.TraceFromExec = 2
 	spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
 		cfg.Binds = append(cfg.Binds, socketDir(env)...)
 		if spec.ClockOut != "" {
@@ -128,6 +146,17 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 
 	started := time.Now()
 	res, err := runner.Run(ctx, spec)
+	if nw != nil {
+		// Stop the proxy even when the run failed: no goroutine outlives it.
+		blocked, berr := sandbox.Blocked(cfg)
+		xs := nw.finish(blocked)
+		if err == nil && berr != nil {
+			err = berr
+		}
+		if err == nil {
+			err = writeNetwork(w, nw, xs)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +187,9 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 	env.DeniedWrites = denied
 	env.SelfContained = o.SelfContained
 	env.Applied = !o.NoApply
+	if nw != nil {
+		env.Network = &nw.env
+	}
 	if o.SelfContained {
 		if err := copyTree(ws, filepath.Join(w.Dir(), "workspace"), excluded(ws, out)); err != nil {
 			return nil, fmt.Errorf("store the pre-run workspace: %w", err)
@@ -169,9 +201,22 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 	if err := w.WriteJSON("clock.json", res.Clock); err != nil {
 		return nil, err
 	}
+	exchanges := 0
+	if nw != nil {
+		exchanges = nw.count
+	}
+	bound := newBoundary(boundaryInput{trace: res.Trace, clock: res.Clock, mode: spec.Mode, network: env.Network,
+		exchanges: exchanges, daldSocket: res.Env["DAL_SOCKET"]})
+	if err := w.WriteJSON("syscalls.json", bound); err != nil {
+		return nil, err
+	}
+	reportBoundary(spec.Log, bound)
 	m, err := snapshot(env, changes, filepath.Join(logs, "stdout"))
 	if err != nil {
 		return nil, err
+	}
+	if nw != nil {
+		addPrompts(m, nw.prompts)
 	}
 	for _, f := range []*os.File{stdout, stderr, dalLog} {
 		if err := f.Close(); err != nil {
@@ -182,7 +227,10 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	committed = true
-	sum := &Summary{ExitCode: res.ExitCode, Bundle: out, Changes: len(changes)}
+	sum := &Summary{ExitCode: res.ExitCode, Bundle: out, Changes: len(changes), Boundary: bound, Exchanges: exchanges}
+	if env.Network != nil {
+		sum.Blocked = len(env.Network.Blocked)
+	}
 	if !o.NoApply && len(changes) > 0 {
 		if err := sandbox.Apply(ws, filepath.Join(applyDiff, "fs-diff"), changes); err != nil {
 			return sum, fmt.Errorf("%w (the bundle %s holds them)", err, out)

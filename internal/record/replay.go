@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/vclock"
@@ -25,6 +26,9 @@ type ReplayOptions struct {
 	KeyPath   string    // trusted signer's public key ("" = the key the manifest names)
 	Log       io.Writer // dal's messages (required)
 	Stdout    io.Writer // where the replayed agent's output also goes (nil: nowhere)
+	// Speed of network replay: 0 as fast as possible, 1 the recorded
+	// chunk timing, 2 twice as fast.
+	Speed float64
 }
 
 // Verdict is a replay's outcome.
@@ -36,6 +40,10 @@ type Verdict struct {
 	State      string      `json:"workspace_state"` // pre-run, post-run or self-contained
 	WallMS     int64       `json:"wall_ms"`
 	RecordMS   int64       `json:"record_ms"`
+	// Served is how many network requests the bundle answered; Misses how
+	// many it could not.
+	Served int `json:"network_served"`
+	Misses int `json:"network_misses"`
 }
 
 // Replay re-runs a bundle's command offline in a sandbox built from the
@@ -129,6 +137,32 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 	if o.Stdout != nil {
 		spec.Stdout = multi(&stdout, o.Stdout)
 	}
+	// The replay is offline whatever the recording's mode: the agent gets
+	// its own network namespace, and only the bundle answers.
+	recHAR := &har.Log{}
+	var nopts NetworkOptions
+	var mirrored []string
+	if env.Network != nil {
+		nopts.RedactHeaders, nopts.RedactFields = env.Network.RedactHeaders, env.Network.RedactFields
+		mirrored = env.Network.Mirrored
+	}
+	if mirrored == nil {
+		mirrored = []string{}
+	}
+	nopts.Speed = o.Speed
+	if b.Has("network.har") {
+		if recHAR, err = har.ReadFile(b.File("network.har")); err != nil {
+			return nil, err
+		}
+	}
+	nw, err := newNetwork(filepath.Join(stage, "net"), nopts, recHAR, mirrored, o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("network replay: %w", err)
+	}
+	nw.configure(&cfg)
+	if env.Network != nil {
+		spec.Env = nw.Vars()
+	}
 	spec.Wrap = func(argv, envl []string, dir string) (*exec.Cmd, error) {
 		cfg.Binds = append(cfg.Binds, socketDir(envl)...)
 		return sandbox.Command(cfg, argv, envl, dir)
@@ -138,6 +172,8 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 	spec.Log = multi(&drift, o.Log)
 	start := time.Now()
 	res, err := runner.Run(ctx, spec)
+	blocked, _ := sandbox.Blocked(cfg)
+	xs := nw.finish(blocked)
 	if err != nil {
 		return nil, err
 	}
@@ -156,9 +192,19 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 		Component{Name: "stderr", Compared: true, Match: bytes.Equal(recErr, stderr.Bytes()), First: FirstLineDiff(recErr, stderr.Bytes())},
 		compareFS(changes, got, "recording", "replay"),
 		compareClock(clock, res.Clock),
-		Component{Name: "network", Compared: b.Has("network.har")},
-		Component{Name: "prompts", Compared: false},
 	)
+	v.Misses = len(nw.misses)
+	for _, x := range xs {
+		if x.Response != nil {
+			v.Served++
+		}
+	}
+	v.Served -= v.Misses
+	if env.Network != nil {
+		v.Components = append(v.Components, compareNetwork(recHAR, nw, xs), comparePrompts(b, nw, xs))
+	} else {
+		v.Components = append(v.Components, Component{Name: "network"}, Component{Name: "prompts"})
+	}
 	v.Fidelity = Fidelity(v.Components)
 	v.Exact = v.Fidelity == 1
 	outcome := bundle.ReplayOutcome{Fidelity: v.Fidelity, Components: map[string]bool{}, Divergences: map[string]string{}, DurationMS: v.WallMS}

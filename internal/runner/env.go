@@ -76,6 +76,9 @@ func guardRails(env Env, spec *Spec, sess session, shimPython, shimNode string) 
 	if len(spec.CPUs) == 0 {
 		set["GOMAXPROCS"] = strconv.Itoa(max(1, hostCPUs()))
 	}
+	for k, v := range spec.Env {
+		set[k] = v
+	}
 	// Prepend the shims to whatever the user kept.
 	set["PYTHONPATH"] = joinNonEmpty(string(filepath.ListSeparator), shimPython, env["PYTHONPATH"])
 	set["NODE_OPTIONS"] = joinNonEmpty(" ", "--require "+quoteNodeOpt(shimNode), env["NODE_OPTIONS"])

@@ -19,7 +19,9 @@ import (
 
 	"github.com/dal-runtime/dal/internal/daemon"
 	"github.com/dal-runtime/dal/internal/shim"
+	"github.com/dal-runtime/dal/internal/trace"
 	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/metrics"
 	"github.com/dal-runtime/dal/vclock"
 )
 
@@ -40,8 +42,19 @@ type Spec struct {
 	// Inherit, when set, replaces the allowlisted variables (PATH, HOME,
 	// ...) read from dal-exec's environment: a replay passes the recorded
 	// ones, so the agent sees what it saw.
-	Inherit  map[string]string
-	Socket   string // "" = a running default dald, else embedded
+	Inherit map[string]string
+	// Env are further variables set like the guard rails (after them), e.g.
+	// the network capture's proxy and trust settings.
+	Env    map[string]string
+	Socket string // "" = a running default dald, else embedded
+	// TraceFromExec > 0 asks dald to trace the agent's process tree with
+	// eBPF, counting each process from its lineage's n-th exec after
+	// dal-exec's fork: 1 for an agent dal-exec execs itself, 2 for one a
+	// sandbox init (itself an exec) starts. 0: not traced.
+	TraceFromExec int
+	// Metrics, when set, is the registry an embedded dald keeps (for
+	// --metrics-textfile); a separate dald keeps its own.
+	Metrics  *metrics.Metrics
 	ClockOut string // write clock.json here ("" = not kept)
 	Replay   *vclock.File
 	// Wrap, when set, builds the command that runs the agent (argv[0] is
@@ -68,6 +81,17 @@ type Result struct {
 	Rails    []string // names of the guard-rail variables set
 	Clock    *vclock.File
 	Daemon   string // "embedded" or the socket path
+	// Trace is what dald's boundary tracer saw (nil when not asked for).
+	Trace *Trace
+}
+
+// Trace is a session's boundary observations from the kernel's side.
+type Trace struct {
+	Tracing  bool              // false: not observed (Reason says why)
+	Reason   string            `json:",omitempty"`
+	Syscalls map[string]uint64 // name -> count over the session's processes
+	Events   []wire.TraceEvent // notable crossings
+	Drops    uint64            // events lost
 }
 
 // UsageError is a mistake in what the user asked for, as opposed to a
@@ -96,6 +120,7 @@ type session struct {
 // connect dials the given daemon, a running default one, or starts an
 // embedded one in tmp. The returned stop function shuts an embedded daemon.
 func connect(spec *Spec, tmp string) (*wire.Client, string, func(), error) {
+	closeTracer := func() {}
 	hello := wire.Request{Role: wire.RoleExec}
 	if spec.Socket != "" {
 		c, _, err := wire.Dial(spec.Socket, hello)
@@ -117,14 +142,25 @@ func connect(spec *Spec, tmp string) (*wire.Client, string, func(), error) {
 		}
 	}
 	path := filepath.Join(tmp, "dald.sock")
-	srv, err := daemon.Listen(path, daemon.Options{})
+	opts := daemon.Options{Metrics: spec.Metrics}
+	if spec.TraceFromExec > 0 {
+		if tr, off := trace.Open(false); tr != nil {
+			opts.Tracer = tr
+			closeTracer = func() { tr.Close() }
+		} else {
+			opts.TracerOff = off
+		}
+	}
+	srv, err := daemon.Listen(path, opts)
 	if err != nil {
+		closeTracer()
 		return nil, "", nil, fmt.Errorf("start the embedded dald: %w", err)
 	}
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
+		closeTracer()
 	}
 	c, _, err := wire.Dial(path, hello)
 	if err != nil {
@@ -205,8 +241,23 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	rails := guardRails(env, &spec, sess, shims.PythonPath(), shims.NodeRequire())
 
 	res := &Result{Env: env, Rails: rails, Daemon: where}
+	if spec.TraceFromExec > 0 {
+		// dald tracks us before the agent exists: nothing it forks escapes.
+		rep, err := client.Call(wire.Request{Op: wire.OpTraceStart, Session: sess.id, FromExec: spec.TraceFromExec})
+		if err != nil {
+			return nil, fmt.Errorf("start boundary tracing: %w", err)
+		}
+		res.Trace = &Trace{Tracing: rep.Tracing, Reason: rep.Reason}
+	}
 	if err := execute(ctx, &spec, path, env, res); err != nil {
 		return nil, err
+	}
+	if res.Trace != nil && res.Trace.Tracing {
+		rep, err := client.Call(wire.Request{Op: wire.OpTraceReport, Session: sess.id})
+		if err != nil {
+			return nil, fmt.Errorf("read the boundary trace: %w", err)
+		}
+		res.Trace = &Trace{Tracing: rep.Tracing, Reason: rep.Reason, Syscalls: rep.Syscalls, Events: rep.Events, Drops: rep.Drops}
 	}
 	res.Clock, err = collect(client, sess.id, &spec)
 	if err != nil {

@@ -26,6 +26,9 @@ const (
 	OpSessionTicks  = "session.ticks"
 	OpSessionDraws  = "session.draws"
 	OpSessionClose  = "session.close"
+	OpTraceStart    = "trace.start"
+	OpTraceReport   = "trace.report"
+	OpObserve       = "observe"
 )
 
 // Roles a connection declares in its hello.
@@ -80,6 +83,14 @@ type Request struct {
 	// drift
 	What   string `msgpack:"what,omitempty"`
 	Detail string `msgpack:"detail,omitempty"`
+
+	// trace.start: the peer's process lineage counts from its n-th exec.
+	FromExec int `msgpack:"from_exec,omitempty"`
+	// observe: What is replay, coverage, revert or network; Value the
+	// fidelity, coverage ratio, revert seconds; Counts the escapes by
+	// category or network outcomes.
+	Value  float64          `msgpack:"value,omitempty"`
+	Counts map[string]int64 `msgpack:"counts,omitempty"`
 }
 
 // Reply is every field any reply may carry.
@@ -116,6 +127,20 @@ type Reply struct {
 	Sessions []SessionStatus `msgpack:"sessions,omitempty"`
 	Streams  []StreamStatus  `msgpack:"streams,omitempty"`
 	Drift    []Drift         `msgpack:"drift,omitempty"`
+
+	// trace.start and trace.report
+	Tracing  bool              `msgpack:"tracing"`
+	Reason   string            `msgpack:"reason,omitempty"`
+	Syscalls map[string]uint64 `msgpack:"syscalls,omitempty"`
+	Events   []TraceEvent      `msgpack:"events,omitempty"`
+	Drops    uint64            `msgpack:"drops,omitempty"`
+}
+
+// TraceEvent is one notable boundary crossing the tracer saw.
+type TraceEvent struct {
+	Kind   string `msgpack:"kind" json:"kind"`
+	PID    int    `msgpack:"pid" json:"pid"`
+	Detail string `msgpack:"detail" json:"detail"`
 }
 
 // SessionStatus describes one session in a status reply.

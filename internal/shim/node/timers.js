@@ -180,6 +180,7 @@ function createTimers({ clock, native, activity = loopActivity }) {
   let driverKind = 0; // 0 none, 1 plan queued (immediate), 2 waiting for I/O (timeout)
   let waitEntry = null; // the entry whose deadline the I/O wait is for
   let waitStart = 0; // real ns when that wait began
+  let waitSeen = 0; // clock.t at the last poll: a change means the program ran
   let pollMs = 1;
   let deferred = 0; // turns in a row a jump waited for immediates
 
@@ -428,9 +429,14 @@ function createTimers({ clock, native, activity = loopActivity }) {
     if (pending !== IO) { waitEntry = null; fire(e); return; }
     // I/O is outstanding: wait for it in real time, at most until the deadline.
     const now = native.nowNs();
-    if (waitEntry !== e) {
+    // The wait restarts whenever the program ran in between (I/O was
+    // handled: it read the clock, which moves clock.t): the timer fires
+    // only after its whole virtual delay passed in real time with no I/O
+    // progress, not after the I/O of a whole run added up to it.
+    if (waitEntry !== e || waitSeen !== clock.t) {
       waitEntry = e;
       waitStart = now;
+      waitSeen = clock.t;
       pollMs = 1;
     }
     const left = (e.d - clock.t) - (now - waitStart);

@@ -231,6 +231,21 @@ test('a timer fires after its real duration when the I/O never completes', async
   assert.strictEqual(clock.t, 20 * MS);
 });
 
+test('a timer does not fire while I/O keeps completing faster than its delay, however long the I/O lasts in all', async () => {
+  let busy = true;
+  const { clock, vt } = engine(() => busy);
+  const log = [];
+  let completions = 0;
+  // 12 responses 8 ms apart (96 ms of I/O in all), each handled by code
+  // that reads the clock, racing a 30 ms timeout.
+  const io = native.setInterval(() => {
+    clock.t += 1000; // the handler's clock read
+    if (++completions === 12) { native.clearInterval(io); busy = false; log.push('io done'); }
+  }, 8);
+  await new Promise((resolve) => vt.setTimeout(() => { log.push('timer'); resolve(); }, 30));
+  assert.deepStrictEqual(log, ['io done', 'timer']);
+});
+
 test('timers added during an I/O wait do not restart the wait for the earliest', async () => {
   const { clock, vt } = engine(() => true);
   let adds = 0;

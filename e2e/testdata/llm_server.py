@@ -1,0 +1,116 @@
+"""A local OpenAI-compatible test server for dal's end-to-end tests.
+
+POST /v1/chat/completions, plain and streamed (SSE, every event flushed as
+its own HTTP chunk), with usage; every reply is numbered so identical
+requests get different answers. Requires "Authorization: Bearer <key>"
+(the key is --key-value) and sets a session cookie. --cert/--key serve
+HTTPS. Prints the port on stdout once listening; logs one line per request
+to stderr.
+"""
+import argparse
+import json
+import ssl
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+COUNT = {"n": 0}
+LOCK = threading.Lock()
+
+
+def next_n():
+    with LOCK:
+        COUNT["n"] += 1
+        return COUNT["n"]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        sys.stderr.write("request %s %s\n" % (self.command, self.path))
+        sys.stderr.flush()
+
+    def _json(self, status, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Set-Cookie", "session=%s; Path=/; HttpOnly" % ARGS.cookie)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path == "/v1/models":
+            return self._json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+        self._json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.headers.get("Authorization") != "Bearer " + ARGS.key_value:
+            return self._json(401, {"error": {"message": "bad key"}})
+        if self.path != "/v1/chat/completions":
+            return self._json(404, {"error": {"message": "not found"}})
+        req = json.loads(raw)
+        n = next_n()
+        last = req["messages"][-1]["content"]
+        text = "reply %d to: %s" % (n, last)
+        usage = {"prompt_tokens": 5 + len(last.split()), "completion_tokens": len(text.split()),
+                 "total_tokens": 5 + len(last.split()) + len(text.split())}
+        if not req.get("stream"):
+            return self._json(200, {
+                "id": "chatcmpl-%d" % n, "object": "chat.completion", "created": 1767225600,
+                "model": req.get("model", "test-model"), "system_fingerprint": "fp_test",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": usage})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Set-Cookie", "session=%s; Path=/" % ARGS.cookie)
+        self.end_headers()
+        words = text.split(" ")
+        events = []
+        for i, w in enumerate(words):
+            delta = {"content": (w if i == 0 else " " + w)}
+            if i == 0:
+                delta["role"] = "assistant"
+            events.append({"id": "chatcmpl-%d" % n, "object": "chat.completion.chunk", "created": 1767225600,
+                           "model": req.get("model", "test-model"), "system_fingerprint": "fp_test",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        events.append({"id": "chatcmpl-%d" % n, "object": "chat.completion.chunk", "created": 1767225600,
+                       "model": req.get("model", "test-model"), "system_fingerprint": "fp_test",
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if (req.get("stream_options") or {}).get("include_usage"):
+            events.append({"id": "chatcmpl-%d" % n, "object": "chat.completion.chunk", "created": 1767225600,
+                           "model": req.get("model", "test-model"), "choices": [], "usage": usage})
+        frames = ["data: %s\n\n" % json.dumps(e) for e in events] + ["data: [DONE]\n\n"]
+        for f in frames:
+            b = f.encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--cert")
+    p.add_argument("--key")
+    p.add_argument("--key-value", default="sk-test")
+    p.add_argument("--cookie", default="c00kie")
+    p.add_argument("--port", type=int, default=0)
+    ARGS = p.parse_args()
+    srv = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
+    if ARGS.cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(ARGS.cert, ARGS.key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    print(srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

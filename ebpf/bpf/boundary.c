@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * dal's boundary tracer: counts the syscalls of tracked process trees per
+ * session and syscall number, and sends the rare notable crossings (connect
+ * destinations, opens of /dev/random and /dev/urandom, execs, writes outside
+ * the workspace) to user space through a ring buffer. The package doc
+ * (../doc.go) describes the semantics. This file carries no syscall numbers
+ * and no kernel struct layout: the loader sets both from Go's syscall table
+ * and the running kernel's BTF, so one object serves amd64 and arm64.
+ */
+#include "kernel.h"
+
+#define NR_SLOTS 1024 /* syscall numbers counted by name; larger ones go to NR_SLOTS-1 */
+#define PATH_LEN 256
+#define PREFIX_WORDS 16 /* workspace prefix: up to 128 bytes, compared 8 at a time */
+#define NO_EXEC 0xffffffffu
+
+/* What sys_enter does with a syscall beyond counting it (syscall_actions). */
+enum action {
+	ACT_NONE = 0,
+	ACT_CONNECT = 1,  /* connect(fd, addr, len) */
+	ACT_SENDTO = 2,   /* sendto(fd, buf, n, flags, addr, len) */
+	ACT_OPEN = 3,     /* open(path, flags, mode) */
+	ACT_OPENAT = 4,   /* openat(dfd, path, flags, mode) */
+	ACT_OPENAT2 = 5,  /* openat2(dfd, path, how, size) */
+	ACT_CREAT = 6,    /* creat(path, mode) */
+	ACT_EXEC = 7,     /* execve and execveat: remembered for the counting start */
+};
+
+enum kind {
+	KIND_CONNECT = 1,
+	KIND_SENDTO = 2,
+	KIND_RANDOM_DEVICE = 3,
+	KIND_EXEC = 4,
+	KIND_WRITE_OUTSIDE = 5,
+};
+
+/* Indexes into the per-CPU losses array. */
+enum loss {
+	LOSS_EVENTS = 0,   /* ring buffer full: event dropped */
+	LOSS_COUNTS = 1,   /* counters map full: a syscall was not counted */
+	LOSS_FORKS = 2,    /* tasks map full: a forked process was not followed */
+	LOSS_MAX = 4,
+};
+
+struct task_state {
+	__u32 session;
+	__u32 execs_left; /* execs still to happen before counting starts */
+	__u32 exec_nr;    /* the exec syscall in flight while execs_left > 0 */
+	__u32 pad;
+};
+
+/* A session's settings: written by user space only. */
+struct session {
+	__u32 closed;     /* Untrack ran: forks are no longer followed */
+	__u32 prefix_len; /* workspace prefix length, 0: no write check */
+	/* The workspace prefix (ends with '/') as little-endian words, and
+	 * which of their bytes belong to it. */
+	__u64 prefix[PREFIX_WORDS];
+	__u64 mask[PREFIX_WORDS];
+};
+
+/* What the kernel notes about a session: user space creates the entry
+ * zeroed, then only reads it, so no read-modify-write loses an update. */
+struct session_marks {
+	__u64 drops;                  /* events lost to a full ring buffer */
+	__u64 touched[NR_SLOTS / 64]; /* syscall numbers with a counter entry */
+};
+
+struct count_key {
+	__u32 session;
+	__u32 nr;
+};
+
+struct syscall_action {
+	__u32 action;
+};
+
+struct dest_key {
+	__u32 session;
+	__u16 family;
+	__u16 port;
+	__u8 addr[16];
+};
+
+struct event {
+	__u32 session;
+	__u32 pid;
+	__u8 kind;
+	__u8 pad;
+	__u16 family;
+	__u16 port; /* network byte order */
+	__u16 pad2;
+	__u8 addr[16];
+	char path[PATH_LEN];
+};
+
+#define PID_WORDS (4194304 / 64) /* PID_MAX_LIMIT bits */
+
+/*
+ * One bit per tgid: is there a tasks entry? The fast path of every syscall
+ * on the machine is this array lookup and bit test. A bit is set after its
+ * entry is added and cleared before it is removed; user space maps the
+ * array and sets and clears bits with atomic operations too.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PID_WORDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} tracked_pids SEC(".maps");
+
+/* Sizes are set from Options at Open; these are the defaults. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32); /* tgid */
+	__type(value, struct task_state);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct session);
+} sessions SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct session_marks);
+} session_marks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct count_key);
+	__type(value, __u64);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NR_SLOTS);
+	__type(key, __u32);
+	__type(value, struct syscall_action);
+} syscall_actions SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct dest_key);
+	__type(value, __u8);
+} sent_to SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOSS_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} losses SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/*
+ * Kernel layout, set by the loader from the running kernel's BTF before the
+ * programs are verified (read-only data: the verifier sees constants).
+ */
+const volatile __u32 task_tgid_off = 0;     /* struct task_struct, tgid */
+const volatile __u32 bprm_filename_off = 0; /* struct linux_binprm, filename */
+const volatile __u32 regs_arg_off[6] = {};  /* struct pt_regs: syscall arguments 0..5 */
+
+/* Argument i of the syscall being entered, from its register frame. */
+static __always_inline __u64 arg(const void *regs, int i)
+{
+	__u64 v = 0;
+	bpf_probe_read_kernel(&v, sizeof(v), (const char *)regs + regs_arg_off[i]);
+	return v;
+}
+
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+
+#define O_ACCMODE 03
+#define O_CREAT 0100
+#define O_TRUNC 01000
+
+/* The word of tracked_pids holding tgid's bit, or 0 past PID_MAX_LIMIT. */
+static __always_inline __u64 *pid_word(__u32 tgid)
+{
+	__u32 word = tgid / 64;
+	return bpf_map_lookup_elem(&tracked_pids, &word);
+}
+
+/* One array lookup and a bit test: may tgid have a tasks entry? */
+static __always_inline int tracked(__u32 tgid)
+{
+	__u64 *w = pid_word(tgid);
+	return w && (*w & (1ULL << (tgid % 64)));
+}
+
+static __always_inline void lose(__u32 which)
+{
+	__u64 *n = bpf_map_lookup_elem(&losses, &which);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+static __always_inline void count(__u32 session, __u32 nr)
+{
+	struct count_key key = {.session = session, .nr = nr};
+	__u64 *n = bpf_map_lookup_elem(&counts, &key);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	/* First of its kind for this session: note the number so that user
+	 * space reads and deletes only the entries that exist. A session
+	 * without marks was forgotten: a straggler must not leave counters. */
+	struct session_marks *m = bpf_map_lookup_elem(&session_marks, &session);
+	if (!m)
+		return;
+	__sync_fetch_and_or(&m->touched[(nr / 64) & (NR_SLOTS / 64 - 1)], 1ULL << (nr % 64));
+	__u64 one = 1;
+	if (bpf_map_update_elem(&counts, &key, &one, BPF_NOEXIST) == 0)
+		return;
+	n = bpf_map_lookup_elem(&counts, &key); /* another CPU inserted it first */
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		lose(LOSS_COUNTS);
+}
+
+static __always_inline struct event *reserve(__u32 session, __u32 pid, __u8 kind)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		lose(LOSS_EVENTS);
+		struct session_marks *m = bpf_map_lookup_elem(&session_marks, &session);
+		if (m)
+			__sync_fetch_and_add(&m->drops, 1);
+		return 0;
+	}
+	e->session = session;
+	e->pid = pid;
+	e->kind = kind;
+	e->pad = 0;
+	e->family = 0;
+	e->port = 0;
+	e->pad2 = 0;
+	__builtin_memset(e->addr, 0, sizeof(e->addr));
+	e->path[0] = 0;
+	return e;
+}
+
+/* Reads the inet part of a user sockaddr: family, port, address. Returns the
+ * family, or 0 when it is neither AF_INET nor AF_INET6 or cannot be read. */
+static __always_inline __u16 read_inet(const void *uaddr, __u64 len, __u16 *port, __u8 addr[16])
+{
+	__u16 family = 0;
+	if (!uaddr || len < 2 || bpf_probe_read_user(&family, sizeof(family), uaddr))
+		return 0;
+	if (family == AF_INET && len >= 8) {
+		__u8 raw[8]; /* family, port, address */
+		if (bpf_probe_read_user(raw, sizeof(raw), uaddr))
+			return 0;
+		*port = raw[2] | (raw[3] << 8);
+		__builtin_memcpy(addr, raw + 4, 4);
+		return family;
+	}
+	if (family == AF_INET6 && len >= 24) {
+		__u8 raw[24]; /* family, port, flowinfo, address */
+		if (bpf_probe_read_user(raw, sizeof(raw), uaddr))
+			return 0;
+		*port = raw[2] | (raw[3] << 8);
+		__builtin_memcpy(addr, raw + 8, 16);
+		return family;
+	}
+	return 0;
+}
+
+__attribute__((noinline)) int on_connect(__u64 regs_addr, __u32 session, __u32 pid)
+{
+	const void *regs = (const void *)regs_addr;
+	const void *uaddr = (const void *)arg(regs, 1);
+	__u64 len = arg(regs, 2);
+	__u16 family = 0;
+	if (!uaddr || len < 2 || bpf_probe_read_user(&family, sizeof(family), uaddr))
+		return 0;
+	if (family != AF_INET && family != AF_INET6 && family != AF_UNIX)
+		return 0;
+	struct event *e = reserve(session, pid, KIND_CONNECT);
+	if (!e)
+		return 0;
+	e->family = family;
+	if (family == AF_UNIX) {
+		/* sun_path: not always NUL-terminated; abstract names start with NUL. */
+		__u64 n = len - 2;
+		if (n > 108)
+			n = 108;
+		if (bpf_probe_read_user(e->path, n & 127, (const char *)uaddr + 2))
+			e->path[0] = 0;
+		e->path[n & 127] = 0;
+	} else if (!read_inet(uaddr, len, &e->port, e->addr)) {
+		e->family = 0;
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* sendto with a destination: one event per (session, destination), so that a
+ * UDP stream does not flood the ring. */
+__attribute__((noinline)) int on_sendto(__u64 regs_addr, __u32 session, __u32 pid)
+{
+	const void *regs = (const void *)regs_addr;
+	struct dest_key key = {.session = session};
+	key.family = read_inet((const void *)arg(regs, 4), arg(regs, 5), &key.port, key.addr);
+	if (!key.family)
+		return 0;
+	__u8 seen = 1;
+	if (bpf_map_update_elem(&sent_to, &key, &seen, BPF_NOEXIST))
+		return 0; /* already reported */
+	struct event *e = reserve(session, pid, KIND_SENDTO);
+	if (!e)
+		return 0;
+	e->family = key.family;
+	e->port = key.port;
+	__builtin_memcpy(e->addr, key.addr, sizeof(e->addr));
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+static __always_inline int is_random_device(const char *p)
+{
+	/* "/dev/random" or "/dev/urandom", NUL-terminated. */
+	if (p[0] != '/' || p[1] != 'd' || p[2] != 'e' || p[3] != 'v' || p[4] != '/')
+		return 0;
+	const char *q = p + 5;
+	if (q[0] == 'u')
+		q++;
+	return q[0] == 'r' && q[1] == 'a' && q[2] == 'n' && q[3] == 'd' && q[4] == 'o' && q[5] == 'm' && q[6] == 0;
+}
+
+/* Is this absolute path outside the session's workspace? A straight
+ * comparison of the first 128 bytes, word by word: no branch, no loop for the
+ * verifier to walk. The path is not resolved: ".." and symlinks are taken as
+ * written. */
+static __always_inline int outside(const struct event *e, const struct session *s)
+{
+	const __u64 *p = (const __u64 *)e->path;
+	__u64 diff = 0;
+#pragma unroll
+	for (int i = 0; i < PREFIX_WORDS; i++)
+		diff |= (p[i] ^ s->prefix[i]) & s->mask[i];
+	return diff != 0;
+}
+
+__attribute__((noinline)) int on_open(__u64 upath_addr, __u64 flags, __u32 session, __u32 pid)
+{
+	const char *upath = (const char *)upath_addr;
+	char head[16];
+	if (bpf_probe_read_user_str(head, sizeof(head), upath) > 0 && is_random_device(head)) {
+		struct event *e = reserve(session, pid, KIND_RANDOM_DEVICE);
+		if (e) {
+			__builtin_memcpy(e->path, head, sizeof(head));
+			bpf_ringbuf_submit(e, 0);
+		}
+		return 0;
+	}
+	if (!(flags & O_ACCMODE) && !(flags & (O_CREAT | O_TRUNC)))
+		return 0;
+	if (head[0] != '/')
+		return 0; /* relative to a directory the kernel has not resolved yet */
+	struct session *s = bpf_map_lookup_elem(&sessions, &session);
+	if (!s || !s->prefix_len)
+		return 0;
+	struct event *e = reserve(session, pid, KIND_WRITE_OUTSIDE);
+	if (!e)
+		return 0;
+	if (bpf_probe_read_user_str(e->path, sizeof(e->path), upath) <= 0 || !outside(e, s)) {
+		bpf_ringbuf_discard(e, 0);
+		return 0;
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* sys_enter(regs, id), raw: ctx holds the tracepoint's arguments. */
+SEC("raw_tracepoint/sys_enter")
+int sys_enter(__u64 *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!tracked(tgid))
+		return 0; /* the fast path: not a tracked process */
+	struct task_state *t = bpf_map_lookup_elem(&tasks, &tgid);
+	if (!t)
+		return 0;
+
+	const void *regs = (const void *)ctx[0];
+	__u64 id = ctx[1];
+	__u32 nr = id < NR_SLOTS ? (__u32)id : NR_SLOTS - 1;
+	struct syscall_action *a = bpf_map_lookup_elem(&syscall_actions, &nr);
+	__u32 act = a ? a->action : ACT_NONE;
+
+	if (t->execs_left) {
+		/* Not counting yet: remember an exec attempt, whose success
+		 * (sched_process_exec) may start the counting. */
+		if (act == ACT_EXEC)
+			t->exec_nr = nr;
+		return 0;
+	}
+	__u32 session = t->session;
+	count(session, nr);
+
+	switch (act) {
+	case ACT_CONNECT:
+		on_connect((__u64)regs, session, tgid);
+		break;
+	case ACT_SENDTO:
+		on_sendto((__u64)regs, session, tgid);
+		break;
+	case ACT_OPEN:
+		on_open(arg(regs, 0), arg(regs, 1), session, tgid);
+		break;
+	case ACT_OPENAT:
+		on_open(arg(regs, 1), arg(regs, 2), session, tgid);
+		break;
+	case ACT_OPENAT2: {
+		__u64 flags = 0; /* struct open_how starts with flags */
+		bpf_probe_read_user(&flags, sizeof(flags), (const void *)arg(regs, 2));
+		on_open(arg(regs, 1), flags, session, tgid);
+		break;
+	}
+	case ACT_CREAT:
+		on_open(arg(regs, 0), O_CREAT | O_TRUNC | 1, session, tgid);
+		break;
+	}
+	return 0;
+}
+
+/* sched_process_fork(parent, child), in the parent's context, before the child runs. */
+SEC("raw_tracepoint/sched_process_fork")
+int process_fork(__u64 *ctx)
+{
+	const char *child = (const char *)ctx[1];
+	__u32 ptgid = bpf_get_current_pid_tgid() >> 32;
+	if (!tracked(ptgid))
+		return 0;
+	__u32 ctgid = 0;
+	if (bpf_probe_read_kernel(&ctgid, sizeof(ctgid), child + task_tgid_off) || !ctgid)
+		return 0;
+	if (ctgid == ptgid)
+		return 0; /* a thread: the process entry covers it */
+	struct task_state *t = bpf_map_lookup_elem(&tasks, &ptgid);
+	if (!t)
+		return 0;
+	struct session *s = bpf_map_lookup_elem(&sessions, &t->session);
+	if (!s || s->closed)
+		return 0;
+	struct task_state c = {.session = t->session, .execs_left = t->execs_left, .exec_nr = NO_EXEC};
+	__u64 *w = pid_word(ctgid);
+	if (!w || bpf_map_update_elem(&tasks, &ctgid, &c, BPF_ANY)) {
+		lose(LOSS_FORKS);
+		return 0;
+	}
+	__sync_fetch_and_or(w, 1ULL << (ctgid % 64));
+	return 0;
+}
+
+/* sched_process_exec(p, old_pid, bprm), in the context of the process that exec'd. */
+SEC("raw_tracepoint/sched_process_exec")
+int process_exec(__u64 *ctx)
+{
+	const char *bprm = (const char *)ctx[2];
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!tracked(tgid))
+		return 0;
+	struct task_state *t = bpf_map_lookup_elem(&tasks, &tgid);
+	if (!t)
+		return 0;
+	if (t->execs_left) {
+		t->execs_left--;
+		if (t->execs_left)
+			return 0;
+		/* The exec that starts the counting is itself counted, as
+		 * strace -f -c counts the traced command's execve. */
+		if (t->exec_nr != NO_EXEC)
+			count(t->session, t->exec_nr);
+	}
+	struct event *e = reserve(t->session, tgid, KIND_EXEC);
+	if (!e)
+		return 0;
+	const char *filename = 0;
+	if (bpf_probe_read_kernel(&filename, sizeof(filename), bprm + bprm_filename_off) ||
+	    bpf_probe_read_kernel_str(e->path, sizeof(e->path), filename) <= 0)
+		e->path[0] = 0;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* sched_process_exit(p, group_dead), in the exiting thread's context. */
+SEC("raw_tracepoint/sched_process_exit")
+int process_exit(__u64 *ctx)
+{
+	if (!(__u8)ctx[1])
+		return 0; /* other threads of the process live on */
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 *w = pid_word(tgid);
+	__u64 bit = 1ULL << (tgid % 64);
+	if (!w || !(*w & bit))
+		return 0;
+	__sync_fetch_and_and(w, ~bit);
+	bpf_map_delete_elem(&tasks, &tgid);
+	return 0;
+}

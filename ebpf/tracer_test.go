@@ -1,0 +1,573 @@
+//go:build linux && (amd64 || arm64)
+
+package ebpf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// These tests load the real programs and drive real processes through the
+// hooks: they need root with BTF, which every dal test machine has. A test
+// that cannot run fails with the reason.
+
+var nextSession atomic.Uint32
+
+func newSession() uint32 { return 1000 + nextSession.Add(1) }
+
+func openTracer(t testing.TB, opts Options) *Tracer {
+	t.Helper()
+	tr, err := Open(opts)
+	if err != nil {
+		t.Fatalf("boundary tracer unavailable (these tests need root and a kernel with BTF): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tr.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return tr
+}
+
+func need(t testing.TB, path string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("this test needs %s: %v", path, err)
+	}
+	return path
+}
+
+// gated is a command held behind a gate: a shell that reads one line from
+// stdin, then execs the command. Tracking the shell with countFromExec=1
+// counts the command from its execve, as `strace -f -c` does.
+type gated struct {
+	cmd    *exec.Cmd
+	gate   io.WriteCloser
+	stderr bytes.Buffer
+}
+
+func startGated(t testing.TB, dir string, argv ...string) *gated {
+	t.Helper()
+	g, err := newGated(dir, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.kill)
+	return g
+}
+
+func newGated(dir string, argv ...string) (*gated, error) {
+	g := &gated{cmd: exec.Command("/bin/sh", append([]string{"-c", `read line && exec "$@"`, "gate"}, argv...)...)}
+	g.cmd.Dir = dir
+	g.cmd.Stderr = &g.stderr
+	w, err := g.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	g.gate = w
+	if err := g.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %v: %w", argv, err)
+	}
+	return g, nil
+}
+
+func (g *gated) kill() { _ = g.cmd.Process.Kill(); _ = g.cmd.Wait() }
+
+// open opens the gate and waits for the command.
+func (g *gated) open() error {
+	if _, err := g.gate.Write([]byte("go\n")); err != nil {
+		return err
+	}
+	g.gate.Close()
+	if err := g.cmd.Wait(); err != nil {
+		return fmt.Errorf("%v: %w\n%s", g.cmd.Args, err, g.stderr.String())
+	}
+	return nil
+}
+
+func (g *gated) run(t testing.TB) {
+	t.Helper()
+	if err := g.open(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runTracked runs argv in dir as a member of session and returns its counts.
+func runTracked(t testing.TB, tr *Tracer, session uint32, dir string, argv ...string) *Counts {
+	t.Helper()
+	g := startGated(t, dir, argv...)
+	if err := tr.Track(g.cmd.Process.Pid, session, 1); err != nil {
+		t.Fatal(err)
+	}
+	g.run(t)
+	c, err := tr.Counts(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// straceCounts runs argv under `strace -f -c` in dir and returns its table.
+func straceCounts(t testing.TB, dir string, argv ...string) map[string]uint64 {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "strace.txt")
+	cmd := exec.Command(need(t, "/usr/bin/strace"), append([]string{"-f", "-c", "-o", out, "--"}, argv...)...)
+	cmd.Dir = dir
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("strace %v: %v\n%s", argv, err, msg)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	counts, err := parseStraceSummary(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}
+
+// TestTracer shares one tracer between parallel subtests (sessions are
+// independent by design) and detaches it before any benchmark runs.
+func TestTracer(t *testing.T) {
+	tr := openTracer(t, Options{})
+	t.Run("parallel", func(t *testing.T) {
+		t.Run("MatchesStrace", func(t *testing.T) { t.Parallel(); testMatchesStrace(t, tr) })
+		t.Run("OutsideNotCounted", func(t *testing.T) { t.Parallel(); testOutsideNotCounted(t, tr) })
+		t.Run("Grandchild", func(t *testing.T) { t.Parallel(); testGrandchild(t, tr) })
+		t.Run("CountFromSecondExec", func(t *testing.T) { t.Parallel(); testCountFromSecondExec(t, tr) })
+		t.Run("Threads", func(t *testing.T) { t.Parallel(); testThreads(t, tr) })
+		t.Run("Events", func(t *testing.T) { t.Parallel(); testEvents(t, tr) })
+		t.Run("ExitedProcess", func(t *testing.T) { t.Parallel(); testExitedProcess(t, tr) })
+		t.Run("ExitAndForgetRelease", func(t *testing.T) { t.Parallel(); testExitAndForgetRelease(t, tr) })
+		t.Run("UntrackStopsCounting", func(t *testing.T) { t.Parallel(); testUntrack(t, tr) })
+	})
+	l, err := tr.Losses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l != (Losses{}) {
+		t.Errorf("losses after the tests: %+v, want none", l)
+	}
+}
+
+func testMatchesStrace(t *testing.T, tr *Tracer) {
+	py := need(t, "/usr/bin/python3")
+	script := `
+import os, time, random, tempfile, shutil
+d = tempfile.mkdtemp(dir=".")
+p = os.path.join(d, "f")
+for i in range(100):
+    with open(p, "w") as f:
+        f.write(str(random.random()))
+    os.stat(p)
+    time.sleep(0)
+os.urandom(16)
+shutil.rmtree(d)
+`
+	tests := []struct {
+		name string
+		argv []string
+	}{
+		{"dd", []string{need(t, "/bin/dd"), "if=/dev/zero", "of=/dev/null", "bs=1", "count=100000"}},
+		{"python", []string{py, "-c", script}},
+		{"grandchild", []string{"/bin/sh", "-c", `/bin/sh -c "/bin/cat /dev/null"; true`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			got := runTracked(t, tr, newSession(), dir, tc.argv...)
+			want := straceCounts(t, dir, tc.argv...)
+			if diff := compareCounts(got.Syscalls, want); diff != "" {
+				t.Errorf("traced counts differ from strace -f -c:\n%s", diff)
+			}
+		})
+	}
+}
+
+// compareCounts lists the syscalls whose counts differ by more than 1%.
+// strace does not list exit and exit_group (they never return), the tracer
+// counts them at entry.
+func compareCounts(got, strace map[string]uint64) string {
+	var diffs []string
+	for name := range mergeKeys(got, strace) {
+		g, s := got[name], strace[name]
+		if _, listed := strace[name]; !listed && (name == "exit_group" || name == "exit") {
+			continue
+		}
+		d := max(g, s) - min(g, s)
+		if d*100 > s { // more than 1% (exact below 100 calls)
+			diffs = append(diffs, fmt.Sprintf("  %-20s traced %8d  strace %8d", name, g, s))
+		}
+	}
+	slices.Sort(diffs)
+	return strings.Join(diffs, "\n")
+}
+
+func mergeKeys(a, b map[string]uint64) map[string]bool {
+	m := map[string]bool{}
+	for k := range a {
+		m[k] = true
+	}
+	for k := range b {
+		m[k] = true
+	}
+	return m
+}
+
+func testOutsideNotCounted(t *testing.T, tr *Tracer) {
+	busy := exec.Command(need(t, "/bin/dd"), "if=/dev/zero", "of=/dev/null", "bs=1", "count=300000")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Wait()
+	s := newSession()
+	g := startGated(t, t.TempDir(), "/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=1000")
+	if err := tr.Track(g.cmd.Process.Pid, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); g.run(t) }()
+	for range 100000 { // this process is busy too, outside the session
+		unix.Getppid()
+	}
+	<-done
+	c, err := tr.Counts(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Syscalls["getppid"] != 0 {
+		t.Errorf("getppid of an untracked process counted %d times", c.Syscalls["getppid"])
+	}
+	if r := c.Syscalls["read"]; r < 1000 || r > 1100 {
+		t.Errorf("session read count %d, want dd's ~1003 (an untracked dd ran 300000 reads alongside)", r)
+	}
+}
+
+func testGrandchild(t *testing.T, tr *Tracer) {
+	s := newSession()
+	c := runTracked(t, tr, s, t.TempDir(), "/bin/sh", "-c", `/bin/sh -c "/bin/cat /dev/null"; true`)
+	var execs []string
+	for _, e := range tr.Events(s) {
+		if e.Kind == "exec" {
+			execs = append(execs, e.Detail)
+		}
+	}
+	if want := []string{"/bin/sh", "/bin/sh", "/bin/cat"}; !slices.Equal(execs, want) {
+		t.Errorf("exec events %q, want %q", execs, want)
+	}
+	if c.Syscalls["execve"] != 3 {
+		t.Errorf("execve counted %d times, want 3", c.Syscalls["execve"])
+	}
+	if c.Categories[Process] == 0 || c.Categories[Filesystem] == 0 {
+		t.Errorf("categories %v: want process and filesystem", c.Categories)
+	}
+}
+
+// testCountFromSecondExec is the sandboxed record path: the tracked process
+// re-execs (a sandbox init), which forks the agent that execs. Only the
+// agent counts, from its execve.
+func testCountFromSecondExec(t *testing.T, tr *Tracer) {
+	s := newSession()
+	init := `/bin/cat /dev/null; /bin/true; exit 0`
+	g := startGated(t, t.TempDir(), "/bin/sh", "-c", init)
+	if err := tr.Track(g.cmd.Process.Pid, s, 2); err != nil {
+		t.Fatal(err)
+	}
+	g.run(t)
+	c, err := tr.Counts(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The init shell (exec 1) forks two children, each exec'ing (exec 2):
+	// both count; the shell's own wait4 and clone do not.
+	if c.Syscalls["execve"] != 2 {
+		t.Errorf("execve counted %d times, want 2 (one per forked child)", c.Syscalls["execve"])
+	}
+	for _, name := range []string{"wait4", "clone", "clone3", "vfork", "fork"} {
+		if c.Syscalls[name] != 0 {
+			t.Errorf("%s counted %d times: the init shell must not count", name, c.Syscalls[name])
+		}
+	}
+	var execs []string
+	for _, e := range tr.Events(s) {
+		execs = append(execs, e.Kind+" "+e.Detail)
+	}
+	if want := []string{"exec /bin/cat", "exec /bin/true"}; !slices.Equal(execs, want) {
+		t.Errorf("events %q, want %q", execs, want)
+	}
+}
+
+func testThreads(t *testing.T, tr *Tracer) {
+	py := need(t, "/usr/bin/python3")
+	s := newSession()
+	script := `
+import os, threading
+def work():
+    for _ in range(50):
+        os.getppid()
+th = threading.Thread(target=work)
+th.start()
+th.join()
+`
+	c := runTracked(t, tr, s, t.TempDir(), py, "-c", script)
+	if c.Syscalls["getppid"] != 50 {
+		t.Errorf("getppid from a thread counted %d times, want 50", c.Syscalls["getppid"])
+	}
+}
+
+func testEvents(t *testing.T, tr *Tracer) {
+	py := need(t, "/usr/bin/python3")
+	s := newSession()
+	ws := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "escaped.txt")
+	if err := tr.SetWorkspace(s, ws); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`
+import socket
+c = socket.socket()
+c.setblocking(False)
+try:
+    c.connect(("10.255.255.1", 80))
+except OSError:
+    pass
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(3):
+    try:
+        u.sendto(b"x", ("10.255.255.1", 53))
+    except OSError:
+        pass
+with open("/dev/urandom", "rb") as f:
+    f.read(16)
+open("inside.txt", "w").write("ok")
+open(%q, "w").write("out")
+open("/dev/null", "w").write("")
+`, outside)
+	c := runTracked(t, tr, s, ws, py, "-c", script)
+	want := []Event{
+		{Kind: "connect", Detail: "10.255.255.1:80"},
+		{Kind: "sendto", Detail: "10.255.255.1:53"},
+		{Kind: "random_device", Detail: "/dev/urandom"},
+		{Kind: "write_outside", Detail: outside},
+	}
+	var got []Event
+	for _, e := range tr.Events(s) {
+		if e.Kind == "exec" {
+			if e.Detail != py {
+				t.Errorf("exec event %q, want %q", e.Detail, py)
+			}
+			continue
+		}
+		if e.PID <= 0 {
+			t.Errorf("event %+v has no pid", e)
+		}
+		e.PID = 0
+		got = append(got, e)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events\n got %+v\nwant %+v", got, want)
+	}
+	if c.Syscalls["connect"] != 1 || c.Syscalls["sendto"] != 3 {
+		t.Errorf("connect %d sendto %d, want 1 and 3", c.Syscalls["connect"], c.Syscalls["sendto"])
+	}
+	if c.Categories[Network] == 0 {
+		t.Errorf("no network category in %v", c.Categories)
+	}
+}
+
+func testExitedProcess(t *testing.T, tr *Tracer) {
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	err := tr.Track(cmd.Process.Pid, newSession(), 0)
+	if !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("Track of an exited process: %v, want ErrNoProcess", err)
+	}
+	if !strings.Contains(err.Error(), "exited before tracking started") {
+		t.Errorf("error %q does not say what happened", err)
+	}
+	if _, ok := taskEntry(t, tr, uint32(cmd.Process.Pid)); ok {
+		t.Error("the exited process was left in the process map")
+	}
+}
+
+func testExitAndForgetRelease(t *testing.T, tr *Tracer) {
+	s := newSession()
+	g := startGated(t, t.TempDir(), "/bin/sh", "-c", "/bin/true; /bin/true")
+	pid := uint32(g.cmd.Process.Pid)
+	if err := tr.Track(int(pid), s, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := taskEntry(t, tr, pid); !ok || st.Session != s || st.ExecsLeft != 1 {
+		t.Fatalf("process map entry %+v (present %v), want session %d with 1 exec left", st, ok, s)
+	}
+	g.run(t)
+	if n := tasksOf(t, tr, s); n != 0 {
+		t.Errorf("%d process map entries left after the session's processes exited", n)
+	}
+	if c, err := tr.Counts(s); err != nil || c.Total == 0 {
+		t.Fatalf("counts before Forget: %+v, %v", c, err)
+	}
+	if err := tr.Forget(s); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		key  boundaryCountKey
+		vals []uint64
+		left int
+	)
+	iter := tr.objs.Counts.Iterate()
+	for iter.Next(&key, &vals) {
+		if key.Session == s {
+			left++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d counters of the forgotten session are left", left)
+	}
+	if _, err := tr.Counts(s); err == nil {
+		t.Error("Counts of a forgotten session succeeded")
+	}
+	if ev := tr.Events(s); ev != nil {
+		t.Errorf("events of a forgotten session: %v", ev)
+	}
+}
+
+// testUntrack: after Untrack, neither the process nor what it forks counts,
+// and the counts so far stay readable.
+func testUntrack(t *testing.T, tr *Tracer) {
+	s := newSession()
+	g := startGated(t, t.TempDir(), "/bin/sh", "-c", "read second; /bin/true")
+	if err := tr.Track(g.cmd.Process.Pid, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.gate.Write([]byte("first\n")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(tr.Events(s)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the gated shell never exec'd")
+		}
+	}
+	if err := tr.Untrack(s); err != nil {
+		t.Fatal(err)
+	}
+	before, err := tr.Counts(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.gate.Write([]byte("second\n")); err != nil {
+		t.Fatal(err)
+	}
+	g.gate.Close()
+	if err := g.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := tr.Counts(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Total != before.Total || before.Syscalls["execve"] != 1 {
+		t.Errorf("counted %d syscalls after Untrack (execve before: %d)", after.Total-before.Total, before.Syscalls["execve"])
+	}
+	if ev := tr.Events(s); len(ev) != 1 {
+		t.Errorf("events %v: want only the shell's exec", ev)
+	}
+	if n := tasksOf(t, tr, s); n != 0 {
+		t.Errorf("%d process map entries after Untrack", n)
+	}
+	if err := tr.Forget(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func taskEntry(t *testing.T, tr *Tracer, pid uint32) (boundaryTaskState, bool) {
+	t.Helper()
+	var st boundaryTaskState
+	err := tr.objs.Tasks.Lookup(pid, &st)
+	return st, err == nil
+}
+
+func tasksOf(t *testing.T, tr *Tracer, session uint32) int {
+	t.Helper()
+	var (
+		pid uint32
+		st  boundaryTaskState
+		n   int
+	)
+	iter := tr.objs.Tasks.Iterate()
+	for iter.Next(&pid, &st) {
+		if st.Session == session {
+			n++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestOpenUnprivileged runs Open as nobody, in a child copy of this test
+// binary, and checks the one-sentence reason.
+func TestOpenUnprivileged(t *testing.T) {
+	if os.Getenv("DAL_EBPF_UNPRIVILEGED_CHILD") == "1" {
+		_, err := Open(Options{})
+		var ue *UnavailableError
+		if !errors.As(err, &ue) {
+			fmt.Printf("not an UnavailableError: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Println(ue.Reason)
+		os.Exit(0)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "dal-ebpf-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "ebpf.test")
+	raw, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^TestOpenUnprivileged$")
+	cmd.Env = append(os.Environ(), "DAL_EBPF_UNPRIVILEGED_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("unprivileged Open: %v\n%s", err, out)
+	}
+	if want := "needs root (or CAP_BPF and CAP_PERFMON)"; !strings.Contains(string(out), want) {
+		t.Errorf("unprivileged Open said %q, want it to contain %q", out, want)
+	}
+}

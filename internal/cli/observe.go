@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/metrics"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// metricsTextfileFlag is --metrics-textfile, on every command that measures
+// something.
+func metricsTextfileFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "metrics-textfile", EnvVars: []string{"DAL_METRICS_TEXTFILE"},
+		Usage: "also write this run's metrics (DESIGN §10, docs/metrics.md) to a node_exporter textfile, e.g. /var/lib/node_exporter/textfile/dal.prom"}
+}
+
+// figures carries what a command measured to Prometheus: into the
+// --metrics-textfile, and to a running dald's /metrics.
+type figures struct {
+	m      *metrics.Metrics // nil without --metrics-textfile
+	path   string
+	socket string // a running dald to tell ("" = the default one, if any)
+	send   []wire.Request
+}
+
+// newFigures checks --metrics-textfile before anything runs.
+func newFigures(c *ucli.Context) (*figures, error) {
+	f := &figures{path: c.String("metrics-textfile")}
+	if c.IsSet("socket") {
+		f.socket = c.String("socket")
+	}
+	if f.path != "" {
+		if err := metrics.CheckTextfilePath(f.path); err != nil {
+			return nil, usageError{err}
+		}
+		f.m = metrics.New(metrics.Options{})
+	}
+	return f, nil
+}
+
+func (f *figures) replay(fidelity float64) {
+	if f.m != nil {
+		f.m.ObserveReplay(fidelity)
+	}
+	f.send = append(f.send, wire.Request{Op: wire.OpObserve, What: "replay", Value: fidelity})
+}
+
+func (f *figures) coverage(ratio float64, escapes map[string]int) {
+	if f.m != nil {
+		f.m.ObserveCoverage(ratio, escapes)
+	}
+	counts := map[string]int64{}
+	for k, v := range escapes {
+		counts[k] = int64(v)
+	}
+	f.send = append(f.send, wire.Request{Op: wire.OpObserve, What: "coverage", Value: ratio, Counts: counts})
+}
+
+func (f *figures) revert(d time.Duration) {
+	if f.m != nil {
+		f.m.ObserveRevert(d)
+	}
+	f.send = append(f.send, wire.Request{Op: wire.OpObserve, What: "revert", Value: d.Seconds()})
+}
+
+func (f *figures) network(outcome string, n int) {
+	if n == 0 {
+		return
+	}
+	if f.m != nil {
+		f.m.AddNetwork(outcome, uint64(n))
+	}
+	f.send = append(f.send, wire.Request{Op: wire.OpObserve, What: "network", Counts: map[string]int64{outcome: int64(n)}})
+}
+
+// publish writes the textfile and tells a running dald, best effort for
+// the daemon (it may not run), strictly for the file (it was asked for).
+func (f *figures) publish() error {
+	if len(f.send) > 0 {
+		sock := f.socket
+		if sock == "" {
+			sock = runner.DefaultSocket()
+		}
+		if cl, _, err := wire.Dial(sock, wire.Request{Role: wire.RoleExec}); err == nil {
+			for _, r := range f.send {
+				cl.Call(r)
+			}
+			cl.Close()
+		}
+	}
+	if f.m != nil {
+		return f.m.WriteTextfile(f.path)
+	}
+	return nil
+}

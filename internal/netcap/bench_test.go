@@ -1,0 +1,146 @@
+package netcap
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The benchmarks compare a client talking to a loopback server directly
+// with the same client going through a recording proxy, in the same
+// process: read them as ratios (make bench, or go test -bench . -run ^$).
+
+// benchRig is a recording proxy that keeps nothing.
+func benchRig(b *testing.B) *rig {
+	rg := newRig(b, Config{})
+	rg.p.seq.record = nil // keep nothing
+	return rg
+}
+
+// latency runs b.N small keep-alive GETs and reports p50 and p99.
+func latency(b *testing.B, c *http.Client, url string) {
+	b.Helper()
+	d := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		resp, err := c.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d = append(d, time.Since(t0))
+	}
+	b.StopTimer()
+	reportPercentiles(b, d)
+}
+
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	slices.Sort(d)
+	pct := func(p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+func smallServer(b *testing.B) *httptest.Server {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"model"}`)
+	}))
+	b.Cleanup(ts.Close)
+	return ts
+}
+
+func BenchmarkLatencyDirect(b *testing.B) {
+	ts := smallServer(b)
+	latency(b, &http.Client{Transport: &http.Transport{}}, ts.URL+"/v1/models")
+}
+
+func BenchmarkLatencyProxy(b *testing.B) {
+	ts := smallServer(b)
+	rg := benchRig(b)
+	latency(b, proxyClient(rg.explicit(), nil), ts.URL+"/v1/models")
+}
+
+func BenchmarkLatencyTransparent(b *testing.B) {
+	ts := smallServer(b)
+	rg := benchRig(b)
+	latency(b, directedClient(rg.transparent(ts.Listener.Addr().String()), nil), ts.URL+"/v1/models")
+}
+
+// BenchmarkFirstSSEChunk measures the time from sending a streaming
+// request to reading its first event.
+func BenchmarkFirstSSEChunk(b *testing.B) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			io.WriteString(w, sseEvent(i))
+			w.(http.Flusher).Flush()
+		}
+	}))
+	b.Cleanup(ts.Close)
+	run := func(b *testing.B, c *http.Client) {
+		d := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			t0 := time.Now()
+			resp, err := c.Get(ts.URL + "/v1/chat/completions")
+			if err != nil {
+				b.Fatal(err)
+			}
+			br := bufio.NewReader(resp.Body)
+			if _, err := br.ReadString('\n'); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(t0))
+			io.Copy(io.Discard, br)
+			resp.Body.Close()
+		}
+		b.StopTimer()
+		reportPercentiles(b, d)
+	}
+	b.Run("direct", func(b *testing.B) { run(b, &http.Client{Transport: &http.Transport{}}) })
+	b.Run("proxy", func(b *testing.B) { run(b, proxyClient(benchRig(b).explicit(), nil)) })
+}
+
+// BenchmarkThroughput100MB downloads a 100 MB body, with a
+// Content-Length ("sized") and chunked.
+func BenchmarkThroughput100MB(b *testing.B) {
+	const size = 100 << 20
+	payload := make([]byte, size)
+	rand.NewChaCha8([32]byte{}).Read(payload)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/sized" {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+		}
+		w.Write(payload)
+	}))
+	b.Cleanup(ts.Close)
+	run := func(b *testing.B, c *http.Client, path string) {
+		b.SetBytes(size)
+		buf := make([]byte, 256<<10)
+		b.ResetTimer()
+		for range b.N {
+			resp, err := c.Get(ts.URL + path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.CopyBuffer(io.Discard, resp.Body, buf)
+			resp.Body.Close()
+			if err != nil || n != size {
+				b.Fatalf("%d bytes, %v", n, err)
+			}
+		}
+	}
+	for _, path := range []string{"/sized", "/chunked"} {
+		b.Run("direct"+path, func(b *testing.B) { run(b, &http.Client{Transport: &http.Transport{DisableCompression: true}}, path) })
+		b.Run("proxy"+path, func(b *testing.B) { run(b, proxyClient(benchRig(b).explicit(), nil), path) })
+	}
+}

@@ -1,0 +1,71 @@
+// Package netcap is dal's recording and replaying HTTP(S) proxy (DESIGN
+// §7): the mechanism that sees every HTTP exchange an agent makes, hands
+// it over as a raw [har.Exchange] when recording, and answers it from a
+// [Source] when replaying. It does not write HAR, redact, match requests
+// or extract prompts (package har and package prompts do), and it does
+// not create network namespaces or listeners (the caller passes them in).
+//
+// # Entry points
+//
+// A [Proxy] serves any number of listeners:
+//
+//   - [Proxy.Serve]: an explicit forward proxy for clients that honour
+//     HTTP_PROXY/HTTPS_PROXY. Absolute-form requests are forwarded;
+//     CONNECT tunnels are opened locally and their content sniffed: a TLS
+//     ClientHello is intercepted (a certificate for the SNI name, or the
+//     CONNECT host, minted by the per-run [CA]; ALPN offers only
+//     http/1.1, so clients that prefer HTTP/2 fall back), plain HTTP is
+//     handled as is.
+//   - [Proxy.ServeTransparent]: connections a client opened to a fixed
+//     address (a local model server, say), arriving on a listener dal
+//     placed at that address inside the agent's network namespace. TLS is
+//     intercepted (the SNI name, or the address's IP without SNI), HTTP/1.x
+//     is handled with URLs http://dst/..., and the recording upstream is
+//     the address itself.
+//
+// HTTP/1.1 is spoken on both sides with keep-alive, request bodies of
+// either framing, Expect: 100-continue, HEAD, 204 and 304. Hop-by-hop
+// headers (Connection and the headers it names, Proxy-Connection,
+// Proxy-Authorization, Keep-Alive, TE, Trailer, Transfer-Encoding,
+// Upgrade) are not forwarded, but stay in the recorded request so that the
+// writer can redact them. Responses are never decompressed: the record
+// and the client get the bytes the server sent.
+//
+// # Streams
+//
+// A response that is text/event-stream or of unknown length (chunked) is
+// relayed read by read, each read flushed to the client at once, and
+// recorded as Chunks with their offsets (Chunk.At) from the response
+// headers. Reads are made with at least 64 KiB of room, and Go's chunked
+// decoder returns at the end of each upstream chunk, so a chunk is one
+// upstream flush; flushes that reach dal in the same TCP read become one
+// chunk. Replay writes one chunked-encoding frame per recorded chunk, at
+// once ([Config.Speed] 0) or paced at the recorded offsets.
+//
+// # Replay is offline
+//
+// A proxy built with [Config.Source] has no transport and no dialer: no
+// code path in it can open a connection. A request the Source cannot
+// answer gets 502 with X-Dal-Replay: miss and an OpenAI-style JSON error
+// body, is reported as [KindReplayMiss] and recorded as failed; nothing
+// is forwarded. An exchange that failed when recorded fails the same way.
+//
+// # Reported, not captured
+//
+// What the proxy sees but cannot capture is reported through
+// [Config.Report], one [Event] with one sentence each, and the connection
+// closed (or the request refused): connections that are not HTTP (raw
+// TCP, a server-speaks-first protocol that stays silent, TLS carrying
+// something else), HTTP/2 (prior knowledge, or ALPN h2 only), clients
+// that refuse dal's certificate (pinning, or not trusting the bundle),
+// WebSocket upgrades (501), requests that do not say where they go, and
+// replay misses. Upstream failures while recording (refused, TLS
+// verification, reset mid-body) are captured: the exchange is recorded
+// with Error set and the client gets a 502 or a broken connection.
+//
+// # Secrets and memory
+//
+// Exchanges hold raw headers and bodies, credentials included, in memory
+// only; the CA's key never leaves memory. Bodies are held whole (a 100 MB
+// download costs 100 MB until Record returns), and trailers are dropped.
+package netcap

@@ -1,0 +1,84 @@
+package har
+
+import (
+	"net/http"
+	"time"
+)
+
+// Exchange is one HTTP request and its response as the proxy saw them on
+// the wire: raw and unredacted. It lives in memory only; [FromExchange]
+// turns it into a redacted [Entry] before anything is written.
+type Exchange struct {
+	// Seq is the exchange's position in the run, from 0, in the order the
+	// requests were received.
+	Seq int
+	// Started is when the proxy received the request's headers.
+	Started time.Time
+	// Request is the request as the client sent it.
+	Request Request
+	// Response is nil when no response was obtained (Error says why).
+	Response *Response
+	// Error is set when the exchange failed: upstream unreachable, TLS
+	// failure, protocol not handled. It is reported, not replayed.
+	Error string
+	// Timings in the HAR sense, each >= 0.
+	Send, Wait, Receive time.Duration
+	// Via is how the request reached the proxy: "proxy" (absolute URI),
+	// "connect" (inside a CONNECT tunnel), "transparent" (a connection to
+	// a mirrored address).
+	Via string
+	// ServerAddr is the upstream address dialled, "host:port" ("" in replay).
+	ServerAddr string
+}
+
+// Request is a client's request.
+type Request struct {
+	Method string
+	// URL is absolute: scheme://host[:port]/path?query, as the client
+	// addressed it.
+	URL    string
+	Proto  string // "HTTP/1.1"
+	Header http.Header
+	// Body is the request body exactly as sent (after transfer decoding,
+	// before any content decoding).
+	Body []byte
+}
+
+// Response is an upstream's response.
+type Response struct {
+	Status     int
+	StatusText string // e.g. "OK"
+	Proto      string
+	Header     http.Header
+	// Body is the whole body as received (after transfer decoding; still
+	// content-encoded when Content-Encoding is set).
+	Body []byte
+	// Chunks are the body's pieces in the order and with the boundaries
+	// they were read from upstream (flush by flush for streams); their
+	// concatenation is Body. Nil for a body read in one piece.
+	Chunks []Chunk
+	// Streamed reports that the response was relayed chunk by chunk
+	// (text/event-stream, or chunked transfer encoding).
+	Streamed bool
+}
+
+// Chunk is one piece of a streamed body.
+type Chunk struct {
+	// At is the time since the response's headers arrived.
+	At   time.Duration
+	Data []byte
+}
+
+// Served is what replay sends back for one request: headers and a body
+// in pieces, already content-decoded (Content-Encoding removed).
+type Served struct {
+	Status     int
+	StatusText string
+	Header     http.Header
+	// Chunks: one element for a plain body; the recorded pieces for a
+	// stream. At is the recorded offset, honoured with --replay-speed.
+	Chunks   []Chunk
+	Streamed bool
+	// Entry is the index of the HAR entry served, Seq its recorded seq.
+	Entry, Seq int
+}

@@ -1,0 +1,160 @@
+package prompts
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// ReadDir reads the prompts [Write] wrote into dir, in file order.
+func ReadDir(dir string) ([]*Prompt, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read prompts: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		n := strings.TrimSuffix(e.Name(), ".json")
+		if _, err := strconv.Atoi(n); err == nil && !e.IsDir() && n != e.Name() {
+			names = append(names, e.Name())
+		}
+	}
+	// 10000.json comes after 9999.json.
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+	out := make([]*Prompt, 0, len(names))
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return nil, fmt.Errorf("read prompts: %w", err)
+		}
+		var p Prompt
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, fmt.Errorf("prompts/%s is not a prompt: %v", n, err)
+		}
+		out = append(out, &p)
+	}
+	return out, nil
+}
+
+// fieldOrder is the order the differences of two prompts are looked for
+// in: a prompt's JSON fields but seq, which counts every exchange and
+// shifts with any other request.
+var fieldOrder = []string{"provider", "api", "url", "status", "model", "parameters", "system", "messages",
+	"stream", "response", "usage", "system_fingerprint", "chunks"}
+
+// Diff compares recorded prompts (want) with a replay's (got), call by
+// call, and describes the first difference in one sentence, as
+// "prompts/0002.json differs at $.messages[1].content: recorded "hi",
+// replayed "hello""; "" when they are the same. Seq is not compared.
+func Diff(want, got []*Prompt) string {
+	for i := range min(len(want), len(got)) {
+		w, g := tree(want[i]), tree(got[i])
+		for _, f := range fieldOrder {
+			if d := firstDiff("$."+f, member(w, f), member(g, f)); d != "" {
+				return fmt.Sprintf("prompts/%04d.json differs at %s", i+1, d)
+			}
+		}
+	}
+	if len(want) != len(got) {
+		return fmt.Sprintf("the replay made %d LLM call(s), the recording %d", len(got), len(want))
+	}
+	return ""
+}
+
+// tree is a prompt's JSON as generic values.
+func tree(p *Prompt) map[string]any {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return map[string]any{}
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if dec.Decode(&m) != nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// firstDiff describes the first difference between two JSON values, ""
+// when equal.
+func firstDiff(path string, w, g any) string {
+	switch wv := w.(type) {
+	case map[string]any:
+		if gv, ok := g.(map[string]any); ok {
+			keys := make([]string, 0, len(wv)+len(gv))
+			for k := range wv {
+				keys = append(keys, k)
+			}
+			for k := range gv {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range slices.Compact(keys) {
+				if d := firstDiff(path+"."+k, member(wv, k), member(gv, k)); d != "" {
+					return d
+				}
+			}
+			return ""
+		}
+	case []any:
+		if gv, ok := g.([]any); ok {
+			for i := range max(len(wv), len(gv)) {
+				var a, b any = absent{}, absent{}
+				if i < len(wv) {
+					a = wv[i]
+				}
+				if i < len(gv) {
+					b = gv[i]
+				}
+				if d := firstDiff(path+"["+strconv.Itoa(i)+"]", a, b); d != "" {
+					return d
+				}
+			}
+			return ""
+		}
+	}
+	ws, gs := shown(w), shown(g)
+	if ws == gs {
+		return ""
+	}
+	return fmt.Sprintf("%s: recorded %s, replayed %s", path, truncate(ws), truncate(gs))
+}
+
+// absent marks a member or element one side does not have.
+type absent struct{}
+
+func member(m map[string]any, k string) any {
+	if v, ok := m[k]; ok {
+		return v
+	}
+	return absent{}
+}
+
+func shown(v any) string {
+	if _, ok := v.(absent); ok {
+		return "none"
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+func truncate(s string) string {
+	const n = 60
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}

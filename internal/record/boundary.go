@@ -1,0 +1,242 @@
+package record
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/dal-runtime/dal/ebpf"
+	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/vclock"
+)
+
+// BoundaryVersion is the syscalls.json format version.
+const BoundaryVersion = 1
+
+// Boundary is syscalls.json: which nondeterminism boundaries the agent's
+// process tree crossed (DESIGN §8), seen from the kernel by dald's eBPF
+// tracer and from the shims, and whether the bundle captured each.
+type Boundary struct {
+	Version int `json:"version"`
+	// Observed is false when the kernel side was not traced; Reason says
+	// why, and Syscalls and Coverage are then absent rather than wrong.
+	Observed bool   `json:"observed"`
+	Reason   string `json:"reason,omitempty"`
+	// Syscalls counts every system call of the session's processes by
+	// name, from each process's exec of the agent on (as strace -f -c).
+	Syscalls   map[string]uint64         `json:"syscalls,omitempty"`
+	Categories map[string]*CategoryCover `json:"categories"`
+	// Coverage is |captured ∩ touched| / |touched| (1 when nothing was
+	// touched); nil when not observed.
+	Coverage *float64 `json:"coverage,omitempty"`
+	Escapes  []Escape `json:"escapes"`
+	// Events are the notable crossings the tracer reported.
+	Events        []wire.TraceEvent `json:"events,omitempty"`
+	DroppedEvents uint64            `json:"dropped_events"`
+	// NotObservable names what no syscall hook can see.
+	NotObservable []string `json:"not_observable"`
+	// Unshimmed counts the exec'd processes that never reached dald through
+	// a shim; UnshimmedFiles names the programs among them that are not
+	// Python or Node.
+	Unshimmed      int      `json:"unshimmed"`
+	UnshimmedFiles []string `json:"unshimmed_files,omitempty"`
+}
+
+// CategoryCover is one category's observation.
+type CategoryCover struct {
+	Touched  bool   `json:"touched"`
+	Captured bool   `json:"captured"`
+	Syscalls uint64 `json:"syscalls"`
+	// Shim counts what the runtime shims served: clock reads, random
+	// draws (bytes), or recorded exchanges for network.
+	Shim int64 `json:"shim"`
+	// Record names the bundle file that holds the category's record.
+	Record string `json:"record,omitempty"`
+}
+
+// Escape is a crossing the bundle did not capture.
+type Escape struct {
+	Category string `json:"category"`
+	Detail   string `json:"detail"`
+	PID      int    `json:"pid,omitempty"`
+}
+
+// boundaryInput is what a recording knows when it writes syscalls.json.
+type boundaryInput struct {
+	trace      *runner.Trace
+	clock      *vclock.File
+	mode       string
+	network    *NetworkEnv
+	exchanges  int
+	daldSocket string // dal's own socket: the shims' connections to it are dal's
+}
+
+// newBoundary computes syscalls.json.
+func newBoundary(in boundaryInput) *Boundary {
+	b := &Boundary{Version: BoundaryVersion, Categories: map[string]*CategoryCover{}, Escapes: []Escape{}}
+	for _, c := range ebpf.Categories {
+		b.Categories[string(c)] = &CategoryCover{}
+	}
+	cat := func(c ebpf.Category) *CategoryCover { return b.Categories[string(c)] }
+
+	var reads, draws int64
+	streams := 0
+	if in.clock != nil {
+		for _, s := range in.clock.Streams {
+			streams++
+			reads += s.Reads
+			for _, n := range s.Draws {
+				draws += n
+			}
+		}
+	}
+	b.NotObservable = []string{
+		fmt.Sprintf("clock reads served by the vDSO (clock_gettime, gettimeofday, time) never enter the kernel: the shims counted %d", reads),
+		fmt.Sprintf("getrandom served by the vDSO (glibc 2.41+, Go 1.24+) never enters the kernel: the shims counted %d bytes drawn", draws),
+	}
+	shimmed := in.mode != "default" && streams > 0
+	cat(ebpf.Clock).Shim, cat(ebpf.Clock).Captured = reads, shimmed
+	cat(ebpf.Random).Shim, cat(ebpf.Random).Captured = draws, shimmed
+	if shimmed {
+		cat(ebpf.Clock).Record, cat(ebpf.Random).Record = "clock.json", "clock.json"
+	}
+	cat(ebpf.Filesystem).Captured, cat(ebpf.Filesystem).Record = true, "fs-diff/"
+	cat(ebpf.Process).Captured, cat(ebpf.Process).Record = true, "env.json"
+	if in.network != nil && in.network.Captured {
+		cat(ebpf.Network).Captured, cat(ebpf.Network).Record = true, "network.har"
+		cat(ebpf.Network).Shim = int64(in.exchanges)
+	}
+	if in.trace == nil || !in.trace.Tracing {
+		b.Reason = "boundary tracing was not asked for"
+		if in.trace != nil && in.trace.Reason != "" {
+			b.Reason = in.trace.Reason
+		}
+		return b
+	}
+	b.Observed = true
+	b.Syscalls = in.trace.Syscalls
+	b.Events = in.trace.Events
+	b.DroppedEvents = in.trace.Drops
+	for name, n := range in.trace.Syscalls {
+		if c := ebpf.CategoryOf(name); c != "" {
+			cat(c).Syscalls += n
+		}
+	}
+	// Escapes: the notable crossings the bundle holds no record of.
+	mirrored := map[string]bool{}
+	if in.network != nil {
+		mirrored[in.network.Proxy] = true
+		for _, a := range in.network.Mirrored {
+			mirrored[a] = true
+		}
+	}
+	var execs []wire.TraceEvent
+	for _, e := range in.trace.Events {
+		switch e.Kind {
+		case "random_device":
+			b.Escapes = append(b.Escapes, Escape{Category: string(ebpf.Random), PID: e.PID,
+				Detail: fmt.Sprintf("read %s directly: its bytes are neither seeded nor logged", e.Detail)})
+		case "connect", "sendto":
+			if ours(e.Detail, in.daldSocket, mirrored) {
+				continue
+			}
+			what := "connected to"
+			if in.network != nil && in.network.Captured {
+				what = "tried to reach (blocked: no route out of the sandbox)"
+			}
+			b.Escapes = append(b.Escapes, Escape{Category: string(ebpf.Network), PID: e.PID,
+				Detail: fmt.Sprintf("%s %s around dal's proxy", what, e.Detail)})
+		case "exec":
+			execs = append(execs, e)
+		}
+	}
+	// Every exec'd process should have said hello to dald through a shim.
+	// Those that did not may have read clocks or randomness through the
+	// vDSO, which no syscall hook sees: listed, not counted as escapes.
+	if unshimmed := len(execs) - streams; unshimmed > 0 && in.mode != "default" {
+		var names []string
+		for _, e := range execs {
+			base := filepath.Base(e.Detail)
+			if !strings.HasPrefix(base, "python") && base != "node" {
+				names = append(names, e.Detail)
+			}
+		}
+		sort.Strings(names)
+		b.Unshimmed = unshimmed
+		b.UnshimmedFiles = dedupe(names)
+		b.NotObservable = append(b.NotObservable, fmt.Sprintf(
+			"%d process(es) ran without a dal shim (see unshimmed_files): clock or random reads they made through the vDSO are invisible and not captured", unshimmed))
+	}
+	cat(ebpf.Clock).Touched = reads > 0 || cat(ebpf.Clock).Syscalls > 0
+	cat(ebpf.Random).Touched = draws > 0 || cat(ebpf.Random).Syscalls > 0
+	cat(ebpf.Network).Touched = in.exchanges > 0
+	cat(ebpf.Filesystem).Touched = cat(ebpf.Filesystem).Syscalls > 0
+	cat(ebpf.Process).Touched = cat(ebpf.Process).Syscalls > 0 || len(execs) > 0
+	for _, e := range b.Escapes {
+		c := b.Categories[e.Category]
+		c.Touched, c.Captured = true, false
+	}
+	touched, captured := 0, 0
+	for _, c := range b.Categories {
+		if c.Touched {
+			touched++
+			if c.Captured {
+				captured++
+			}
+		}
+	}
+	cov := 1.0
+	if touched > 0 {
+		cov = float64(captured) / float64(touched)
+	}
+	b.Coverage = &cov
+	return b
+}
+
+// ours reports whether a connection destination is dal's own: its socket,
+// its proxy or a mirrored loopback service.
+func ours(dest, daldSocket string, mirrored map[string]bool) bool {
+	if u, ok := strings.CutPrefix(dest, "unix:"); ok {
+		return daldSocket != "" && u == daldSocket
+	}
+	return mirrored[dest]
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// EscapeCounts counts escapes by category, for the metrics.
+func (b *Boundary) EscapeCounts() map[string]int {
+	m := map[string]int{}
+	for _, e := range b.Escapes {
+		m[e.Category]++
+	}
+	return m
+}
+
+// reportBoundary tells the user what was not captured.
+func reportBoundary(log io.Writer, b *Boundary) {
+	if !b.Observed {
+		fmt.Fprintf(log, "dal: boundary coverage not measured: %s\n", b.Reason)
+		return
+	}
+	for _, e := range b.Escapes {
+		fmt.Fprintf(log, "dal: escape (%s): %s\n", e.Category, e.Detail)
+	}
+	if b.DroppedEvents > 0 {
+		fmt.Fprintf(log, "dal: %d boundary events were lost (ring buffer full): the escape list may be incomplete\n", b.DroppedEvents)
+	}
+	if len(b.Escapes) > 0 {
+		fmt.Fprintf(log, "dal: boundary coverage %.2f (syscalls.json lists what escaped)\n", *b.Coverage)
+	}
+}

@@ -1,0 +1,451 @@
+package record
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/netcap"
+	"github.com/dal-runtime/dal/internal/netcap/har"
+	"github.com/dal-runtime/dal/internal/netcap/prompts"
+	"github.com/dal-runtime/dal/internal/sandbox"
+	"github.com/dal-runtime/dal/internal/version"
+)
+
+// Inside the agent's network namespace, dal's proxy listens at a fixed
+// address and its trust files sit at fixed paths, so the environment the
+// agent sees is the same in record and replay.
+const (
+	proxyHost   = "127.0.0.1"
+	proxyPort   = 3128
+	trustTarget = "/tmp/.dal/trust.pem" // system roots + the user's + dal's CA
+	caTarget    = "/tmp/.dal/ca.pem"    // dal's CA alone (NODE_EXTRA_CA_CERTS)
+)
+
+// NetworkOptions configure capture.
+type NetworkOptions struct {
+	RedactHeaders []string // more header names to redact
+	RedactFields  []string // more query/body field names to redact
+	Speed         float64  // replay: 0 fast, 1 recorded timing
+}
+
+// NetworkEnv is env.json's network section.
+type NetworkEnv struct {
+	// Captured: the agent ran in its own network namespace behind dal's proxy.
+	Captured bool `json:"captured"`
+	// Proxy is the address the agent's proxy variables name.
+	Proxy string `json:"proxy"`
+	// Mirrored are the host loopback addresses the agent could reach at
+	// the same address, through the proxy.
+	Mirrored []string `json:"mirrored"`
+	// RedactHeaders and RedactFields are the redaction settings beyond the
+	// defaults, so a replay matches as the record did.
+	RedactHeaders []string `json:"redact_headers,omitempty"`
+	RedactFields  []string `json:"redact_fields,omitempty"`
+	// Blocked are connections to other machines, which failed.
+	Blocked []string `json:"blocked,omitempty"`
+	// NotCaptured are the proxy's reports of traffic it did not capture.
+	NotCaptured []string `json:"not_captured,omitempty"`
+}
+
+// network is the capture (or replay) side of one run.
+type network struct {
+	opts     NetworkOptions
+	env      NetworkEnv
+	dir      string // staging for the trust files
+	ca       *netcap.CA
+	proxy    *netcap.Proxy
+	redactor *har.Redactor
+	index    *har.Index // replay only
+
+	mu        sync.Mutex
+	exchanges []*har.Exchange
+	reports   []string
+	misses    []*har.MissError // replay: requests the bundle could not answer
+	log       io.Writer
+
+	prompts []*prompts.Prompt // record: extracted by writeNetwork
+	count   int               // record: exchanges written
+}
+
+// newNetwork prepares capture (index == nil) or replay. mirrored is the
+// list of addresses to mirror (nil in record: found on the host).
+func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string, log io.Writer) (*network, error) {
+	n := &network{opts: o, dir: dir, log: log,
+		redactor: har.NewRedactor(o.RedactHeaders, o.RedactFields)}
+	n.env = NetworkEnv{Captured: true, RedactHeaders: o.RedactHeaders, RedactFields: o.RedactFields}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the network staging directory: %w", err)
+	}
+	ca, err := netcap.NewCA()
+	if err != nil {
+		return nil, err
+	}
+	n.ca = ca
+	if err := ca.WriteTrustBundle(filepath.Join(dir, "trust.pem")); err != nil {
+		return nil, err
+	}
+	if err := ca.WriteCAFile(filepath.Join(dir, "ca.pem")); err != nil {
+		return nil, err
+	}
+	if mirrored == nil {
+		if mirrored, err = hostLoopbackListeners(); err != nil {
+			return nil, err
+		}
+	}
+	port := proxyPort
+	for contains(mirrored, net.JoinHostPort(proxyHost, strconv.Itoa(port))) {
+		port++
+	}
+	n.env.Proxy = net.JoinHostPort(proxyHost, strconv.Itoa(port))
+	n.env.Mirrored = mirrored
+	cfg := netcap.Config{CA: ca, Record: n.add, Report: n.report, Speed: o.Speed}
+	if index != nil {
+		n.index = har.NewIndex(index, n.redactor, nil)
+		cfg.Source = n
+	} else {
+		roots, err := upstreamRoots()
+		if err != nil {
+			return nil, err
+		}
+		cfg.UpstreamRoots = roots
+	}
+	if n.proxy, err = netcap.New(cfg); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Vars are the variables the agent gets: proxy and trust settings.
+func (n *network) Vars() map[string]string {
+	proxy := "http://" + n.env.Proxy
+	return map[string]string{
+		"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy,
+		"ALL_PROXY": proxy, "all_proxy": proxy,
+		"SSL_CERT_FILE": trustTarget, "REQUESTS_CA_BUNDLE": trustTarget, "CURL_CA_BUNDLE": trustTarget,
+		"NODE_EXTRA_CA_CERTS": caTarget,
+		"AWS_CA_BUNDLE": trustTarget, "GIT_SSL_CAINFO": trustTarget, "PIP_CERT": trustTarget,
+		// Node 24+ honours the proxy variables with this; older Node is
+		// captured at the server's own loopback address instead.
+		"NODE_USE_ENV_PROXY": "1",
+	}
+}
+
+// configure makes the sandbox's network private and its listeners dal's.
+func (n *network) configure(cfg *sandbox.Config) {
+	cfg.Network = true
+	cfg.Mounts = append(cfg.Mounts,
+		sandbox.Mount{Source: filepath.Join(n.dir, "trust.pem"), Target: trustTarget, ReadOnly: true},
+		sandbox.Mount{Source: filepath.Join(n.dir, "ca.pem"), Target: caTarget, ReadOnly: true})
+	prev := cfg.BeforeAgent
+	cfg.BeforeAgent = func(pid int) error {
+		if prev != nil {
+			if err := prev(pid); err != nil {
+				return err
+			}
+		}
+		return n.listen(pid)
+	}
+}
+
+// listen opens the proxy's listeners in the agent's namespace.
+func (n *network) listen(pid int) error {
+	l, err := sandbox.ListenIn(pid, n.env.Proxy)
+	if err != nil {
+		return err
+	}
+	go n.proxy.Serve(l)
+	for _, addr := range n.env.Mirrored {
+		l, err := sandbox.ListenIn(pid, addr)
+		if err != nil {
+			return fmt.Errorf("mirror the host's %s into the sandbox: %w", addr, err)
+		}
+		go n.proxy.ServeTransparent(l, addr)
+	}
+	return nil
+}
+
+// Next serves a replayed request from the bundle and keeps the misses
+// for the verdict.
+func (n *network) Next(req *har.Request) (*har.Served, error) {
+	s, err := n.index.Next(req)
+	var miss *har.MissError
+	if errors.As(err, &miss) {
+		n.mu.Lock()
+		n.misses = append(n.misses, miss)
+		n.mu.Unlock()
+	}
+	return s, err
+}
+
+func (n *network) add(x *har.Exchange) {
+	n.mu.Lock()
+	n.exchanges = append(n.exchanges, x)
+	n.mu.Unlock()
+}
+
+func (n *network) report(e netcap.Event) {
+	n.mu.Lock()
+	n.reports = append(n.reports, e.Msg)
+	n.mu.Unlock()
+	fmt.Fprintf(n.log, "dal: %s\n", e.Msg)
+}
+
+// finish stops the proxy once the agent is gone: every exchange has been
+// recorded when it returns. The exchanges come in request order.
+func (n *network) finish(blocked []sandbox.BlockedConnect) []*har.Exchange {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n.proxy.Shutdown(ctx)
+	for _, b := range blocked {
+		n.env.Blocked = append(n.env.Blocked, b.Addr)
+		fmt.Fprintf(n.log, "dal: the agent tried to connect to %s directly (not through a proxy): blocked, nothing was sent\n", b.Addr)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.env.NotCaptured = append([]string(nil), n.reports...)
+	sort.SliceStable(n.exchanges, func(i, j int) bool { return n.exchanges[i].Seq < n.exchanges[j].Seq })
+	return n.exchanges
+}
+
+// entries turns exchanges into redacted HAR entries.
+func (n *network) entries(xs []*har.Exchange) ([]har.Entry, error) {
+	out := make([]har.Entry, 0, len(xs))
+	for _, x := range xs {
+		e, err := har.FromExchange(x, n.redactor)
+		if err != nil {
+			return nil, fmt.Errorf("network exchange %d (%s %s): %w", x.Seq, x.Request.Method, x.Request.URL, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// extractPrompts finds the LLM calls among the entries.
+func extractPrompts(es []har.Entry) []*prompts.Prompt {
+	var ps []*prompts.Prompt
+	for i := range es {
+		if p, ok := prompts.Extract(&es[i]); ok {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// hostLoopbackListeners lists the TCP listeners on this host's loopback
+// (or on every address), as "127.0.0.1:port" / "[::1]:port": the services
+// an agent may reach at the same address while recording.
+func hostLoopbackListeners() ([]string, error) {
+	set := map[string]bool{}
+	for _, f := range []struct {
+		path string
+		v6   bool
+	}{{"/proc/net/tcp", false}, {"/proc/net/tcp6", true}} {
+		fh, err := os.Open(f.path)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list the host's loopback services: %w", err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			fl := strings.Fields(sc.Text())
+			if len(fl) < 4 || fl[3] != "0A" { // LISTEN
+				continue
+			}
+			ip, port, ok := parseProcAddr(fl[1])
+			if !ok {
+				continue
+			}
+			switch {
+			case ip.IsLoopback() && ip.To4() != nil, ip.IsUnspecified() && !f.v6, ip.IsUnspecified() && f.v6:
+				set[net.JoinHostPort("127.0.0.1", strconv.Itoa(port))] = true
+			case ip.IsLoopback():
+				set[net.JoinHostPort("::1", strconv.Itoa(port))] = true
+			}
+		}
+		fh.Close()
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// parseProcAddr parses /proc/net/tcp's "0100007F:1F90".
+func parseProcAddr(s string) (net.IP, int, bool) {
+	h, p, ok := strings.Cut(s, ":")
+	if !ok {
+		return nil, 0, false
+	}
+	raw, err := hex.DecodeString(h)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return nil, 0, false
+	}
+	// The kernel prints each 32-bit word in host (little-endian) order.
+	ip := make(net.IP, len(raw))
+	for w := 0; w < len(raw); w += 4 {
+		for i := 0; i < 4; i++ {
+			ip[w+i] = raw[w+3-i]
+		}
+	}
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return nil, 0, false
+	}
+	return ip, int(port), true
+}
+
+// upstreamRoots are the CAs the proxy trusts upstream: the system's and
+// those the user points clients at.
+func upstreamRoots() (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	for _, v := range []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"} {
+		p := os.Getenv(v)
+		if p == "" {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read %s=%s: %w", v, p, err)
+		}
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("%s=%s holds no PEM certificate", v, p)
+		}
+	}
+	return pool, nil
+}
+
+// writeNetwork stores network.har and prompts/ in the bundle being written.
+func writeNetwork(w *bundle.Writer, n *network, xs []*har.Exchange) error {
+	es, err := n.entries(xs)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(w.Dir(), "network.har"))
+	if err != nil {
+		return err
+	}
+	if err := har.Write(f, har.NewLog(es, version.Version)); err != nil {
+		f.Close()
+		return fmt.Errorf("write network.har: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	n.count = len(es)
+	n.prompts = extractPrompts(es)
+	if len(n.prompts) > 0 {
+		if err := prompts.Write(filepath.Join(w.Dir(), "prompts"), n.prompts); err != nil {
+			return fmt.Errorf("write prompts/: %w", err)
+		}
+	}
+	return nil
+}
+
+// addPrompts fills the manifest's model and token figures from prompts/.
+func addPrompts(m *bundle.Manifest, ps []*prompts.Prompt) {
+	if len(ps) == 0 {
+		return
+	}
+	in, out := prompts.Totals(ps)
+	m.Metrics.TokensInput, m.Metrics.TokensOutput = int64(in), int64(out)
+	last := ps[len(ps)-1]
+	if last.Model != "" {
+		m.Config.Model = bundle.Model{ID: last.Model, Provider: last.Provider}
+	}
+}
+
+// compareNetwork compares the replay's request sequence with the recorded
+// one: every request answered from the bundle, in the recorded order, and
+// none left unmade.
+func compareNetwork(rec *har.Log, n *network, xs []*har.Exchange) Component {
+	c := Component{Name: "network", Compared: true, Match: true}
+	n.mu.Lock()
+	misses := append([]*har.MissError(nil), n.misses...)
+	n.mu.Unlock()
+	if len(misses) > 0 {
+		c.Match = false
+		c.First = fmt.Sprintf("%d request(s) the recording cannot answer; the first: %v", len(misses), misses[0])
+		return c
+	}
+	var got []string
+	for _, x := range xs {
+		if x.Response != nil {
+			got = append(got, n.redactor.Key(&x.Request, rec.Dal.KeyHeaders))
+		}
+	}
+	for i, e := range rec.Entries {
+		if e.Dal.Error != "" {
+			continue
+		}
+		if len(got) == 0 {
+			c.Match = false
+			c.First = fmt.Sprintf("recorded request %d (%s %s) was not made in the replay", i+1, e.Request.Method, e.Request.URL)
+			return c
+		}
+		if got[0] != e.Dal.Key {
+			c.Match = false
+			c.First = fmt.Sprintf("request %d differs in order: the recording made %s %s here", i+1, e.Request.Method, e.Request.URL)
+			return c
+		}
+		got = got[1:]
+	}
+	if len(got) > 0 {
+		c.Match = false
+		c.First = fmt.Sprintf("the replay made %d request(s) more than the recording", len(got))
+	}
+	return c
+}
+
+// comparePrompts compares the LLM calls extracted from the replay with the
+// recorded prompts/.
+func comparePrompts(b *bundle.Bundle, n *network, xs []*har.Exchange) Component {
+	c := Component{Name: "prompts", Compared: b.Has("prompts/0001.json"), Match: true}
+	if !c.Compared {
+		return c
+	}
+	es, err := n.entries(xs)
+	if err != nil {
+		c.Match, c.First = false, err.Error()
+		return c
+	}
+	got := extractPrompts(es)
+	want, err := prompts.ReadDir(b.File("prompts"))
+	if err != nil {
+		c.Match, c.First = false, err.Error()
+		return c
+	}
+	if d := prompts.Diff(want, got); d != "" {
+		c.Match, c.First = false, d
+	}
+	return c
+}
