@@ -278,7 +278,7 @@ func TestExternalDald(t *testing.T) {
 	ln, _ := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	d := exec.Command(bin.dald, "--socket", sock)
+	d := exec.Command(bin.dald, "--socket", sock, "--metrics-addr", "127.0.0.1:0")
 	var dlog bytes.Buffer
 	d.Stderr = &dlog
 	if err := d.Start(); err != nil {

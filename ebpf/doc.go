@@ -56,27 +56,31 @@
 // linux_binprm.filename and the pt_regs argument registers, read from the
 // running kernel's BTF (/sys/kernel/btf/vmlinux), as read-only constants.
 //
-//   - tasks (hash, tgid → session, execs still due; MaxProcesses entries,
-//     preallocated): the only lookup on the fast path. A process outside
-//     every session costs one lookup and returns. Fork adds the child,
-//     exit (when the whole thread group is dead) deletes it.
-//   - counts (per-CPU hash, {session, syscall number} → count;
-//     MaxCounters entries, allocated as used): counted with an atomic add on
-//     the CPU's own slot. Numbers ≥ 1023 share the "syscall_other" slot.
+//   - tracked_pids (array, one bit per possible tgid, 512 KiB, mapped into
+//     user space): the fast path. A process outside every session costs
+//     one array lookup and a bit test, and returns.
+//   - tasks (hash, tgid → session, execs still due; up to MaxProcesses):
+//     looked up only when the bit is set. Fork adds the child (entry, then
+//     bit), exit of the whole thread group removes it (bit, then entry);
+//     Track and Untrack do the same from user space with atomic operations.
+//   - counts (per-CPU hash, {session, syscall number} → count; up to
+//     MaxCounters): counted with an atomic add on the CPU's own slot.
+//     Numbers ≥ 1023 share the "syscall_other" slot.
 //   - sessions (hash, written by user space only: closed flag, workspace
 //     prefix) and session_marks (hash, written by the kernel only: which
 //     syscall numbers have a counter — so Counts and Forget touch only
-//     those — and the session's dropped events).
+//     those — and the session's dropped events); up to MaxSessions.
 //   - syscall_actions (array, number → what sys_enter inspects),
 //     sent_to (LRU hash, sendto destinations already reported),
 //     losses (per-CPU array: ring buffer drops, counters-map-full,
 //     tasks-map-full), events (ring buffer, Options.EventBufferBytes).
 //
-// Memory is bounded by Options, not by the workload: with the defaults
-// (4,096 sessions, 32,768 processes, 65,536 counters, a 1 MiB ring) the
-// maps take about 7 MiB at Open and about 100 bytes more per counter
-// actually used (on 2 CPUs; the per-CPU part grows with the CPU count).
-// Forget returns a session's counters.
+// Memory is bounded by Options, not by the workload. The hashes allocate
+// entries as they are used: with the defaults the maps take 3.5 MiB at
+// Open (bit array, ring buffer, hash buckets) and about 3.3 KiB more per
+// session that ran a small command (~30 distinct syscalls, on 2 CPUs; a
+// counter's per-CPU part grows with the CPU count). Forget gives a
+// session's memory back.
 //
 // Open needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF; when
 // it cannot trace it returns an *UnavailableError whose message says, in

@@ -26,7 +26,9 @@ import (
 const noExec = 0xffffffff
 
 // Tracer is the loaded and attached boundary tracer. Its methods are safe
-// for concurrent use. Close detaches it.
+// for concurrent use. It owns the BPF maps and links, the mapped
+// tracked_pids array and one goroutine (the event reader); Close releases
+// them all.
 type Tracer struct {
 	objs  boundaryObjects
 	links []link.Link

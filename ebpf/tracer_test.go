@@ -422,6 +422,9 @@ func testExitAndForgetRelease(t *testing.T, tr *Tracer) {
 	if n := tasksOf(t, tr, s); n != 0 {
 		t.Errorf("%d process map entries left after the session's processes exited", n)
 	}
+	if _, ok := taskEntry(t, tr, pid); ok {
+		t.Errorf("pid %d still tracked after it exited", pid)
+	}
 	if c, err := tr.Counts(s); err != nil || c.Total == 0 {
 		t.Fatalf("counts before Forget: %+v, %v", c, err)
 	}
@@ -476,6 +479,12 @@ func testUntrack(t *testing.T, tr *Tracer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := tasksOf(t, tr, s); n != 0 {
+		t.Errorf("%d process map entries after Untrack", n)
+	}
+	if _, ok := taskEntry(t, tr, uint32(g.cmd.Process.Pid)); ok {
+		t.Error("the running process is still tracked after Untrack")
+	}
 	if _, err := g.gate.Write([]byte("second\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -493,18 +502,24 @@ func testUntrack(t *testing.T, tr *Tracer) {
 	if ev := tr.Events(s); len(ev) != 1 {
 		t.Errorf("events %v: want only the shell's exec", ev)
 	}
-	if n := tasksOf(t, tr, s); n != 0 {
-		t.Errorf("%d process map entries after Untrack", n)
-	}
 	if err := tr.Forget(s); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// taskEntry returns pid's process map entry, and whether it has one. The
+// entry and the pid's tracked_pids bit must agree.
 func taskEntry(t *testing.T, tr *Tracer, pid uint32) (boundaryTaskState, bool) {
 	t.Helper()
 	var st boundaryTaskState
 	err := tr.objs.Tasks.Lookup(pid, &st)
+	var word uint64
+	if err := tr.objs.TrackedPids.Lookup(pid/64, &word); err != nil {
+		t.Fatal(err)
+	}
+	if bit := word&(1<<(pid%64)) != 0; bit != (err == nil) {
+		t.Errorf("pid %d: tracked_pids bit %v, process map entry %v", pid, bit, err == nil)
+	}
 	return st, err == nil
 }
 

@@ -26,7 +26,7 @@ type Options struct {
 	MaxSessions int
 	// MaxProcesses is how many live processes may be tracked at once, over
 	// all sessions (default 32768). A fork beyond it is not followed and is
-	// counted in Losses().Forks.
+	// counted in Losses().Forks; Track beyond it fails.
 	MaxProcesses int
 	// MaxCounters is how many (session, syscall) counters may exist at once
 	// (default 65536: 64 distinct syscalls for each of 1,024 sessions).
@@ -39,8 +39,8 @@ type Options struct {
 	// (default 1024); later ones count as drops.
 	MaxEventsPerSession int
 	// Stats enables the kernel's BPF run-time statistics while the tracer is
-	// open, for Stats(). It adds two clock reads to every hook run (about
-	// 20–40 ns per syscall, system-wide), so leave it off in production.
+	// open, for Stats(). It adds two clock reads to every BPF program run on
+	// the machine (every syscall), so leave it off in production.
 	Stats bool
 }
 

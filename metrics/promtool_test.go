@@ -7,24 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// prometheusTool finds one of the Prometheus binaries. It is a test
-// dependency, not an optional one: a missing binary fails the test.
-func prometheusTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed: apt-get install prometheus", name)
-	}
-	return path
-}
+	"github.com/dal-runtime/dal/internal/promtest"
+)
 
 // promtoolCheck runs promtool check metrics, Prometheus' own linter, over
 // an exposition.
 func promtoolCheck(t *testing.T, exposition []byte) {
 	t.Helper()
-	cmd := exec.Command(prometheusTool(t, "promtool"), "check", "metrics")
+	cmd := exec.Command(promtest.Tool(t, "promtool"), "check", "metrics")
 	cmd.Stdin = bytes.NewReader(exposition)
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) != 0 {

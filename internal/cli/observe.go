@@ -13,7 +13,7 @@ import (
 // something.
 func metricsTextfileFlag() ucli.Flag {
 	return &ucli.StringFlag{Name: "metrics-textfile", EnvVars: []string{"DAL_METRICS_TEXTFILE"},
-		Usage: "also write this run's metrics (DESIGN §10, docs/metrics.md) to a node_exporter textfile, e.g. /var/lib/node_exporter/textfile/dal.prom"}
+		Usage: "also write this run's metrics (listed in docs/metrics.md) to a node_exporter textfile, e.g. /var/lib/node_exporter/textfile/dal.prom"}
 }
 
 // figures carries what a command measured to Prometheus: into the

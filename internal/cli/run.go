@@ -51,6 +51,7 @@ Examples:
 			}
 			spec.Metrics = figs.m
 			spec.TraceFromExec = 1 // the agent is dal-exec's own child: count from its exec
+			spec.TraceIfObserved = true
 			res, err := runner.Run(c.Context, spec)
 			if err != nil {
 				return err

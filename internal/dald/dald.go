@@ -95,18 +95,13 @@ func serve(c *ucli.Context) error {
 		opts.TracerOff = off
 		log.Warn("boundary tracing is off: " + off + "; everything else works")
 	}
-	var mserver *metrics.Server
-	if addr := c.String("metrics-addr"); addr != "" {
+	addr := c.String("metrics-addr")
+	if addr != "" {
 		mo := metrics.Options{GoCollector: !c.Bool("no-go-metrics"), ProcessCollector: !c.Bool("no-process-metrics")}
 		if tracer != nil {
 			mo.BPFStats = tracer.ProgramStats
 		}
 		opts.Metrics = metrics.New(mo)
-		var err error
-		if mserver, err = metrics.Serve(ctx, addr, opts.Metrics); err != nil {
-			return err
-		}
-		log.Info("metrics", "url", "http://"+mserver.Addr()+"/metrics")
 	}
 	var srv *daemon.Server
 	activated, err := sdnotify.Listeners()
@@ -127,6 +122,14 @@ func serve(c *ucli.Context) error {
 		if srv, err = daemon.Listen(path, opts); err != nil {
 			return err
 		}
+	}
+	var mserver *metrics.Server
+	if addr != "" {
+		if mserver, err = metrics.Serve(ctx, addr, opts.Metrics); err != nil {
+			srv.Shutdown(context.Background())
+			return err
+		}
+		log.Info("metrics", "url", "http://"+mserver.Addr()+"/metrics")
 	}
 	log.Info("dald listening", "socket", path, "version", version.Version, "proto", wire.Proto, "pid", os.Getpid())
 	sdnotify.Notify(sdnotify.Ready)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -40,7 +39,7 @@ type connInfo struct {
 	// addr names the connection in reports.
 	addr string
 	// transport forwards requests when recording; nil when replaying.
-	transport *http.Transport
+	transport *upstream
 }
 
 type connInfoKey struct{}
@@ -193,7 +192,7 @@ func (p *Proxy) handleProxyConn(c net.Conn) {
 }
 
 // handleTransparentConn sniffs a connection a client opened to dst.
-func (p *Proxy) handleTransparentConn(c net.Conn, dst string, t *http.Transport) {
+func (p *Proxy) handleTransparentConn(c net.Conn, dst string, t *upstream) {
 	br := bufio.NewReader(c)
 	k := sniff(c, br, p.sniffTimeout)
 	switch k {
@@ -229,7 +228,7 @@ func (p *Proxy) handleTransparentConn(c net.Conn, dst string, t *http.Transport)
 
 // tunnel serves a CONNECT to target on the hijacked connection raw, whose
 // first bytes (already read by the HTTP server) are pre.
-func (p *Proxy) tunnel(raw net.Conn, pre []byte, target string, t *http.Transport) {
+func (p *Proxy) tunnel(raw net.Conn, pre []byte, target string, t *upstream) {
 	if _, err := io.WriteString(raw, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		p.drop(raw)
 		return

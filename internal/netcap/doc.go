@@ -29,18 +29,29 @@
 // Proxy-Authorization, Keep-Alive, TE, Trailer, Transfer-Encoding,
 // Upgrade) are not forwarded, but stay in the recorded request so that the
 // writer can redact them. Responses are never decompressed: the record
-// and the client get the bytes the server sent.
+// and the client get the bytes the server sent. The proxy speaks to
+// upstream servers itself rather than through net/http's Transport (which
+// would hide the chunk framing): connections are kept per scheme and host
+// (up to 64 idle each, 90 s), checked to be still open before reuse, and a
+// request the server dropped on a reused connection is sent again on a
+// new one when that is safe (nothing was written, or it is idempotent).
 //
 // # Streams
 //
-// A response that is text/event-stream or of unknown length (chunked) is
-// relayed read by read, each read flushed to the client at once, and
-// recorded as Chunks with their offsets (Chunk.At) from the response
-// headers. Reads are made with at least 64 KiB of room, and Go's chunked
-// decoder returns at the end of each upstream chunk, so a chunk is one
-// upstream flush; flushes that reach dal in the same TCP read become one
-// chunk. Replay writes one chunked-encoding frame per recorded chunk, at
-// once ([Config.Speed] 0) or paced at the recorded offsets.
+// A response that is text/event-stream or of unknown length is relayed as
+// it arrives, flushed to the client at once, and recorded as Chunks with
+// their offsets (Chunk.At) from the response headers. A chunked response
+// is read frame by frame off the upstream connection: every HTTP/1.1
+// chunk the server sent is one recorded chunk (extensions dropped, At when
+// its last byte arrived) and is relayed to the client as one chunk,
+// however the chunks were packed into TCP reads. A chunk larger than
+// 1 MiB is relayed in pieces as it arrives (the client sees several
+// chunks) and still recorded as one. A stream without chunk framing (an
+// event stream with Content-Length, or ended by close) is recorded read
+// by read, each read having at least 64 KiB of room, so writes that reach
+// dal together become one chunk. Replay writes one chunked-encoding frame
+// per recorded chunk, at once ([Config.Speed] 0) or paced at the recorded
+// offsets.
 //
 // # Replay is offline
 //

@@ -25,7 +25,7 @@ type route struct {
 	upstream *url.URL
 	// serverAddr is the upstream "host:port".
 	serverAddr string
-	transport  *http.Transport
+	transport  *upstream
 }
 
 // handle serves one request from a client connection.

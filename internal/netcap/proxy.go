@@ -2,7 +2,6 @@ package netcap
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -118,10 +117,10 @@ type Proxy struct {
 
 	// transport forwards explicit-proxy and CONNECT traffic when
 	// recording; nil when replaying.
-	transport *http.Transport
+	transport *upstream
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	tmu       sync.Mutex
-	mirrors   map[string]*http.Transport // per transparent destination
+	mirrors   map[string]*upstream // per transparent destination
 
 	seq   *sequencer
 	srv   *http.Server
@@ -159,7 +158,7 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg:          cfg,
 		sniffTimeout: cfg.SniffTimeout,
-		mirrors:      make(map[string]*http.Transport),
+		mirrors:      make(map[string]*upstream),
 		seq:          newSequencer(cfg.Record),
 		queue:        newConnQueue(),
 		listeners:    make(map[net.Listener]struct{}),
@@ -176,7 +175,7 @@ func New(cfg Config) (*Proxy, error) {
 			d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 			p.dial = d.DialContext
 		}
-		p.transport = p.newTransport("")
+		p.transport = newUpstream(p.dial, "", cfg.UpstreamRoots)
 	}
 	// HTTP/1 only, on both sides.
 	var http1 http.Protocols
@@ -196,38 +195,9 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-// newTransport returns an upstream transport for recording. With dst set,
-// every connection goes to dst whatever the URL's host (a transparent
-// destination); the URL's host still names the TLS server.
-func (p *Proxy) newTransport(dst string) *http.Transport {
-	dial := p.dial
-	if dst != "" {
-		dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return p.dial(ctx, network, dst)
-		}
-	}
-	var http1 http.Protocols
-	http1.SetHTTP1(true)
-	return &http.Transport{
-		Protocols:   &http1,
-		Proxy:       nil, // never the environment's proxy: dal is the proxy
-		DialContext: dial,
-		TLSClientConfig: &tls.Config{
-			RootCAs:    p.cfg.UpstreamRoots,
-			NextProtos: []string{"http/1.1"},
-		},
-		TLSHandshakeTimeout: 30 * time.Second,
-		DisableCompression:  true,
-		MaxIdleConns:        256,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		ReadBufferSize:      64 << 10,
-		WriteBufferSize:     64 << 10,
-	}
-}
-
-// mirror returns the transport for transparent destination dst.
-func (p *Proxy) mirror(dst string) *http.Transport {
+// mirror returns the upstream for transparent destination dst: every
+// connection goes to dst whatever the URL's host.
+func (p *Proxy) mirror(dst string) *upstream {
 	if p.transport == nil {
 		return nil
 	}
@@ -235,7 +205,7 @@ func (p *Proxy) mirror(dst string) *http.Transport {
 	defer p.tmu.Unlock()
 	t, ok := p.mirrors[dst]
 	if !ok {
-		t = p.newTransport(dst)
+		t = newUpstream(p.dial, dst, p.cfg.UpstreamRoots)
 		p.mirrors[dst] = t
 	}
 	return t
@@ -343,11 +313,11 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.cancel()
 
 	if p.transport != nil {
-		p.transport.CloseIdleConnections()
+		p.transport.closeIdle()
 	}
 	p.tmu.Lock()
 	for _, t := range p.mirrors {
-		t.CloseIdleConnections()
+		t.closeIdle()
 	}
 	p.tmu.Unlock()
 	return err

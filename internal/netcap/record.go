@@ -1,22 +1,18 @@
 package netcap
 
 import (
-	"bytes"
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptrace"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/dal-runtime/dal/internal/netcap/har"
 )
 
-// minFree is the room a read from a streamed upstream body always has, so
-// that one upstream flush arrives in one read (Go's chunked decoder
-// returns at the end of a chunk) and is relayed as one piece.
+// minFree is the room a read from a streamed body without chunked framing
+// always has, so that what arrived together is relayed as one piece.
 const minFree = 64 << 10
 
 // upstreamErrPrefix starts Exchange.Error when no response was obtained
@@ -48,19 +44,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // no Go default
 	}
-	if len(body) > 0 {
-		out.Body = io.NopCloser(bytes.NewReader(body))
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	}
-	var wrote atomic.Int64
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(time.Now().UnixNano()) }}
-	out = out.WithContext(httptrace.WithClientTrace(r.Context(), trace))
 
-	resp, err := rt.transport.RoundTrip(out)
+	ex, sent, err := rt.transport.roundTrip(r.Context(), out, body)
 	headersAt := time.Now()
-	sent := headersAt
-	if ns := wrote.Load(); ns != 0 {
-		sent = time.Unix(0, ns)
+	if sent.IsZero() {
+		sent = headersAt
 	}
 	x.Send, x.Wait = sent.Sub(x.Started), headersAt.Sub(sent)
 	if err != nil {
@@ -68,7 +56,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 		writeError(w, http.StatusBadGateway, "dal record: "+err.Error(), "dal_upstream_error", "X-Dal-Record", "error")
 		return
 	}
-	defer resp.Body.Close()
+	reusable := false
+	defer func() { ex.finish(reusable) }()
+	resp := ex.resp
 
 	streamed := isStream(r.Method, resp)
 	x.Response = &har.Response{
@@ -91,11 +81,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	if streamed && flusher != nil {
 		flush = flusher.Flush
 	}
-	size := resp.ContentLength
-	if !bodyAllowed(r.Method, resp.StatusCode) {
-		size = 0
+	var res relayed
+	switch {
+	case !bodyAllowed(r.Method, resp.StatusCode):
+		res = relay(w, flush, resp.Body, 0, false, headersAt)
+	case isChunked(resp):
+		res = relayChunked(w, flush, ex.c, headersAt)
+	default:
+		res = relay(w, flush, resp.Body, resp.ContentLength, streamed, headersAt)
 	}
-	res := relay(w, flush, resp.Body, size, streamed, headersAt)
+	reusable = res.readErr == nil && res.writeErr == nil
 	x.Receive = time.Since(headersAt)
 	x.Response.Body = res.body
 	x.Response.Chunks = res.chunks
@@ -124,6 +119,12 @@ func isStream(method string, resp *http.Response) bool {
 		return true
 	}
 	return resp.ContentLength < 0
+}
+
+// isChunked reports whether resp's body has chunked framing (net/http
+// accepts no other transfer coding).
+func isChunked(resp *http.Response) bool {
+	return len(resp.TransferEncoding) > 0 && resp.TransferEncoding[len(resp.TransferEncoding)-1] == "chunked"
 }
 
 func bodyAllowed(method string, status int) bool {

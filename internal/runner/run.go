@@ -52,6 +52,9 @@ type Spec struct {
 	// dal-exec's fork: 1 for an agent dal-exec execs itself, 2 for one a
 	// sandbox init (itself an exec) starts. 0: not traced.
 	TraceFromExec int
+	// TraceIfObserved: with an embedded dald, trace only when Metrics is
+	// set (nobody else would see the counts); a separate dald always traces.
+	TraceIfObserved bool
 	// Metrics, when set, is the registry an embedded dald keeps (for
 	// --metrics-textfile); a separate dald keeps its own.
 	Metrics  *metrics.Metrics
@@ -143,13 +146,15 @@ func connect(spec *Spec, tmp string) (*wire.Client, string, func(), error) {
 	}
 	path := filepath.Join(tmp, "dald.sock")
 	opts := daemon.Options{Metrics: spec.Metrics}
-	if spec.TraceFromExec > 0 {
+	if spec.TraceFromExec > 0 && (spec.Metrics != nil || !spec.TraceIfObserved) {
 		if tr, off := trace.Open(false); tr != nil {
 			opts.Tracer = tr
 			closeTracer = func() { tr.Close() }
 		} else {
 			opts.TracerOff = off
 		}
+	} else {
+		opts.TracerOff = "no one would read the counts (pass --metrics-textfile, or run a dald)"
 	}
 	srv, err := daemon.Listen(path, opts)
 	if err != nil {

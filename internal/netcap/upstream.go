@@ -1,0 +1,351 @@
+package netcap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// Upstream connection limits, as net/http's Transport had them.
+const (
+	maxIdle             = 256
+	maxIdlePerHost      = 64
+	idleTimeout         = 90 * time.Second
+	tlsHandshakeTimeout = 30 * time.Second
+	// maxHeaderBytes bounds a response's headers, and its trailers.
+	maxHeaderBytes = 10 << 20
+	ioBufferSize   = 64 << 10
+	// max1xx is how many informational responses (103 Early Hints, say)
+	// may come before the final one.
+	max1xx = 5
+)
+
+// upstream speaks HTTP/1.1 to the servers a recording proxy forwards to.
+// It owns the connections, rather than leaving them to net/http's
+// Transport, so that a chunked body can be read frame by frame off the
+// wire: it dials, verifies TLS against the upstream roots (ALPN
+// http/1.1 only), keeps idle connections per scheme and host, and checks
+// one is still open before reusing it.
+type upstream struct {
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// dst, if set, is the address every connection goes to whatever the
+	// URL's host (a transparent destination); the URL's host still names
+	// the TLS server.
+	dst   string
+	roots *x509.CertPool
+
+	mu     sync.Mutex
+	idle   map[string][]*upConn // by key; the most recently used last
+	nidle  int
+	closed bool
+}
+
+func newUpstream(dial func(ctx context.Context, network, addr string) (net.Conn, error), dst string, roots *x509.CertPool) *upstream {
+	return &upstream{dial: dial, dst: dst, roots: roots, idle: make(map[string][]*upConn)}
+}
+
+// upConn is one upstream connection.
+type upConn struct {
+	conn net.Conn // what HTTP is spoken on: raw, or TLS over raw
+	raw  net.Conn
+	// lim sits between conn and br and bounds reads while headers or
+	// trailers are read.
+	lim *limitReader
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	key string
+	// reused: the connection served an earlier exchange.
+	reused    bool
+	idleSince time.Time
+	idleTimer *time.Timer
+}
+
+// limitReader fails reads beyond n bytes; n < 0 means no limit.
+type limitReader struct {
+	r io.Reader
+	n int64
+}
+
+var errHeadersTooLarge = fmt.Errorf("the response headers exceed %d MB", maxHeaderBytes>>20)
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(p)
+	}
+	if l.n == 0 {
+		return 0, errHeadersTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// exchange is a response whose headers have been read; its body is read
+// off c.br (chunked) or resp.Body (any other framing).
+type exchange struct {
+	u    *upstream
+	c    *upConn
+	resp *http.Response
+	// stop stops closing c when the request's context ends; false means
+	// it was closed already.
+	stop func() bool
+}
+
+// finish returns the connection to the pool when reusable (the body was
+// read to its end) and the response allows it; otherwise it closes it.
+func (ex *exchange) finish(reusable bool) {
+	if ex.stop() && reusable && !ex.resp.Close {
+		ex.u.put(ex.c)
+		return
+	}
+	ex.c.conn.Close()
+}
+
+// retryable is an error on a reused connection before any of the response
+// arrived: the server may have closed it while it was idle.
+type retryable struct {
+	err error
+	// unwritten: the request did not get out, so any request can be sent
+	// again; otherwise only an idempotent one.
+	unwritten bool
+}
+
+func (e *retryable) Error() string { return e.err.Error() }
+
+// roundTrip sends req (whose body is body) and reads the response's
+// headers. sent is when the request was written (zero if it never was).
+// The caller reads the body and calls ex.finish.
+func (u *upstream) roundTrip(ctx context.Context, req *http.Request, body []byte) (ex *exchange, sent time.Time, err error) {
+	key, addr, serverName := u.target(req.URL)
+	for {
+		c, err := u.get(ctx, key, addr, serverName, req.URL.Scheme == "https")
+		if err != nil {
+			return nil, sent, err
+		}
+		ex, sent, err = u.try(ctx, c, req, body)
+		if err == nil {
+			return ex, sent, nil
+		}
+		c.conn.Close()
+		var re *retryable
+		if !errors.As(err, &re) {
+			return nil, sent, err
+		}
+		if !c.reused || (!re.unwritten && !idempotent(req)) {
+			return nil, sent, re.err
+		}
+	}
+}
+
+// target is where req's URL goes: the pool key, the address dialled and
+// the TLS server name.
+func (u *upstream) target(uu *url.URL) (key, addr, serverName string) {
+	hostport := withPort(uu.Host, uu.Scheme)
+	addr = hostport
+	if u.dst != "" {
+		addr = u.dst
+	}
+	return uu.Scheme + "://" + hostport, addr, uu.Hostname()
+}
+
+// try makes one attempt at req on c.
+func (u *upstream) try(ctx context.Context, c *upConn, req *http.Request, body []byte) (*exchange, time.Time, error) {
+	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
+	fail := func(err error) error {
+		stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	req.Body = nil
+	if len(body) > 0 {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	sent := time.Now()
+	if err != nil {
+		return nil, sent, fail(&retryable{err: fmt.Errorf("sending the request: %w", err), unwritten: true})
+	}
+	c.lim.n = maxHeaderBytes
+	if _, err := c.br.Peek(1); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = errors.New("the server closed the connection without a response")
+		}
+		return nil, sent, fail(&retryable{err: err})
+	}
+	var resp *http.Response
+	for n := 0; ; n++ {
+		resp, err = http.ReadResponse(c.br, req)
+		switch {
+		case err != nil:
+			return nil, sent, fail(fmt.Errorf("reading the response: %w", err))
+		case resp.StatusCode >= 200:
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, sent, fail(errors.New("the server switched protocols (101), which dal does not relay"))
+		case n == max1xx:
+			return nil, sent, fail(fmt.Errorf("the server sent more than %d informational (1xx) responses", max1xx))
+		default:
+			continue
+		}
+		break
+	}
+	c.lim.n = -1
+	return &exchange{u: u, c: c, resp: resp, stop: stop}, sent, nil
+}
+
+// idempotent reports whether req may be sent twice (net/http's rule).
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, k1 := req.Header["Idempotency-Key"]
+	_, k2 := req.Header["X-Idempotency-Key"]
+	return k1 || k2
+}
+
+// get returns an idle connection for key that is still open, or a new
+// one.
+func (u *upstream) get(ctx context.Context, key, addr, serverName string, useTLS bool) (*upConn, error) {
+	for {
+		c := u.takeIdle(key)
+		if c == nil {
+			break
+		}
+		if c.br.Buffered() == 0 && peekAlive(c.raw) {
+			c.reused = true
+			return c, nil
+		}
+		c.conn.Close()
+	}
+	return u.connect(ctx, key, addr, serverName, useTLS)
+}
+
+func (u *upstream) connect(ctx context.Context, key, addr, serverName string, useTLS bool) (*upConn, error) {
+	raw, err := u.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("dial %s: the dialer returned no connection", addr)
+	}
+	conn := raw
+	if useTLS {
+		tc := tls.Client(raw, &tls.Config{ServerName: serverName, RootCAs: u.roots, NextProtos: []string{"http/1.1"}})
+		hctx, cancel := context.WithTimeout(ctx, tlsHandshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			raw.Close()
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("TLS handshake with %s: no answer within %s", addr, tlsHandshakeTimeout)
+			}
+			return nil, err
+		}
+		conn = tc
+	}
+	lim := &limitReader{r: conn, n: -1}
+	return &upConn{
+		conn: conn, raw: raw, lim: lim, key: key,
+		br: bufio.NewReaderSize(lim, ioBufferSize),
+		bw: bufio.NewWriterSize(conn, ioBufferSize),
+	}, nil
+}
+
+// takeIdle removes and returns the most recently used idle connection
+// for key, or nil.
+func (u *upstream) takeIdle(key string) *upConn {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cs := u.idle[key]
+	if len(cs) == 0 {
+		return nil
+	}
+	c := cs[len(cs)-1]
+	cs[len(cs)-1] = nil
+	if len(cs) == 1 {
+		delete(u.idle, key)
+	} else {
+		u.idle[key] = cs[:len(cs)-1]
+	}
+	u.nidle--
+	return c
+}
+
+// put keeps c for reuse, or closes it when the pool is full or closed,
+// or the server sent bytes nobody asked for.
+func (u *upstream) put(c *upConn) {
+	if c.br.Buffered() > 0 {
+		c.conn.Close()
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.nidle >= maxIdle || len(u.idle[c.key]) >= maxIdlePerHost {
+		c.conn.Close()
+		return
+	}
+	u.idle[c.key] = append(u.idle[c.key], c)
+	u.nidle++
+	c.idleSince = time.Now()
+	if c.idleTimer == nil {
+		c.idleTimer = time.AfterFunc(idleTimeout, func() { u.expire(c) })
+	} else {
+		c.idleTimer.Reset(idleTimeout)
+	}
+}
+
+// expire closes c if it has been idle for idleTimeout.
+func (u *upstream) expire(c *upConn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cs := u.idle[c.key]
+	for i, ic := range cs {
+		if ic != c {
+			continue
+		}
+		if time.Since(c.idleSince) < idleTimeout {
+			return // taken and put back since the timer was set
+		}
+		u.idle[c.key] = append(cs[:i], cs[i+1:]...)
+		if len(u.idle[c.key]) == 0 {
+			delete(u.idle, c.key)
+		}
+		u.nidle--
+		c.conn.Close()
+		return
+	}
+}
+
+// closeIdle closes every idle connection; connections finishing later
+// are closed rather than kept.
+func (u *upstream) closeIdle() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.closed = true
+	for key, cs := range u.idle {
+		for _, c := range cs {
+			c.idleTimer.Stop()
+			c.conn.Close()
+		}
+		delete(u.idle, key)
+	}
+	u.nidle = 0
+}
