@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dal-runtime/dal/internal/promtest"
@@ -234,5 +235,61 @@ print("done")
 	}
 	if !strings.Contains(r.stderr, "escape (random)") || !strings.Contains(r.stderr, "/dev/urandom") {
 		t.Errorf("record did not report the escapes: %s", r.stderr)
+	}
+}
+
+// TestUnprivilegedDald: without the privileges to load eBPF, dald says once
+// why boundary tracing is off and everything else works; a recording then
+// says its syscalls were not observed instead of presenting counts.
+func TestUnprivilegedDald(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("/var/tmp", "dal-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	sock := filepath.Join(dir, "dald.sock")
+	// A copy nobody may execute (the build directory is root's alone).
+	dald := filepath.Join(dir, "dald")
+	if err := os.WriteFile(dald, mustRead(t, bin.dald), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := exec.Command(dald, "--socket", sock, "--metrics-addr", "127.0.0.1:0")
+	d.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	stderr, _ := d.StderrPipe()
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Process.Signal(os.Interrupt); d.Wait() })
+	sc := bufio.NewScanner(stderr)
+	var log strings.Builder
+	off := 0
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "boundary tracing is off:") {
+			off++
+		}
+		if strings.Contains(sc.Text(), "dald listening") {
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	if off != 1 {
+		t.Fatalf("dald as nobody should say once that tracing is off:\n%s", log.String())
+	}
+	r := dalExec(t, nil, "run", "--socket", sock, "--", "python3", "-c", "import time; print(time.time())")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1767225600.000001" {
+		t.Fatalf("run through an unprivileged dald: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	out := filepath.Join(t.TempDir(), "b")
+	rec := dalIn(t, t.TempDir(), []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--socket", sock, "--out", out, "--", "true")
+	if rec.code != 0 || !strings.Contains(rec.stderr, "boundary coverage not measured") {
+		t.Fatalf("record: %d %q", rec.code, rec.stderr)
+	}
+	var b boundaryFile
+	json.Unmarshal(mustRead(t, filepath.Join(out, "syscalls.json")), &b)
+	if b.Observed || b.Reason == "" || b.Syscalls != nil || b.Coverage != nil {
+		t.Errorf("syscalls.json without tracing: %+v", b)
 	}
 }

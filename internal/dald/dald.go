@@ -64,6 +64,8 @@ Examples:
 			&ucli.BoolFlag{Name: "no-go-metrics", EnvVars: []string{"DAL_NO_GO_METRICS"}, Usage: "leave the Go runtime collector (go_*) out of /metrics"},
 			&ucli.BoolFlag{Name: "no-process-metrics", EnvVars: []string{"DAL_NO_PROCESS_METRICS"}, Usage: "leave the process collector (process_*) out of /metrics"},
 			&ucli.BoolFlag{Name: "no-trace", EnvVars: []string{"DAL_NO_TRACE"}, Usage: "do not trace sessions with eBPF (no boundary coverage)"},
+			&ucli.BoolFlag{Name: "bpf-stats", EnvVars: []string{"DAL_BPF_STATS"},
+				Usage: "export the BPF programs' run counts and run time (dal_bpf_program_*); the kernel then times every hook run, about 20-40 ns more per syscall system-wide"},
 		},
 		Action: serve,
 	}
@@ -86,14 +88,14 @@ func serve(c *ucli.Context) error {
 	defer stop()
 
 	opts := daemon.Options{MaxFrame: c.Int("max-frame"), Log: log}
-	tracer, off := trace.Open(c.Bool("no-trace"))
+	tracer, off := trace.Open(c.Bool("no-trace"), c.Bool("bpf-stats"))
 	if tracer != nil {
 		defer tracer.Close()
 		opts.Tracer = tracer
 		log.Info("boundary tracing on")
 	} else {
 		opts.TracerOff = off
-		log.Warn("boundary tracing is off: " + off + "; everything else works")
+		log.Warn("boundary tracing is off: " + off)
 	}
 	addr := c.String("metrics-addr")
 	if addr != "" {

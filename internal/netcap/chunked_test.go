@@ -22,8 +22,8 @@ import (
 // rawUpstream is an HTTP/1.1 server written by hand. respond gets the
 // connection's and the request's number (from 0) and returns the whole
 // response, written with a single Write so that it reaches the proxy in
-// one TCP read, and whether to hang up afterwards; an empty response
-// means hanging up without answering.
+// one TCP read, and whether to hang up afterwards (without reading the
+// request's body); an empty response means hanging up without answering.
 type rawUpstream struct {
 	l     net.Listener
 	conns atomic.Int32
@@ -57,8 +57,10 @@ func newRawUpstream(t *testing.T, respond func(conn, req int, r *http.Request) (
 					if err != nil {
 						return
 					}
-					io.Copy(io.Discard, r.Body)
 					resp, hangUp := respond(n, i, r)
+					if !hangUp {
+						io.Copy(io.Discard, r.Body)
+					}
 					if resp != "" {
 						if _, err := io.WriteString(c, resp); err != nil {
 							return
@@ -427,5 +429,22 @@ func TestLLMServerStream(t *testing.T) {
 	}
 	if y := rp.one(); y.Error != "" || len(y.Response.Chunks) != events {
 		t.Errorf("replayed record: error %q, %d chunks", y.Error, len(y.Response.Chunks))
+	}
+}
+
+// TestEarlyAnswer: a server that answers before reading the whole request
+// and hangs up (the proxy's write fails) has its answer relayed.
+func TestEarlyAnswer(t *testing.T) {
+	t.Parallel()
+	const tooLarge = "HTTP/1.1 413 Content Too Large\r\nContent-Type: text/plain\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large"
+	up := newRawUpstream(t, func(_, _ int, _ *http.Request) (string, bool) { return tooLarge, true })
+	rg := newRig(t, Config{})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+up.addr()+"/upload", bytes.NewReader(make([]byte, 32<<20)))
+	resp, body := do(t, proxyClient(rg.explicit(), nil), req)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || string(body) != "too large" {
+		t.Errorf("client got %d %q, want the server's 413", resp.StatusCode, body)
+	}
+	if x := rg.one(); x.Error != "" || x.Response == nil || x.Response.Status != http.StatusRequestEntityTooLarge {
+		t.Errorf("recorded error %q response %v", x.Error, x.Response)
 	}
 }

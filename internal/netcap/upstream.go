@@ -62,7 +62,9 @@ type upConn struct {
 	// trailers are read.
 	lim *limitReader
 	br  *bufio.Reader
-	bw  *bufio.Writer
+	// bw writes to conn through wrote.
+	bw    *bufio.Writer
+	wrote *countWriter
 	key string
 	// reused: the connection served an earlier exchange.
 	reused    bool
@@ -93,6 +95,18 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // exchange is a response whose headers have been read; its body is read
 // off c.br (chunked) or resp.Body (any other framing).
 type exchange struct {
@@ -114,12 +128,12 @@ func (ex *exchange) finish(reusable bool) {
 	ex.c.conn.Close()
 }
 
-// retryable is an error on a reused connection before any of the response
-// arrived: the server may have closed it while it was idle.
+// retryable is an error before any of the response arrived: on a reused
+// connection, the server may have closed it while it was idle.
 type retryable struct {
 	err error
-	// unwritten: the request did not get out, so any request can be sent
-	// again; otherwise only an idempotent one.
+	// unwritten: not a byte of the request got out, so any request can
+	// be sent again; otherwise only an idempotent one.
 	unwritten bool
 }
 
@@ -175,39 +189,55 @@ func (u *upstream) try(ctx context.Context, c *upConn, req *http.Request, body [
 	if len(body) > 0 {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	c.wrote.n = 0
 	err := req.Write(c.bw)
 	if err == nil {
 		err = c.bw.Flush()
 	}
 	sent := time.Now()
 	if err != nil {
-		return nil, sent, fail(&retryable{err: fmt.Errorf("sending the request: %w", err), unwritten: true})
+		werr := &retryable{err: fmt.Errorf("sending the request: %w", err), unwritten: c.wrote.n == 0}
+		if c.wrote.n > 0 && ctx.Err() == nil {
+			// A server that answers before reading the whole request
+			// (413, say) and hangs up: its answer stands.
+			if resp, err := readResponse(c, req); err == nil {
+				resp.Close = true
+				return &exchange{u: u, c: c, resp: resp, stop: stop}, sent, nil
+			}
+		}
+		return nil, sent, fail(werr)
 	}
-	c.lim.n = maxHeaderBytes
 	if _, err := c.br.Peek(1); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = errors.New("the server closed the connection without a response")
 		}
 		return nil, sent, fail(&retryable{err: err})
 	}
-	var resp *http.Response
+	resp, err := readResponse(c, req)
+	if err != nil {
+		return nil, sent, fail(err)
+	}
+	return &exchange{u: u, c: c, resp: resp, stop: stop}, sent, nil
+}
+
+// readResponse reads the final response's headers off c, skipping
+// informational ones.
+func readResponse(c *upConn, req *http.Request) (*http.Response, error) {
+	c.lim.n = maxHeaderBytes
+	defer func() { c.lim.n = -1 }()
 	for n := 0; ; n++ {
-		resp, err = http.ReadResponse(c.br, req)
+		resp, err := http.ReadResponse(c.br, req)
 		switch {
 		case err != nil:
-			return nil, sent, fail(fmt.Errorf("reading the response: %w", err))
+			return nil, fmt.Errorf("reading the response: %w", err)
 		case resp.StatusCode >= 200:
+			return resp, nil
 		case resp.StatusCode == http.StatusSwitchingProtocols:
-			return nil, sent, fail(errors.New("the server switched protocols (101), which dal does not relay"))
+			return nil, errors.New("the server switched protocols (101), which dal does not relay")
 		case n == max1xx:
-			return nil, sent, fail(fmt.Errorf("the server sent more than %d informational (1xx) responses", max1xx))
-		default:
-			continue
+			return nil, fmt.Errorf("the server sent more than %d informational (1xx) responses", max1xx)
 		}
-		break
 	}
-	c.lim.n = -1
-	return &exchange{u: u, c: c, resp: resp, stop: stop}, sent, nil
 }
 
 // idempotent reports whether req may be sent twice (net/http's rule).
@@ -262,10 +292,11 @@ func (u *upstream) connect(ctx context.Context, key, addr, serverName string, us
 		conn = tc
 	}
 	lim := &limitReader{r: conn, n: -1}
+	wrote := &countWriter{w: conn}
 	return &upConn{
 		conn: conn, raw: raw, lim: lim, key: key,
 		br: bufio.NewReaderSize(lim, ioBufferSize),
-		bw: bufio.NewWriterSize(conn, ioBufferSize),
+		bw: bufio.NewWriterSize(wrote, ioBufferSize), wrote: wrote,
 	}, nil
 }
 

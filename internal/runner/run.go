@@ -147,7 +147,7 @@ func connect(spec *Spec, tmp string) (*wire.Client, string, func(), error) {
 	path := filepath.Join(tmp, "dald.sock")
 	opts := daemon.Options{Metrics: spec.Metrics}
 	if spec.TraceFromExec > 0 && (spec.Metrics != nil || !spec.TraceIfObserved) {
-		if tr, off := trace.Open(false); tr != nil {
+		if tr, off := trace.Open(false, false); tr != nil {
 			opts.Tracer = tr
 			closeTracer = func() { tr.Close() }
 		} else {

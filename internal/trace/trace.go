@@ -23,11 +23,11 @@ type Tracer struct {
 // Open loads and attaches the tracer. When it cannot (not root, no BTF, a
 // locked-down kernel, or disabled), it returns nil and the reason, one
 // sentence.
-func Open(disabled bool) (*Tracer, string) {
+func Open(disabled, stats bool) (*Tracer, string) {
 	if disabled {
 		return nil, "disabled with --no-trace"
 	}
-	t, err := ebpf.Open(ebpf.Options{})
+	t, err := ebpf.Open(ebpf.Options{Stats: stats})
 	if err != nil {
 		var ue *ebpf.UnavailableError
 		if errors.As(err, &ue) {
