@@ -35,3 +35,17 @@ type Figure struct {
 	Target   string  // the target, if any
 	Verdict  string  // "meets", "misses" or ""
 }
+
+// Values is repeated measurements of a quantity that is not a duration
+// (a ratio, MB/s, ns per syscall).
+type Values []float64
+
+// Min, Median and Max summarize the values.
+func (v Values) Min() float64    { return slices.Min(v) }
+func (v Values) Max() float64    { return slices.Max(v) }
+func (v Values) Median() float64 { c := slices.Clone(v); slices.Sort(c); return c[len(c)/2] }
+
+// Spread renders "min / median / max" with format (e.g. "%.1f µs").
+func (v Values) Spread(format string) string {
+	return fmt.Sprintf(format+" / "+format+" / "+format, v.Min(), v.Median(), v.Max())
+}

@@ -284,6 +284,8 @@ func TestExternalDald(t *testing.T) {
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Never leave a daemon (and its eBPF programs) behind a failed test.
+	t.Cleanup(func() { d.Process.Kill() })
 	waitFor(t, func() bool {
 		c, err := net.Dial("unix", sock)
 		if err == nil {

@@ -155,6 +155,7 @@ func relayChunked(w io.Writer, flush func(), c *upConn, headersAt time.Time) rel
 				break
 			}
 		} else {
+			buf = grow(buf, int(min(size, maxPrealloc)))
 			for left := size; left > 0; {
 				if len(buf) == cap(buf) {
 					buf = grow(buf, int(min(left, maxPrealloc)))

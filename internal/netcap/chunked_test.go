@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/netcap/har"
 )
@@ -79,6 +80,16 @@ func newRawUpstream(t *testing.T, respond func(conn, req int, r *http.Request) (
 }
 
 func (u *rawUpstream) addr() string { return u.l.Addr().String() }
+
+// waitHangUp waits until the server has closed a connection.
+func (u *rawUpstream) waitHangUp(t *testing.T) {
+	t.Helper()
+	select {
+	case <-u.hungUp:
+	case <-time.After(testTimeout):
+		t.Fatalf("the server closed no connection within %s", testTimeout)
+	}
+}
 
 // chunked frames pieces as a chunked body: size lines from sizeLine,
 // then trailer (header lines, each ending in CRLF).
@@ -309,7 +320,9 @@ func TestStaleUpstreamConn(t *testing.T) {
 			if resp, body := do(t, c, req); resp.StatusCode != 200 || string(body) != "ok" {
 				t.Errorf("request %d: %d %q", i, resp.StatusCode, body)
 			}
-			<-up.hungUp // the server has closed the connection the proxy keeps
+			if i == 0 {
+				up.waitHangUp(t) // the server has closed the connection the proxy keeps
+			}
 		}
 		for _, x := range rg.records() {
 			if x.Error != "" {
@@ -388,7 +401,9 @@ func TestLLMServerStream(t *testing.T) {
 		cancel()
 		cmd.Wait()
 	})
+	kill := time.AfterFunc(testTimeout, cancel) // no port: fail, not hang
 	line, err := bufio.NewReader(out).ReadString('\n')
+	kill.Stop()
 	if err != nil {
 		t.Fatalf("the model server printed no port: %v (stderr: %s)", err, stderr.String())
 	}

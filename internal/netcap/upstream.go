@@ -65,7 +65,7 @@ type upConn struct {
 	// bw writes to conn through wrote.
 	bw    *bufio.Writer
 	wrote *countWriter
-	key string
+	key   string
 	// reused: the connection served an earlier exchange.
 	reused    bool
 	idleSince time.Time

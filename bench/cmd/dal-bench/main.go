@@ -27,24 +27,63 @@ var (
 	repeats = flag.Int("n", 25, "repeats per process-start measurement")
 	out     = flag.String("out", "bench/out", "report directory")
 	readme  = flag.String("readme", "README.md", "README whose figures section is regenerated (empty: none)")
+	daldBin = flag.String("dald", "bin/dald", "dald binary")
+	only    = flag.String("only", "", "comma-separated sections to run (start, sleep, clock, record, llm, netcap, ebpf, dald, go); default all. A partial run leaves the README alone")
 )
 
 func main() {
+	if sock := os.Getenv(sessionChildEnv); sock != "" {
+		os.Exit(sessionChild(sock))
+	}
 	flag.Parse()
-	if abs, err := filepath.Abs(*dal); err == nil {
-		*dal = abs
+	os.Exit(run())
+}
+
+func run() int {
+	for _, p := range []*string{dal, daldBin} {
+		if abs, err := filepath.Abs(*p); err == nil {
+			*p = abs
+		}
+	}
+	tmp, err := os.MkdirTemp("", "dal-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dal-bench:", err)
+		return 2
+	}
+	defer os.RemoveAll(tmp)
+	want := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		want[strings.TrimSpace(s)] = s != ""
 	}
 	var figs []bench.Figure
-	figs = append(figs, processStart()...)
-	figs = append(figs, sleepHeavy())
-	figs = append(figs, shimClock("python", "python3", "bench/clock_python.py")...)
-	figs = append(figs, shimClock("node", "node", "bench/clock_node.js")...)
-	figs = append(figs, recordReplay()...)
-	figs = append(figs, goBench()...)
+	for _, s := range []struct {
+		name string
+		figs func() []bench.Figure
+	}{
+		{"start", processStart},
+		{"sleep", func() []bench.Figure { return []bench.Figure{sleepHeavy()} }},
+		{"clock", func() []bench.Figure {
+			return append(shimClock("python", "python3", "bench/clock_python.py"), shimClock("node", "node", "bench/clock_node.js")...)
+		}},
+		{"record", recordReplay},
+		{"llm", llmReplay},
+		{"netcap", func() []bench.Figure { return netcapBench(tmp) }},
+		{"ebpf", func() []bench.Figure { return boundaryBench(tmp) }},
+		{"dald", func() []bench.Figure { return []bench.Figure{daldBench(*daldBin)} }},
+		{"go", goBench},
+	} {
+		if *only != "" && !want[s.name] {
+			continue
+		}
+		t := time.Now()
+		figs = append(figs, s.figs()...)
+		fmt.Fprintf(os.Stderr, "dal-bench: %s took %.0f s\n", s.name, time.Since(t).Seconds())
+	}
 	if err := write(figs); err != nil {
 		fmt.Fprintln(os.Stderr, "dal-bench:", err)
-		os.Exit(2)
+		return 2
 	}
+	return 0
 }
 
 func timeRun(args ...string) (time.Duration, error) {
@@ -115,15 +154,25 @@ func sleepHeavy() bench.Figure {
 
 // inWorkspace runs a dal-exec command in dir and returns its wall time.
 func inWorkspace(dir string, args ...string) (time.Duration, error) {
+	d, _, err := inWorkspaceEnv(dir, nil, args...)
+	return d, err
+}
+
+// inWorkspaceEnv runs a dal-exec command in dir with env added, signing
+// with a key of dal-bench's own; it returns the wall time and stdout.
+func inWorkspaceEnv(dir string, env []string, args ...string) (time.Duration, string, error) {
 	cmd := exec.Command(*dal, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "DAL_KEY="+filepath.Join(os.TempDir(), "dal-bench.key"))
+	cmd.Env = append(append(os.Environ(), "DAL_KEY="+filepath.Join(os.TempDir(), "dal-bench.key")), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	t := time.Now()
-	out, err := cmd.CombinedOutput()
+	err := cmd.Run()
+	d := time.Since(t)
 	if err != nil {
-		return 0, fmt.Errorf("%v: %s", err, out)
+		return 0, stdout.String(), fmt.Errorf("%v: %s", err, lastLines(stderr.Bytes(), 6))
 	}
-	return time.Since(t), nil
+	return d, stdout.String(), nil
 }
 
 // recordReplay measures record against run for an agent writing 1,000
@@ -354,6 +403,9 @@ func write(figs []bench.Figure) error {
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "Measured %s on %s, Linux %s, %d CPUs, %s. Every figure is against a baseline measured in the same run.\n\n",
 		date, cpu, strings.TrimSpace(string(kernel)), runtime.NumCPU(), runtime.Version())
+	for _, n := range notes {
+		fmt.Fprintf(&md, "Note: %s\n\n", n)
+	}
 	fmt.Fprintln(&md, "| benchmark | result | ratio | baseline | target | detail |")
 	fmt.Fprintln(&md, "|---|---|---|---|---|---|")
 	for _, f := range figs {
@@ -370,16 +422,19 @@ func write(figs []bench.Figure) error {
 	if err := os.WriteFile(*out+"/report.md", md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	j, _ := json.MarshalIndent(map[string]any{"date": date, "cpu": cpu, "figures": figs}, "", "  ")
+	j, _ := json.MarshalIndent(map[string]any{"date": date, "cpu": cpu, "notes": notes, "figures": figs}, "", "  ")
 	if err := os.WriteFile(*out+"/report.json", j, 0o644); err != nil {
 		return err
 	}
 	os.Stdout.Write(md.Bytes())
-	if *readme == "" {
+	if *readme == "" || *only != "" {
 		return nil
 	}
 	return spliceReadme(*readme, md.String())
 }
+
+// notes are remarks on the conditions of this run, printed above the table.
+var notes []string
 
 const begin, end = "<!-- bench:begin (generated by make bench) -->", "<!-- bench:end -->"
 

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dal-runtime/dal/bench"
+)
+
+// llmCalls is how many chat completions the agent of the replay benchmark makes.
+const llmCalls = 100
+
+// errReplay marks a replay that did not exit 0.
+var errReplay = errors.New("replay did not exit 0")
+
+// llmServer is e2e/testdata/llm_server.py, a local OpenAI-compatible
+// server; it prints its port once listening.
+type llmServer struct {
+	cmd     *exec.Cmd
+	port    int
+	stopped bool
+}
+
+func startLLMServer(script, key string) (*llmServer, error) {
+	cmd := exec.Command("python3", script, "--key-value", key)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the test LLM server: %w", err)
+	}
+	s := &llmServer{cmd: cmd}
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		line <- l
+	}()
+	select {
+	case l := <-line:
+		if s.port, err = strconv.Atoi(strings.TrimSpace(l)); err != nil {
+			s.stop()
+			return nil, fmt.Errorf("the test LLM server printed %q instead of its port", l)
+		}
+	case <-time.After(10 * time.Second):
+		s.stop()
+		return nil, errors.New("the test LLM server did not print its port within 10 s")
+	}
+	return s, nil
+}
+
+func (s *llmServer) stop() {
+	if !s.stopped {
+		s.stopped = true
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+}
+
+// llmServers are the servers the replay benchmark runs against: the
+// test server as it is, and with TCP_NODELAY (see bench/llm_server_nodelay.py).
+var llmServers = []struct{ label, script string }{
+	{"llm_server.py", "e2e/testdata/llm_server.py"},
+	{"llm_server.py with TCP_NODELAY", "bench/llm_server_nodelay.py"},
+}
+
+// llmReplay runs an agent making llmCalls chat completions against a
+// local server: bare, recorded (through dal's proxy), and replayed with the
+// server stopped. The figure is replay wall time over record wall time;
+// the detail gives record against the bare agent.
+func llmReplay() []bench.Figure {
+	if _, err := exec.LookPath("python3"); err != nil {
+		return []bench.Figure{notMeasured("replay of an agent making LLM calls", "python3 is not installed")}
+	}
+	agent, _ := filepath.Abs("bench/agents/llm_calls.py")
+	var figs []bench.Figure
+	for _, srv := range llmServers {
+		name := fmt.Sprintf("replay of an agent making %d LLM calls (network offline), server %s", llmCalls, srv.label)
+		var bare, rec, rep bench.Sample
+		var err error
+		for i := range 3 {
+			var b, r, p time.Duration
+			if b, r, p, err = llmRound(srv.script, agent, i); err != nil {
+				break
+			}
+			bare, rec, rep = append(bare, b), append(rec, r), append(rep, p)
+		}
+		if err != nil {
+			f := notMeasured(name, err)
+			if errors.Is(err, errReplay) {
+				f.Value, f.Target, f.Verdict = err.Error(), "replay exits 0 (exact) every time", "misses"
+			}
+			figs = append(figs, f)
+			continue
+		}
+		ratio := float64(rep.Median()) / float64(rec.Median())
+		perCall := float64(rec.Median()-bare.Median()) / 1e6 / llmCalls
+		figs = append(figs, bench.Figure{Name: name, Value: fmt.Sprintf("%.2fx record", ratio), Ratio: ratio,
+			Baseline: "its record against the live server", Target: "replay exits 0 (exact) every time", Verdict: "meets",
+			Detail: fmt.Sprintf("n=%d; %d calls, every third streamed, urllib through HTTP_PROXY; record %s; replay %s; the agent without dal %s (min / median / max); record adds %.1f ms per call to the agent without dal",
+				len(rec), llmCalls, rec.Spread(), rep.Spread(), bare.Spread(), perCall)})
+	}
+	return figs
+}
+
+// llmRound starts a server, runs the agent bare and recorded against it,
+// stops the server, and replays the recording.
+func llmRound(server, agent string, i int) (bare, rec, rep time.Duration, err error) {
+	const key = "sk-bench-7f3e"
+	srv, err := startLLMServer(server, key)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer srv.stop()
+	ws, err := os.MkdirTemp("", "dal-bench-llm-")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer os.RemoveAll(ws)
+	out := ws + "-bundle"
+	defer os.RemoveAll(out)
+	env := []string{"OPENAI_API_KEY=" + key, "LLM_BASE=http://127.0.0.1:" + strconv.Itoa(srv.port) + "/v1"}
+
+	cmd := exec.Command("python3", agent, strconv.Itoa(llmCalls))
+	cmd.Dir, cmd.Env = ws, append(append(os.Environ(), env...), "no_proxy=127.0.0.1", "NO_PROXY=127.0.0.1")
+	t := time.Now()
+	if o, err := cmd.CombinedOutput(); err != nil {
+		return 0, 0, 0, fmt.Errorf("the agent without dal: %v: %s", err, lastLines(o, 4))
+	}
+	bare = time.Since(t)
+
+	rec, stdout, err := inWorkspaceEnv(ws, env, "record", "--out", out, "--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE",
+		"--", "python3", agent, strconv.Itoa(llmCalls))
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("record (round %d): %w", i+1, err)
+	}
+	if want := fmt.Sprintf("calls %d ", llmCalls); !strings.Contains(stdout, want) {
+		return 0, 0, 0, fmt.Errorf("record (round %d): the agent printed %q", i+1, stdout)
+	}
+	srv.stop()
+	rep, _, err = inWorkspaceEnv(ws, env, "replay", out)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("%w (round %d): %v", errReplay, i+1, err)
+	}
+	return bare, rec, rep, nil
+}
