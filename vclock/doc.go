@@ -28,7 +28,14 @@
 //     time jumps T ahead at once: a 60 s sleep costs microseconds;
 //   - with outstanding I/O, the loop waits for real I/O for at most T of wall
 //     time. A response that arrives first is handled at the same virtual
-//     time; if none arrives, virtual time jumps T ahead and the timer fires.
+//     time, and the wait starts over once the program has run; if none
+//     arrives for T, virtual time jumps T ahead and the timer fires.
+//
+// Idle pooled keep-alive connections (unref'd by Node's http.Agent and
+// undici) are not outstanding I/O. Timers the program unref'd never fire
+// while nothing else holds the loop: Node would exit first, and so does a
+// shimmed process (undici's 499 ms housekeeping tick would otherwise fire
+// or not depending on how fast the process reached its end).
 //
 // So a request racing its timeout resolves the same way on every run whose
 // server answers within the timeout — always the case on replay, where

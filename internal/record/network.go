@@ -146,7 +146,7 @@ func (n *network) Vars() map[string]string {
 		"ALL_PROXY": proxy, "all_proxy": proxy,
 		"SSL_CERT_FILE": trustTarget, "REQUESTS_CA_BUNDLE": trustTarget, "CURL_CA_BUNDLE": trustTarget,
 		"NODE_EXTRA_CA_CERTS": caTarget,
-		"AWS_CA_BUNDLE": trustTarget, "GIT_SSL_CAINFO": trustTarget, "PIP_CERT": trustTarget,
+		"AWS_CA_BUNDLE":       trustTarget, "GIT_SSL_CAINFO": trustTarget, "PIP_CERT": trustTarget,
 		// Node 24+ honours the proxy variables with this; older Node is
 		// captured at the server's own loopback address instead.
 		"NODE_USE_ENV_PROXY": "1",

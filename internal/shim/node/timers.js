@@ -82,6 +82,7 @@ const MAX_DEFER = 1000;
 const IDLE = 0;
 const IMMEDIATES = 1;
 const IO = 2;
+const NONE = 3; // nothing ref'd besides timers: Node would exit once no ref'd timer is left
 
 // AbortError mirrors the error timers/promises rejects with.
 class AbortError extends Error {
@@ -109,9 +110,10 @@ function invalidArgType(name, expected, actual) {
 // resources of its own. Call it from inside the driver: the immediate that
 // runs it is no longer counted by Node.
 function loopActivity(ignore) {
-  const info = process.getActiveResourcesInfo();
+  const info = process.getActiveResourcesInfo(); // ref'd resources only
   let sockets = false;
   let immediates = false;
+  let alive = false;
   for (let i = 0; i < info.length; i++) {
     const name = info[i];
     switch (name) {
@@ -119,10 +121,14 @@ function loopActivity(ignore) {
         immediates = true;
         continue;
       case 'Timeout':
+        continue;
       case 'TCPServerWrap': case 'PipeServerWrap':
       case 'SignalWrap': case 'FSEventWrap': case 'StatWatcher': case 'UDPWrap':
+        alive = true;
         continue;
       case 'TCPSocketWrap': case 'TCPWrap': case 'PipeWrap': case 'TTYWrap':
+        // Stdio pipes and ttys are listed as ref'd but hold the loop only
+        // while reading; socketsOutstanding tells the live ones apart.
         sockets = true;
         continue;
       default:
@@ -131,7 +137,8 @@ function loopActivity(ignore) {
     }
   }
   if (sockets && socketsOutstanding()) return IO;
-  return immediates ? IMMEDIATES : IDLE;
+  if (immediates) return IMMEDIATES;
+  return alive ? IDLE : NONE;
 }
 
 // outstandingIO reports whether the process has outstanding I/O.
@@ -152,6 +159,12 @@ function socketsOutstanding() {
       continue;
     }
     if (h.server || (h._tlsOptions && h._tlsOptions.isServer)) continue; // accepted connection
+    // An unref'd socket does not hold the loop: it is a pooled keep-alive
+    // connection (Node's http.Agent and undici unref idle ones), with no
+    // request in flight; counting it would make an idle agent wait out its
+    // timers in real time, or not, depending on when the pool lets go.
+    const hh = h._handle;
+    if (hh && typeof hh.hasRef === 'function' && !hh.hasRef()) continue;
     if (typeof h.write === 'function' && (h.readable !== undefined || h.writable !== undefined)) return true; // a socket
     if (h.constructor && h.constructor.name === 'ChildProcess') return true;
   }
@@ -426,6 +439,16 @@ function createTimers({ clock, native, activity = loopActivity }) {
       syncRef();
       return;
     }
+    if (pending === NONE && refed === 0) {
+      // Only unref'd timers are left and nothing else holds the loop: Node
+      // exits here without firing them, and so do we. Look again later in
+      // case something we cannot see keeps the process alive.
+      waitEntry = null;
+      driver = native.setTimeout(plan, 10);
+      driverKind = 2;
+      syncRef();
+      return;
+    }
     if (pending !== IO) { waitEntry = null; fire(e); return; }
     // I/O is outstanding: wait for it in real time, at most until the deadline.
     const now = native.nowNs();
@@ -566,4 +589,4 @@ function createTimers({ clock, native, activity = loopActivity }) {
   };
 }
 
-module.exports = { createTimers, loopActivity, outstandingIO, AbortError, MAX_FIRED_LOG, IDLE, IMMEDIATES, IO };
+module.exports = { createTimers, loopActivity, outstandingIO, AbortError, MAX_FIRED_LOG, IDLE, IMMEDIATES, IO, NONE };

@@ -9,7 +9,7 @@ const assert = require('node:assert');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const timers = require('node:timers');
-const { createTimers, loopActivity, outstandingIO, AbortError, IDLE, IMMEDIATES, IO } = require('../timers.js');
+const { createTimers, loopActivity, outstandingIO, AbortError, IDLE, IMMEDIATES, IO, NONE } = require('../timers.js');
 
 const native = {
   setImmediate: timers.setImmediate,
@@ -244,6 +244,26 @@ test('a timer does not fire while I/O keeps completing faster than its delay, ho
   }, 8);
   await new Promise((resolve) => vt.setTimeout(() => { log.push('timer'); resolve(); }, 30));
   assert.deepStrictEqual(log, ['io done', 'timer']);
+});
+
+test('an unref\'d timer does not fire when nothing else holds the loop, as Node would exit first', async () => {
+  let state = NONE;
+  const { clock, vt } = engine(undefined, () => state);
+  let fired = false;
+  vt.setTimeout(() => { fired = true; }, 499).unref(); // undici's housekeeping tick
+  await new Promise((resolve) => native.setTimeout(resolve, 40));
+  assert.strictEqual(fired, false, 'an idle process with only unref\'d timers does not jump to them');
+  assert.strictEqual(clock.t, 0);
+  state = IDLE; // a listening server holds the loop: now time jumps
+  await new Promise((resolve) => native.setTimeout(resolve, 40));
+  assert.strictEqual(fired, true);
+  assert.strictEqual(clock.t, 499 * MS);
+});
+
+test('stdio pipes do not count as holding the loop', () => {
+  // This test process's stdout is a pipe (node --test): listed as ref'd,
+  // not alive.
+  assert.notStrictEqual(loopActivity(), IO);
 });
 
 test('timers added during an I/O wait do not restart the wait for the earliest', async () => {
