@@ -37,4 +37,21 @@ for agent in "python:python3 examples/python/agent.py" "node:node examples/node/
   echo "${changed:-    (none)}"
   echo
 done
+
+# Record an agent's LLM calls against a local OpenAI-compatible server, stop
+# the server, replay offline (the sandbox needs root).
+if [ "$(id -u)" = 0 ]; then
+  echo "=== network: dal-exec record an agent's LLM calls, stop the server, dal-exec replay offline"
+  python3 e2e/testdata/llm_server.py --key-value sk-demo-secret >"$out/port" 2>/dev/null &
+  server=$!
+  for _ in $(seq 50); do [ -s "$out/port" ] && break; sleep 0.1; done
+  export OPENAI_API_KEY=sk-demo-secret LLM_BASE="http://127.0.0.1:$(cat "$out/port")/v1"
+  DAL_KEY="$out/key" "$DAL" record --out "$out/llm-bundle" --keep-env OPENAI_API_KEY --keep-env LLM_BASE \
+    -- python3 e2e/testdata/llm_agent_urllib.py 2>"$out/record.log"
+  kill "$server"; wait "$server" 2>/dev/null || true
+  echo "--- server stopped; bundle: $(ls "$out/llm-bundle" | tr '\n' ' ')"
+  if grep -rq sk-demo-secret "$out/llm-bundle"; then echo "--- the API key reached the bundle!"; status=1
+  else echo "--- the API key is nowhere in the bundle (redacted)"; fi
+  DAL_KEY="$out/key" "$DAL" replay "$out/llm-bundle" || status=1
+fi
 exit $status
