@@ -185,14 +185,44 @@ func New(cfg Config) (*Proxy, error) {
 		Handler:     http.HandlerFunc(p.handle),
 		BaseContext: func(net.Listener) context.Context { return p.base },
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ctx = context.WithValue(ctx, clientConnKey{}, clientTag(c))
 			if sc, ok := c.(*sniffedConn); ok {
 				return context.WithValue(ctx, connInfoKey{}, sc.info)
 			}
 			return ctx
 		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				p.releaseClient(clientTag(c))
+			}
+		},
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	return p, nil
+}
+
+// clientConnKey carries a client connection's tag in request contexts.
+type clientConnKey struct{}
+
+// clientTag names a client connection for the upstream pools.
+func clientTag(c net.Conn) string { return fmt.Sprintf("%p", c) }
+
+// releaseClient closes the upstream connections kept for a closed client
+// connection.
+func (p *Proxy) releaseClient(tag string) {
+	if p.transport == nil {
+		return
+	}
+	p.transport.release(tag)
+	p.tmu.Lock()
+	ms := make([]*upstream, 0, len(p.mirrors))
+	for _, t := range p.mirrors {
+		ms = append(ms, t)
+	}
+	p.tmu.Unlock()
+	for _, t := range ms {
+		t.release(tag)
+	}
 }
 
 // mirror returns the upstream for transparent destination dst: every

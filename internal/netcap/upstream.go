@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -144,6 +145,13 @@ func (e *retryable) Error() string { return e.err.Error() }
 // The caller reads the body and calls ex.finish.
 func (u *upstream) roundTrip(ctx context.Context, req *http.Request, body []byte) (ex *exchange, sent time.Time, err error) {
 	key, addr, serverName := u.target(req.URL)
+	// Upstream connections follow the client's: one client connection's
+	// requests share upstream connections only among themselves, so the
+	// server sees the connection pattern it would see without dal (a client
+	// that opens a connection per request gets fresh, quick-ACKed ones).
+	if tag, ok := ctx.Value(clientConnKey{}).(string); ok {
+		key += "#" + tag
+	}
 	for {
 		c, err := u.get(ctx, key, addr, serverName, req.URL.Scheme == "https")
 		if err != nil {
@@ -362,6 +370,24 @@ func (u *upstream) expire(c *upConn) {
 		u.nidle--
 		c.conn.Close()
 		return
+	}
+}
+
+// release closes the idle connections kept for the client connection tag
+// (it closed).
+func (u *upstream) release(tag string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for key, cs := range u.idle {
+		if !strings.HasSuffix(key, "#"+tag) {
+			continue
+		}
+		for _, c := range cs {
+			c.idleTimer.Stop()
+			c.conn.Close()
+		}
+		u.nidle -= len(cs)
+		delete(u.idle, key)
 	}
 }
 
