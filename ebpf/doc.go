@@ -44,7 +44,15 @@
 // never execs; the agent it forks counts from its exec); the sandboxed
 // record path uses n = 2 (the child re-execs as sandbox init, which forks
 // the agent). Track the process before it execs: learn its pid, Track,
-// then let it exec.
+// then let it exec. Only execs entered after Track count toward n: one
+// under way at Track (entered before, reported by the kernel after) does
+// not.
+//
+// A session id may be reused after Forget: the kernel knows each
+// registration by a key of its own that is never reused while the tracer
+// is open, so what a forgotten session leaves in flight (an event in the
+// ring buffer, a process forked during Untrack) never reaches its
+// successor.
 //
 // # Kernel side and map layout
 //
@@ -59,11 +67,12 @@
 //   - tracked_pids (array, one bit per possible tgid, 512 KiB, mapped into
 //     user space): the fast path. A process outside every session costs
 //     one array lookup and a bit test, and returns.
-//   - tasks (hash, tgid → session, execs still due; up to MaxProcesses):
-//     looked up only when the bit is set. Fork adds the child (entry, then
-//     bit), exit of the whole thread group removes it (bit, then entry);
-//     Track and Untrack do the same from user space with atomic operations.
-//   - counts (per-CPU hash, {session, syscall number} → count; up to
+//   - tasks (hash, tgid → session key, execs still due, exec syscall
+//     entered; up to MaxProcesses): looked up only when the bit is set.
+//     Fork adds the child (entry, then bit), exit of the whole thread group
+//     removes it (bit, then entry); Track and Untrack do the same from user
+//     space with atomic operations.
+//   - counts (per-CPU hash, {session key, syscall number} → count; up to
 //     MaxCounters): counted with an atomic add on the CPU's own slot.
 //     Numbers ≥ 1023 share the "syscall_other" slot.
 //   - sessions (hash, written by user space only: closed flag, workspace

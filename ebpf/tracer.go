@@ -47,17 +47,27 @@ type Tracer struct {
 
 	trackMu sync.Mutex // serializes Track/Untrack/Forget (read-modify-write of map entries)
 	flushMu sync.Mutex // one ring buffer flush at a time
+	lastKey uint32     // the last kernel key handed out; guarded by trackMu
 
 	mu         sync.Mutex
 	cond       *sync.Cond // signalled when flushes or readerDone change
 	flushes    uint64     // flushes the reader has completed
 	readerDone bool
 	readerErr  error
-	sessions   map[uint32]*sessionEvents
-	capDrops   uint64 // events lost on this side (over MaxEventsPerSession, unreadable)
+	sessions   map[uint32]*session // by the caller's session id; changed under trackMu and mu
+	byKey      map[uint32]*session // by kernel key; changed under trackMu and mu
+	capDrops   uint64              // events lost on this side (over MaxEventsPerSession, unreadable)
 }
 
-type sessionEvents struct {
+// session is a registered session. The kernel knows it by key, not by the
+// caller's id: a key is never reused while the tracer is open, so whatever
+// a forgotten session leaves in flight (an event still in the ring buffer,
+// a process forked during Untrack, a syscall between lookup and count)
+// lands on a dead key and is dropped, and never reaches a later session
+// that reuses the id.
+type session struct {
+	id      uint32
+	key     uint32
 	events  []Event
 	dropped uint64
 }
@@ -98,7 +108,7 @@ func Open(opts Options) (*Tracer, error) {
 	spec.Maps[boundaryMapCounts].MaxEntries = uint32(opts.MaxCounters)
 	spec.Maps[boundaryMapEvents].MaxEntries = uint32(opts.EventBufferBytes)
 
-	t := &Tracer{names: syscallTable(names), opts: opts, sessions: map[uint32]*sessionEvents{}}
+	t := &Tracer{names: syscallTable(names), opts: opts, sessions: map[uint32]*session{}, byKey: map[uint32]*session{}}
 	t.cond = sync.NewCond(&t.mu)
 	if err := loadWithMemlock(spec, &t.objs); err != nil {
 		return nil, unavailable(err)
@@ -251,6 +261,12 @@ func (t *Tracer) Close() error {
 // execve or execveat that performs it is counted, so the counts equal
 // `strace -f -c` of the command exec'd. Threads count with their process.
 //
+// An exec that pid entered (execve) before Track belongs to before Track,
+// even if it completes after: it neither counts toward n nor is counted or
+// reported. (os/exec's Start returns once the child's exec has closed its
+// close-on-exec descriptors, before the kernel reports the exec: a Track
+// right after Start must not take that exec for one of n.)
+//
 // Preconditions: pid is a process (thread group) id in the initial PID
 // namespace, and it has not exec'd past the point it should count from
 // (track it before it execs). Returns an error wrapping ErrNoProcess when
@@ -268,7 +284,7 @@ func (t *Tracer) Track(pid int, session uint32, countFromExec int) error {
 		return fmt.Errorf("track pid %d: the tracer is closed", pid)
 	}
 
-	created, err := t.openSession(session)
+	ss, created, err := t.openSession(session)
 	if err != nil {
 		return err
 	}
@@ -276,15 +292,21 @@ func (t *Tracer) Track(pid int, session uint32, countFromExec int) error {
 	var old boundaryTaskState
 	fail := func(err error) error {
 		if created { // leave no session behind that the caller does not know of
-			_ = t.objs.Sessions.Delete(session)
-			_ = t.objs.SessionMarks.Delete(session)
+			t.dropSession(ss)
 		}
 		return err
 	}
-	if err := t.objs.Tasks.Lookup(key, &old); err == nil && old.Session != session {
-		return fail(fmt.Errorf("track pid %d: it belongs to session %d already", pid, old.Session))
+	if err := t.objs.Tasks.Lookup(key, &old); err == nil && old.Session != ss.key {
+		t.mu.Lock()
+		owner := t.byKey[old.Session]
+		t.mu.Unlock()
+		if owner != nil {
+			return fail(fmt.Errorf("track pid %d: it belongs to session %d already", pid, owner.id))
+		}
+		// A forgotten session's process forked during its Untrack:
+		// nothing reads its key any more.
 	}
-	st := boundaryTaskState{Session: session, ExecsLeft: uint32(countFromExec), ExecNr: noExec}
+	st := boundaryTaskState{Session: ss.key, ExecsLeft: uint32(countFromExec), ExecNr: noExec}
 	if err := t.objs.Tasks.Put(key, &st); err != nil {
 		if errors.Is(err, unix.E2BIG) {
 			return fail(fmt.Errorf("track pid %d: %d processes are tracked already (Options.MaxProcesses)", pid, t.opts.MaxProcesses))
@@ -299,45 +321,82 @@ func (t *Tracer) Track(pid int, session uint32, countFromExec int) error {
 		_ = t.objs.Tasks.Delete(key)
 		return fail(err)
 	}
-	t.mu.Lock()
-	if t.sessions[session] == nil {
-		t.sessions[session] = &sessionEvents{}
-	}
-	t.mu.Unlock()
 	return nil
 }
 
-// openSession registers session in the kernel, or reopens it after Untrack.
-// created reports whether the session did not exist before.
-func (t *Tracer) openSession(session uint32) (created bool, err error) {
+// openSession registers session in the kernel under a new key, or reopens
+// it after Untrack. created reports whether the session did not exist
+// before. Preconditions: trackMu is held.
+func (t *Tracer) openSession(id uint32) (ss *session, created bool, err error) {
 	full := func(err error) error {
 		if errors.Is(err, unix.E2BIG) {
-			return fmt.Errorf("track session %d: %d sessions are registered already (Options.MaxSessions); Forget ended ones", session, t.opts.MaxSessions)
+			return fmt.Errorf("track session %d: %d sessions are registered already (Options.MaxSessions); Forget ended ones", id, t.opts.MaxSessions)
 		}
-		return fmt.Errorf("track session %d: %w", session, err)
+		return fmt.Errorf("track session %d: %w", id, err)
 	}
+	t.mu.Lock()
+	ss = t.sessions[id]
+	t.mu.Unlock()
+	if ss != nil {
+		var s boundarySession
+		if err := t.objs.Sessions.Lookup(ss.key, &s); err != nil {
+			return nil, false, full(err)
+		}
+		if s.Closed != 0 {
+			s.Closed = 0
+			if err := t.objs.Sessions.Update(ss.key, &s, cebpf.UpdateExist); err != nil {
+				return nil, false, full(err)
+			}
+		}
+		return ss, false, nil
+	}
+	ss = &session{id: id, key: t.newKey()}
 	// The kernel updates the marks in place: create them once, never rewrite.
-	err = t.objs.SessionMarks.Update(session, &boundarySessionMarks{}, cebpf.UpdateNoExist)
-	if err != nil && !errors.Is(err, cebpf.ErrKeyExist) {
-		return false, full(err)
+	if err := t.objs.SessionMarks.Update(ss.key, &boundarySessionMarks{}, cebpf.UpdateNoExist); err != nil {
+		return nil, false, full(err)
 	}
-	created = err == nil
-	var s boundarySession
-	err = t.objs.Sessions.Lookup(session, &s)
-	if err == nil && s.Closed == 0 {
-		return created, nil
+	if err := t.objs.Sessions.Update(ss.key, &boundarySession{}, cebpf.UpdateNoExist); err != nil {
+		_ = t.objs.SessionMarks.Delete(ss.key)
+		return nil, false, full(err)
 	}
-	if err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
-		return created, full(err)
-	}
-	s.Closed = 0
-	if err := t.objs.Sessions.Put(session, &s); err != nil {
-		if created {
-			_ = t.objs.SessionMarks.Delete(session)
+	t.mu.Lock()
+	t.sessions[id] = ss
+	t.byKey[ss.key] = ss
+	t.mu.Unlock()
+	return ss, true, nil
+}
+
+// newKey returns a kernel key no session has had since Open (until 2^32
+// sessions wrap it; then one no registered session holds).
+// Preconditions: trackMu is held.
+func (t *Tracer) newKey() uint32 {
+	for {
+		t.lastKey++
+		t.mu.Lock()
+		taken := t.lastKey == 0 || t.byKey[t.lastKey] != nil
+		t.mu.Unlock()
+		if !taken {
+			return t.lastKey
 		}
-		return false, full(err)
 	}
-	return created, nil
+}
+
+// dropSession removes a session that no process joined from the kernel and
+// from the tables. Preconditions: trackMu is held.
+func (t *Tracer) dropSession(ss *session) {
+	_ = t.objs.Sessions.Delete(ss.key)
+	_ = t.objs.SessionMarks.Delete(ss.key)
+	t.mu.Lock()
+	delete(t.sessions, ss.id)
+	delete(t.byKey, ss.key)
+	t.mu.Unlock()
+}
+
+// lookup returns the registered session with this id, or nil.
+func (t *Tracer) lookup(id uint32) *session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessions[id]
 }
 
 // liveProcess returns nil if pid is a thread group leader that is not
@@ -386,21 +445,21 @@ func liveProcess(pid int) error {
 func (t *Tracer) Untrack(session uint32) error {
 	t.trackMu.Lock()
 	defer t.trackMu.Unlock()
-	return t.untrack(session)
+	if ss := t.lookup(session); ss != nil {
+		return t.untrack(ss)
+	}
+	return nil
 }
 
-func (t *Tracer) untrack(session uint32) error {
+func (t *Tracer) untrack(ss *session) error {
 	var s boundarySession
-	if err := t.objs.Sessions.Lookup(session, &s); err != nil {
-		if errors.Is(err, cebpf.ErrKeyNotExist) {
-			return nil
-		}
-		return fmt.Errorf("untrack session %d: %w", session, err)
+	if err := t.objs.Sessions.Lookup(ss.key, &s); err != nil {
+		return fmt.Errorf("untrack session %d: %w", ss.id, err)
 	}
 	if s.Closed == 0 {
 		s.Closed = 1
-		if err := t.objs.Sessions.Update(session, &s, cebpf.UpdateExist); err != nil {
-			return fmt.Errorf("untrack session %d: %w", session, err)
+		if err := t.objs.Sessions.Update(ss.key, &s, cebpf.UpdateExist); err != nil {
+			return fmt.Errorf("untrack session %d: %w", ss.id, err)
 		}
 	}
 	var (
@@ -408,10 +467,10 @@ func (t *Tracer) untrack(session uint32) error {
 		st    boundaryTaskState
 		pids  []uint32
 		iter  = t.objs.Tasks.Iterate()
-		stale = func(err error) error { return fmt.Errorf("untrack session %d: %w", session, err) }
+		stale = func(err error) error { return fmt.Errorf("untrack session %d: %w", ss.id, err) }
 	)
 	for iter.Next(&pid, &st) {
-		if st.Session == session {
+		if st.Session == ss.key {
 			pids = append(pids, pid)
 		}
 	}
@@ -451,14 +510,18 @@ func (t *Tracer) setTracked(pid uint32, on bool) {
 func (t *Tracer) Forget(session uint32) error {
 	t.trackMu.Lock()
 	defer t.trackMu.Unlock()
-	if err := t.untrack(session); err != nil {
+	ss := t.lookup(session)
+	if ss == nil {
+		return nil
+	}
+	if err := t.untrack(ss); err != nil {
 		return err
 	}
 	fail := func(err error) error { return fmt.Errorf("forget session %d: %w", session, err) }
 	var m boundarySessionMarks
-	if err := t.objs.SessionMarks.Lookup(session, &m); err == nil {
+	if err := t.objs.SessionMarks.Lookup(ss.key, &m); err == nil {
 		for _, nr := range touched(&m) {
-			err := t.objs.Counts.Delete(boundaryCountKey{Session: session, Nr: nr})
+			err := t.objs.Counts.Delete(boundaryCountKey{Session: ss.key, Nr: nr})
 			if err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
 				return fail(err)
 			}
@@ -467,7 +530,7 @@ func (t *Tracer) Forget(session uint32) error {
 		return fail(err)
 	}
 	for _, mp := range []*cebpf.Map{t.objs.Sessions, t.objs.SessionMarks} {
-		if err := mp.Delete(session); err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
+		if err := mp.Delete(ss.key); err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
 			return fail(err)
 		}
 	}
@@ -478,7 +541,7 @@ func (t *Tracer) Forget(session uint32) error {
 		iter  = t.objs.SentTo.Iterate()
 	)
 	for iter.Next(&dest, &seen) {
-		if dest.Session == session {
+		if dest.Session == ss.key {
 			dests = append(dests, dest)
 		}
 	}
@@ -491,7 +554,8 @@ func (t *Tracer) Forget(session uint32) error {
 		}
 	}
 	t.mu.Lock()
-	delete(t.sessions, session)
+	delete(t.sessions, ss.id)
+	delete(t.byKey, ss.key)
 	t.mu.Unlock()
 	return nil
 }
@@ -511,8 +575,13 @@ func touched(m *boundarySessionMarks) []uint32 {
 
 // Counts returns session's syscall counts so far, summed over CPUs.
 func (t *Tracer) Counts(session uint32) (*Counts, error) {
+	ss := t.lookup(session)
 	var m boundarySessionMarks
-	if err := t.objs.SessionMarks.Lookup(session, &m); err != nil {
+	err := cebpf.ErrKeyNotExist
+	if ss != nil {
+		err = t.objs.SessionMarks.Lookup(ss.key, &m)
+	}
+	if err != nil {
 		if errors.Is(err, cebpf.ErrKeyNotExist) {
 			return nil, fmt.Errorf("counts of session %d: the session is not tracked", session)
 		}
@@ -521,7 +590,7 @@ func (t *Tracer) Counts(session uint32) (*Counts, error) {
 	c := &Counts{Syscalls: map[string]uint64{}, Categories: map[Category]uint64{}, DroppedEvents: m.Drops}
 	var perCPU []uint64
 	for _, nr := range touched(&m) {
-		err := t.objs.Counts.Lookup(boundaryCountKey{Session: session, Nr: nr}, &perCPU)
+		err := t.objs.Counts.Lookup(boundaryCountKey{Session: ss.key, Nr: nr}, &perCPU)
 		if errors.Is(err, cebpf.ErrKeyNotExist) {
 			continue // the insert that set the bit failed (map full): see Losses
 		}
@@ -543,9 +612,7 @@ func (t *Tracer) Counts(session uint32) (*Counts, error) {
 		}
 	}
 	t.mu.Lock()
-	if se := t.sessions[session]; se != nil {
-		c.DroppedEvents += se.dropped
-	}
+	c.DroppedEvents += ss.dropped
 	t.mu.Unlock()
 	return c, nil
 }
@@ -618,7 +685,7 @@ func (t *Tracer) store(raw []byte) {
 	if ev.Kind == "write_outside" && plumbing(ev.Detail) {
 		return
 	}
-	se := t.sessions[session]
+	se := t.byKey[session]
 	if se == nil {
 		return // forgotten: a straggler of a session that ended
 	}
@@ -729,11 +796,18 @@ func (t *Tracer) SetWorkspace(session uint32, dir string) error {
 	}
 	t.trackMu.Lock()
 	defer t.trackMu.Unlock()
-	if _, err := t.openSession(session); err != nil {
+	ss, created, err := t.openSession(session)
+	if err != nil {
 		return err
 	}
-	if err := t.objs.Sessions.Lookup(session, &s); err != nil {
+	fail := func(err error) error {
+		if created {
+			t.dropSession(ss)
+		}
 		return fmt.Errorf("workspace of session %d: %w", session, err)
+	}
+	if err := t.objs.Sessions.Lookup(ss.key, &s); err != nil {
+		return fail(err)
 	}
 	copy(raw[:], prefix)
 	for i := range len(prefix) {
@@ -744,13 +818,8 @@ func (t *Tracer) SetWorkspace(session uint32, dir string) error {
 		s.Mask[i] = binary.LittleEndian.Uint64(mask[i*8:])
 	}
 	s.PrefixLen = uint32(len(prefix))
-	if err := t.objs.Sessions.Update(session, &s, cebpf.UpdateExist); err != nil {
-		return fmt.Errorf("workspace of session %d: %w", session, err)
+	if err := t.objs.Sessions.Update(ss.key, &s, cebpf.UpdateExist); err != nil {
+		return fail(err)
 	}
-	t.mu.Lock()
-	if t.sessions[session] == nil {
-		t.sessions[session] = &sessionEvents{}
-	}
-	t.mu.Unlock()
 	return nil
 }

@@ -155,6 +155,7 @@ func TestTracer(t *testing.T) {
 		t.Run("ExitedProcess", func(t *testing.T) { t.Parallel(); testExitedProcess(t, tr) })
 		t.Run("ExitAndForgetRelease", func(t *testing.T) { t.Parallel(); testExitAndForgetRelease(t, tr) })
 		t.Run("UntrackStopsCounting", func(t *testing.T) { t.Parallel(); testUntrack(t, tr) })
+		t.Run("ConcurrentSessions", func(t *testing.T) { t.Parallel(); testConcurrentSessions(t, tr) })
 	})
 	l, err := tr.Losses()
 	if err != nil {
@@ -415,7 +416,8 @@ func testExitAndForgetRelease(t *testing.T, tr *Tracer) {
 	if err := tr.Track(int(pid), s, 1); err != nil {
 		t.Fatal(err)
 	}
-	if st, ok := taskEntry(t, tr, pid); !ok || st.Session != s || st.ExecsLeft != 1 {
+	key := kernelKey(t, tr, s)
+	if st, ok := taskEntry(t, tr, pid); !ok || st.Session != key || st.ExecsLeft != 1 {
 		t.Fatalf("process map entry %+v (present %v), want session %d with 1 exec left", st, ok, s)
 	}
 	g.run(t)
@@ -432,13 +434,13 @@ func testExitAndForgetRelease(t *testing.T, tr *Tracer) {
 		t.Fatal(err)
 	}
 	var (
-		key  boundaryCountKey
+		ck   boundaryCountKey
 		vals []uint64
 		left int
 	)
 	iter := tr.objs.Counts.Iterate()
-	for iter.Next(&key, &vals) {
-		if key.Session == s {
+	for iter.Next(&ck, &vals) {
+		if ck.Session == key {
 			left++
 		}
 	}
@@ -507,6 +509,100 @@ func testUntrack(t *testing.T, tr *Tracer) {
 	}
 }
 
+// testConcurrentSessions runs many short sessions at once, each worker
+// reusing one session id round after round (Forget in between, every third
+// time without reading the events first), and checks that every round
+// counts exactly its own tree: a shell that runs /bin/true twice. The gate
+// shell is tracked right after Start returns, often while the kernel has
+// yet to report its exec of /bin/sh: that exec and the gate shell's startup
+// (one getppid, one getpid) must not count, nor may anything of an earlier
+// round.
+func testConcurrentSessions(t *testing.T, tr *Tracer) {
+	const workers, rounds = 8, 25
+	want := map[string]uint64{"execve": 3, "getppid": 1, "getpid": 1}
+	wantExecs := []string{"/bin/sh", "/bin/true", "/bin/true"}
+	dir := t.TempDir()
+	errs := make(chan error, workers)
+	keys := make(chan uint32, workers*rounds)
+	for w := range workers {
+		go func() {
+			errs <- func() error {
+				s := newSession()
+				for r := range rounds {
+					g, err := newGated(dir, "/bin/sh", "-c", "/bin/true; /bin/true")
+					if err != nil {
+						return err
+					}
+					if err := tr.Track(g.cmd.Process.Pid, s, 1); err != nil {
+						g.kill()
+						return err
+					}
+					if err := g.open(); err != nil {
+						return err
+					}
+					if r%3 != 2 { // every third round is forgotten unread
+						c, err := tr.Counts(s)
+						if err != nil {
+							return err
+						}
+						for name, n := range want {
+							if c.Syscalls[name] != n {
+								return fmt.Errorf("worker %d round %d: %s counted %d times, want %d", w, r, name, c.Syscalls[name], n)
+							}
+						}
+						var execs []string
+						for _, e := range tr.Events(s) {
+							execs = append(execs, e.Detail)
+						}
+						if !slices.Equal(execs, wantExecs) {
+							return fmt.Errorf("worker %d round %d: exec events %q, want %q", w, r, execs, wantExecs)
+						}
+					}
+					ss := tr.lookup(s)
+					if ss == nil {
+						return fmt.Errorf("worker %d round %d: session %d is not registered", w, r, s)
+					}
+					keys <- ss.key
+					if err := tr.Forget(s); err != nil {
+						return err
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(keys)
+	forgotten := map[uint32]bool{}
+	for k := range keys {
+		if forgotten[k] {
+			t.Errorf("kernel key %d was handed out twice", k)
+		}
+		forgotten[k] = true
+	}
+	var (
+		ck   boundaryCountKey
+		vals []uint64
+		left int
+	)
+	iter := tr.objs.Counts.Iterate()
+	for iter.Next(&ck, &vals) {
+		if forgotten[ck.Session] {
+			left++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d counters of forgotten sessions are left", left)
+	}
+}
+
 // taskEntry returns pid's process map entry, and whether it has one. The
 // entry and the pid's tracked_pids bit must agree.
 func taskEntry(t *testing.T, tr *Tracer, pid uint32) (boundaryTaskState, bool) {
@@ -523,8 +619,19 @@ func taskEntry(t *testing.T, tr *Tracer, pid uint32) (boundaryTaskState, bool) {
 	return st, err == nil
 }
 
+// kernelKey returns the key the kernel knows a registered session by.
+func kernelKey(t *testing.T, tr *Tracer, session uint32) uint32 {
+	t.Helper()
+	ss := tr.lookup(session)
+	if ss == nil {
+		t.Fatalf("session %d is not registered", session)
+	}
+	return ss.key
+}
+
 func tasksOf(t *testing.T, tr *Tracer, session uint32) int {
 	t.Helper()
+	key := kernelKey(t, tr, session)
 	var (
 		pid uint32
 		st  boundaryTaskState
@@ -532,7 +639,7 @@ func tasksOf(t *testing.T, tr *Tracer, session uint32) int {
 	)
 	iter := tr.objs.Tasks.Iterate()
 	for iter.Next(&pid, &st) {
-		if st.Session == session {
+		if st.Session == key {
 			n++
 		}
 	}

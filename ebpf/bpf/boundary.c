@@ -44,9 +44,9 @@ enum loss {
 };
 
 struct task_state {
-	__u32 session;
+	__u32 session;    /* the session's key: user space never reuses one */
 	__u32 execs_left; /* execs still to happen before counting starts */
-	__u32 exec_nr;    /* the exec syscall in flight while execs_left > 0 */
+	__u32 exec_nr;    /* the exec syscall entered since Track or the last exec, or NO_EXEC */
 	__u32 pad;
 };
 
@@ -413,13 +413,13 @@ int sys_enter(__u64 *ctx)
 	struct syscall_action *a = bpf_map_lookup_elem(&syscall_actions, &nr);
 	__u32 act = a ? a->action : ACT_NONE;
 
-	if (t->execs_left) {
-		/* Not counting yet: remember an exec attempt, whose success
-		 * (sched_process_exec) may start the counting. */
-		if (act == ACT_EXEC)
-			t->exec_nr = nr;
-		return 0;
-	}
+	/* Remember an exec attempt: its success (sched_process_exec) belongs
+	 * to the session, and may start the counting, only if it was entered
+	 * while tracked. */
+	if (act == ACT_EXEC)
+		t->exec_nr = nr;
+	if (t->execs_left)
+		return 0; /* not counting yet */
 	__u32 session = t->session;
 	count(session, nr);
 
@@ -489,14 +489,21 @@ int process_exec(__u64 *ctx)
 	struct task_state *t = bpf_map_lookup_elem(&tasks, &tgid);
 	if (!t)
 		return 0;
+	/* An exec whose syscall was entered before Track is not the
+	 * session's: user space may Track between the exec closing its
+	 * close-on-exec descriptors (how os/exec learns that it succeeded)
+	 * and this tracepoint. */
+	__u32 nr = t->exec_nr;
+	if (nr == NO_EXEC)
+		return 0;
+	t->exec_nr = NO_EXEC;
 	if (t->execs_left) {
 		t->execs_left--;
 		if (t->execs_left)
 			return 0;
 		/* The exec that starts the counting is itself counted, as
 		 * strace -f -c counts the traced command's execve. */
-		if (t->exec_nr != NO_EXEC)
-			count(t->session, t->exec_nr);
+		count(t->session, nr);
 	}
 	struct event *e = reserve(t->session, tgid, KIND_EXEC);
 	if (!e)
