@@ -152,28 +152,31 @@ func grepTree(t *testing.T, dir, s string) []string {
 // stopped; replayed offline with identical output and nothing live.
 func TestNetworkRecordReplay(t *testing.T) {
 	t.Parallel()
-	nodeOpenAI, _ := filepath.Abs("testdata/node-openai/agent.js")
-	if _, err := os.Stat("testdata/node-openai/node_modules/openai"); err != nil {
+	// The agents run in their own directory as the workspace: the sandbox
+	// shows the workspace and a read-only rest of the tree, but a private
+	// /tmp, where a checkout may live.
+	testdata, _ := filepath.Abs("testdata")
+	nodeDir := filepath.Join(testdata, "node-openai")
+	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "openai")); err != nil {
 		t.Fatal("the openai npm package is not installed: run make test (it runs npm ci in e2e/testdata/node-openai)")
 	}
-	urllibAgent, _ := filepath.Abs("testdata/llm_agent_urllib.py")
-	httpxAgent, _ := filepath.Abs("testdata/llm_agent_httpx.py")
 	for _, tc := range []struct {
 		name string
 		tls  bool
+		ws   string
 		argv []string
 	}{
-		{"urllib-http", false, []string{"python3", urllibAgent}},
-		{"urllib-https", true, []string{"python3", urllibAgent}},
-		{"httpx-http", false, []string{"/usr/bin/python3", httpxAgent}},
-		{"httpx-https", true, []string{"/usr/bin/python3", httpxAgent}},
-		{"openai-node-http", false, []string{"node", nodeOpenAI}},
-		{"openai-node-https", true, []string{"node", nodeOpenAI}},
+		{"urllib-http", false, testdata, []string{"python3", "llm_agent_urllib.py"}},
+		{"urllib-https", true, testdata, []string{"python3", "llm_agent_urllib.py"}},
+		{"httpx-http", false, testdata, []string{"/usr/bin/python3", "llm_agent_httpx.py"}},
+		{"httpx-https", true, testdata, []string{"/usr/bin/python3", "llm_agent_httpx.py"}},
+		{"openai-node-http", false, nodeDir, []string{"node", "agent.js"}},
+		{"openai-node-https", true, nodeDir, []string{"node", "agent.js"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startLLMServer(t, tc.tls)
-			ws := t.TempDir()
+			ws := tc.ws
 			out := filepath.Join(t.TempDir(), "bundle")
 			env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "OPENAI_API_KEY=" + apiKey, "LLM_BASE=" + srv.base()}
 			keep := []string{"--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE"}
@@ -248,8 +251,8 @@ func TestNetworkRecordReplay(t *testing.T) {
 func TestNetworkReplayMiss(t *testing.T) {
 	t.Parallel()
 	srv := startLLMServer(t, false)
-	agent, _ := filepath.Abs("testdata/llm_agent_urllib.py")
-	ws := t.TempDir()
+	ws, _ := filepath.Abs("testdata")
+	agent := "llm_agent_urllib.py"
 	out := filepath.Join(t.TempDir(), "bundle")
 	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "OPENAI_API_KEY=" + apiKey, "LLM_BASE=" + srv.base(), "PROMPT=hello"}
 	keep := []string{"--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE", "--keep-env", "PROMPT"}
