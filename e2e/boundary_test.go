@@ -278,6 +278,9 @@ func TestUnprivilegedDald(t *testing.T) {
 	if off != 1 {
 		t.Fatalf("dald as nobody should say once that tracing is off:\n%s", log.String())
 	}
+	if st := dalExec(t, nil, "status", "--socket", sock); !strings.Contains(st.stdout, "boundary tracing off: loading eBPF programs needs root") {
+		t.Errorf("status of an unprivileged dald: %q", st.stdout)
+	}
 	r := dalExec(t, nil, "run", "--socket", sock, "--", "python3", "-c", "import time; print(time.time())")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "1767225600.000001" {
 		t.Fatalf("run through an unprivileged dald: %d %q %q", r.code, r.stdout, r.stderr)

@@ -303,7 +303,8 @@ func TestExternalDald(t *testing.T) {
 		t.Fatalf("external dald run %q (%s), embedded %q", r.stdout, r.stderr, e.stdout)
 	}
 	st := dalExec(t, nil, "status", "--socket", sock)
-	if st.code != 0 || !strings.Contains(st.stdout, "(protocol 1)") || !strings.Contains(st.stdout, "0 open sessions") {
+	if st.code != 0 || !strings.Contains(st.stdout, "(protocol 1)") || !strings.Contains(st.stdout, "0 open sessions") ||
+		!strings.Contains(st.stdout, "boundary tracing on (eBPF)") {
 		t.Fatalf("status: %d %q %q", st.code, st.stdout, st.stderr)
 	}
 	d.Process.Signal(syscall.SIGTERM)

@@ -42,9 +42,14 @@ Examples:
 			w := c.App.Writer
 			if c.Bool("json") {
 				return json.NewEncoder(w).Encode(map[string]any{"version": rep.Version, "proto": rep.Proto,
-					"pid": rep.PID, "uptime_s": rep.UptimeS, "sessions": rep.Sessions})
+					"pid": rep.PID, "uptime_s": rep.UptimeS, "sessions": rep.Sessions, "tracing": rep.Tracing, "tracing_off": rep.Reason})
 			}
 			fmt.Fprintf(w, "dald %s (protocol %d), pid %d, up %.0f s, socket %s\n", rep.Version, rep.Proto, rep.PID, rep.UptimeS, path)
+			if rep.Tracing {
+				fmt.Fprintln(w, "boundary tracing on (eBPF)")
+			} else {
+				fmt.Fprintf(w, "boundary tracing off: %s\n", rep.Reason)
+			}
 			fmt.Fprintf(w, "%d open sessions\n", len(rep.Sessions))
 			for _, s := range rep.Sessions {
 				fmt.Fprintf(w, "  %s  mode %-7s seed %-20d streams %d (live %d)  drift %d\n", s.ID, s.Mode, s.Seed, s.Streams, s.Live, s.Drift)

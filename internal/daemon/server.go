@@ -310,7 +310,7 @@ func (s *Server) status() wire.Reply {
 	}
 	s.mu.Unlock()
 	rep := wire.Reply{OK: true, Proto: wire.Proto, Version: version.Version, PID: os.Getpid(),
-		UptimeS: time.Since(s.started).Seconds()}
+		UptimeS: time.Since(s.started).Seconds(), Tracing: s.opts.Tracer != nil, Reason: s.opts.TracerOff}
 	for _, ss := range list {
 		rep.Sessions = append(rep.Sessions, ss.status())
 	}
