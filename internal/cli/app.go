@@ -47,6 +47,7 @@ inside itself: nothing needs to be started first.`,
 			RevertCommand(),
 			KeygenCommand(),
 			StatusCommand(),
+			ConsistencyCommand(),
 		},
 		ExitErrHandler: func(*ucli.Context, error) {},
 	}

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// consistencyReport is the part of report.json the tests read.
+type consistencyReport struct {
+	SchemaVersion int `json:"schema_version"`
+	Runs          int `json:"runs"`
+	Consensus     struct {
+		Verdict    string  `json:"verdict"`
+		Confidence float64 `json:"confidence"`
+		Unanimous  bool    `json:"unanimous"`
+	} `json:"consensus"`
+	Variance struct {
+		SuccessRate struct {
+			Value              float64 `json:"value"`
+			ConfidenceInterval struct {
+				Lower float64 `json:"lower"`
+				Upper float64 `json:"upper"`
+			} `json:"confidence_interval"`
+		} `json:"success_rate"`
+	} `json:"variance"`
+	Reliability struct {
+		Label string `json:"label"`
+	} `json:"reliability"`
+	IndividualRuns []struct {
+		Seed       uint64 `json:"seed"`
+		Success    bool   `json:"success"`
+		OutputHash string `json:"output_hash"`
+	} `json:"individual_runs"`
+}
+
+// consistency runs dal-exec consistency into a new report directory (or dir)
+// and reads its report.
+func consistency(t *testing.T, dir string, args ...string) (result, consistencyReport) {
+	t.Helper()
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	r := dalExec(t, env, append([]string{"consistency", "--workspace", t.TempDir(), "--report", dir}, args...)...)
+	var rep consistencyReport
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatalf("no report (exit %d): %v\n%s", r.code, err, r.stderr)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil || rep.SchemaVersion != 1 {
+		t.Fatalf("report.json (%v): %s", err, data)
+	}
+	return r, rep
+}
+
+func TestConsistencyDeterministicAgentIsUnanimous(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "eval")
+	r, rep := consistency(t, dir, "--runs", "4", "--parallel", "2", "--strategy", "unanimous", "--", "python3", "-c", "print(42)")
+	if r.code != 0 || rep.Runs != 4 || rep.Consensus.Verdict != "decided" || !rep.Consensus.Unanimous ||
+		rep.Consensus.Confidence != 1 || rep.Reliability.Label != "High" {
+		t.Fatalf("exit %d, report %+v\n%s", r.code, rep, r.stderr)
+	}
+	if strings.Contains(r.stdout, "42") {
+		t.Fatalf("the agent's output reached the terminal: %q", r.stdout)
+	}
+	if n := strings.Count(r.stderr, "dal: run "); n != 4 {
+		t.Fatalf("%d progress lines, want 4:\n%s", n, r.stderr)
+	}
+	for i, run := range rep.IndividualRuns {
+		if run.OutputHash != rep.IndividualRuns[0].OutputHash || !run.Success {
+			t.Fatalf("run %d differs: %+v", i+1, run)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(md), "| unanimous | decided | 1.000 | true |") {
+		t.Fatalf("report.md (%v):\n%s", err, md)
+	}
+}
+
+func TestConsistencyCoinFlipIsReproducible(t *testing.T) {
+	t.Parallel()
+	agent := []string{"--runs", "12", "--seed", "7", "--", "python3", "-c", "import random,sys; sys.exit(random.random()<0.5)"}
+	pattern := func(rep consistencyReport) string {
+		var b strings.Builder
+		for _, run := range rep.IndividualRuns {
+			if run.Success {
+				b.WriteByte('1')
+			} else {
+				b.WriteByte('0')
+			}
+		}
+		return b.String()
+	}
+	r1, rep1 := consistency(t, filepath.Join(t.TempDir(), "a"), agent...)
+	sr := rep1.Variance.SuccessRate
+	if !(sr.Value > 0 && sr.Value < 1) || !(sr.ConfidenceInterval.Lower < sr.Value && sr.Value < sr.ConfidenceInterval.Upper) {
+		t.Fatalf("success rate %+v (exit %d)\n%s", sr, r1.code, r1.stderr)
+	}
+	if (r1.code == 0) != (rep1.Consensus.Verdict == "decided") || r1.code > 1 {
+		t.Fatalf("exit %d with verdict %s", r1.code, rep1.Consensus.Verdict)
+	}
+	_, rep2 := consistency(t, filepath.Join(t.TempDir(), "b"), agent...)
+	if p1, p2 := pattern(rep1), pattern(rep2); p1 != p2 {
+		t.Fatalf("same base seed, different success patterns: %s, %s", p1, p2)
+	}
+}
+
+func TestConsistencyResumes(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "eval")
+	agent := []string{"--", "python3", "-c", "print(1)"}
+	r, rep := consistency(t, dir, append([]string{"--runs", "2"}, agent...)...)
+	if r.code != 0 || rep.Runs != 2 {
+		t.Fatalf("first evaluation: exit %d, %d runs\n%s", r.code, rep.Runs, r.stderr)
+	}
+	first, err := os.Stat(filepath.Join(dir, "runs", "001", "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, rep = consistency(t, dir, append([]string{"--runs", "3"}, agent...)...)
+	if r.code != 0 || rep.Runs != 3 || strings.Count(r.stderr, "kept from an earlier evaluation") != 2 {
+		t.Fatalf("resumed evaluation: exit %d, %d runs\n%s", r.code, rep.Runs, r.stderr)
+	}
+	again, err := os.Stat(filepath.Join(dir, "runs", "001", "manifest.json"))
+	if err != nil || !again.ModTime().Equal(first.ModTime()) {
+		t.Fatalf("run 1 was recorded again (%v)", err)
+	}
+}
+
+func TestConsistencyUnwritableReport(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := dalExec(t, nil, "consistency", "--runs", "2", "--report", filepath.Join(file, "eval"), "--", "python3", "-c", "print(1)")
+	if r.code != 2 || !strings.Contains(r.stderr, "cannot create the report directory") || strings.Contains(r.stderr, "dal: run") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}

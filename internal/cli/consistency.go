@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/consensus"
+	"github.com/dal-runtime/dal/internal/consistency"
+	"github.com/dal-runtime/dal/seedrng"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// ConsistencyCommand is `dal-exec consistency`.
+func ConsistencyCommand() *ucli.Command {
+	flags := []ucli.Flag{}
+	for _, f := range runFlags() {
+		switch f.Names()[0] {
+		case "metrics-textfile":
+			continue
+		case "seed":
+			f = &ucli.StringFlag{Name: "seed", Value: "0", EnvVars: []string{"DAL_SEED"},
+				Usage: "base seed the per-run seeds are derived from, a decimal or 0x-hex integer in [0, 2^64)"}
+		}
+		flags = append(flags, f)
+	}
+	flags = append(flags,
+		&ucli.IntFlag{Name: "runs", Aliases: []string{"n"}, EnvVars: []string{"DAL_RUNS"},
+			Usage: "how many runs (default: the number of --seeds)"},
+		&ucli.StringFlag{Name: "seeds", EnvVars: []string{"DAL_SEEDS"},
+			Usage: "explicit per-run seeds, comma-separated (instead of deriving them from --seed)"},
+		&ucli.IntFlag{Name: "parallel", Aliases: []string{"p"}, Value: 1, EnvVars: []string{"DAL_PARALLEL"},
+			Usage: "record at most this many runs at once"},
+		&ucli.StringFlag{Name: "strategy", Value: string(consensus.Majority), EnvVars: []string{"DAL_STRATEGY"},
+			Usage: "consensus strategy: majority, weighted, unanimous, threshold or best-of-n"},
+		&ucli.Float64Flag{Name: "threshold", Value: consensus.DefaultThreshold, EnvVars: []string{"DAL_THRESHOLD"},
+			Usage: "share of runs the threshold strategy needs, in (0, 1]"},
+		&ucli.StringFlag{Name: "exclude-outliers", Value: "none", EnvVars: []string{"DAL_EXCLUDE_OUTLIERS"},
+			Usage: "leave successful runs with outlying duration or tokens out of the vote: none, modified-z or tukey"},
+		&ucli.StringFlag{Name: "verify", EnvVars: []string{"DAL_VERIFY"},
+			Usage: "shell command that decides a run's success (exit 0), instead of the agent's exit code"},
+		&ucli.StringFlag{Name: "score", EnvVars: []string{"DAL_SCORE"},
+			Usage: "shell command that prints a run's quality score, a number in [0, 1]"},
+		&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, Required: true, EnvVars: []string{"DAL_REPORT"},
+			Usage: "directory for the run bundles (runs/NNN), report.json and report.md; finished runs there are kept"},
+		&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, EnvVars: []string{"DAL_WORKSPACE"},
+			Usage: "the directory the agent works in (default: the current directory); runs never change it"},
+		&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
+			Usage: "ed25519 signing key (default: ~/.config/dal/signing.key, created on first use)"},
+	)
+	return &ucli.Command{
+		Name:      "consistency",
+		Usage:     "run an agent N times, each recorded, and report how consistent the runs are",
+		ArgsUsage: "--runs N --report DIR -- CMD [ARGS...]",
+		Description: `Records CMD --runs times as dal-exec record --no-apply does, each run with its own seed, into
+DIR/runs/001, 002, ..., then reports on them in DIR/report.json and DIR/report.md: the consensus of
+the runs' outputs (the SHA-256 of their standard output), the success rate with its Wilson
+interval, mean, spread and outliers of durations, tokens and scores, and a reliability score
+(0.6 success rate + 0.2 (1 - CV duration) + 0.2 (1 - CV tokens); High >= 0.8, Medium >= 0.6).
+
+Run i's seed is the first 8 bytes of the dal stream (--seed, "consistency/run/<i>"), or the i-th of
+--seeds. A run succeeded when the agent exited 0, or with --verify when that command exits 0. The
+--verify and --score commands run with DAL_RUN_INDEX, DAL_RUN_SEED, DAL_RUN_BUNDLE and
+DAL_RUN_EXIT_CODE set. The agents' output goes to their bundles only; one line per finished run
+goes to stderr. Running again into the same DIR keeps the finished runs and records the rest.
+
+Exits 0 when the runs reach a consensus, 1 when they do not, 2 when dal-exec itself fails.
+
+Examples:
+   dal-exec consistency --runs 10 --seed 7 --report eval -- python3 agent.py
+   dal-exec consistency --seeds 42,123,456 --strategy unanimous --report eval -- ./agent.sh
+   dal-exec consistency --runs 20 --parallel 4 --timeout 2m --verify 'test -s out.txt' --report eval -- node agent.js`,
+		Flags: flags,
+		Action: func(c *ucli.Context) error {
+			spec, err := specFromFlags(c)
+			if err != nil {
+				return err
+			}
+			seeds, err := consistencySeeds(c)
+			if err != nil {
+				return err
+			}
+			strategy, err := consensus.ParseStrategy(c.String("strategy"))
+			if err != nil {
+				return usageError{err}
+			}
+			th := c.Float64("threshold")
+			if !(th > 0 && th <= 1) {
+				return usageError{fmt.Errorf("threshold %v must be in (0, 1], e.g. 0.67", th)}
+			}
+			method, err := consensus.ParseOutlierMethod(c.String("exclude-outliers"))
+			if err != nil {
+				return usageError{err}
+			}
+			if c.Int("parallel") < 1 {
+				return usageError{fmt.Errorf("parallel %d must be at least 1", c.Int("parallel"))}
+			}
+			dir := c.String("report")
+			if err := consistency.CheckDir(dir); err != nil {
+				return err
+			}
+			rec, err := childRecorder(c)
+			if err != nil {
+				return err
+			}
+			rep, err := consistency.Evaluate(c.Context, consistency.Options{Dir: dir, Command: spec.Args, Mode: spec.Mode,
+				Seeds: seeds, Parallel: c.Int("parallel"), Strategy: strategy,
+				Consensus: consensus.Options{Threshold: th, Exclude: consensus.Exclusion{Method: method}},
+				Verify:    c.String("verify"), Score: c.String("score"), Record: rec, Progress: c.App.ErrWriter})
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			cr := rep.Consensus
+			fmt.Fprintf(w, "consensus: %s (%s, confidence %.2f): %s\n", cr.Verdict, cr.Strategy, cr.Confidence, cr.Reason)
+			sr := rep.Variance.SuccessRate
+			if iv := sr.ConfidenceInterval; iv != nil {
+				fmt.Fprintf(w, "success rate: %.3f (%d/%d), %.0f%% interval [%.3f, %.3f]\n", sr.Value, sr.Successes, sr.N, iv.Level*100, iv.Lower, iv.Upper)
+			}
+			if rel := rep.Reliability; rel != nil {
+				fmt.Fprintf(w, "reliability: %.3f %s\n", rel.Score, rel.Label)
+			}
+			fmt.Fprintf(w, "report: %s, %s\n", dir+"/report.json", dir+"/report.md")
+			if cr.Verdict != consensus.VerdictDecided {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+}
+
+// childRecorder records each run with a dal-exec record child process: the
+// runner reaps orphans as a subreaper (wait4(-1)), so two runs in one
+// process would take each other's exit statuses. The child gets the
+// user's runner flags and --no-apply; its output goes nowhere but the
+// bundle. A run whose bundle was written succeeded as a recording, whatever
+// the agent's exit code; without a bundle the child's last message is the
+// error.
+func childRecorder(c *ucli.Context) (consistency.Recorder, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot find dal-exec itself to record runs: %w", err)
+	}
+	key := c.String("key")
+	if key == "" {
+		key = bundle.DefaultKeyPath()
+	}
+	// Create the signing key once, not racily in parallel children.
+	if _, created, err := bundle.LoadOrCreateKey(key); err != nil {
+		return nil, err
+	} else if created {
+		fmt.Fprintf(c.App.ErrWriter, "dal: created a signing key at %s (keep it; bundles are signed with it)\n", key)
+	}
+	base := []string{"record", "--no-apply", "--key", key, "--mode", c.String("mode"), "--epoch", c.String("epoch"),
+		"--quantum", c.Duration("quantum").String(), "--cpus", c.String("cpus"), "--timeout", c.Duration("timeout").String()}
+	for _, k := range c.StringSlice("keep-env") {
+		base = append(base, "--keep-env", k)
+	}
+	for _, name := range []string{"socket", "workspace"} {
+		if v := c.String(name); v != "" {
+			base = append(base, "--"+name, v)
+		}
+	}
+	agent := c.Args().Slice()
+	return func(ctx context.Context, r consistency.RunSpec) error {
+		args := append(slices.Clone(base), "--seed", strconv.FormatUint(r.Seed, 10), "--out", r.Bundle, "--")
+		cmd := exec.CommandContext(ctx, self, append(args, agent...)...)
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		runErr := cmd.Run()
+		if _, err := os.Stat(filepath.Join(r.Bundle, bundle.ManifestFile)); err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		msg = strings.TrimPrefix(msg, "dal-exec: ")
+		if msg == "" && runErr != nil {
+			msg = runErr.Error()
+		}
+		return fmt.Errorf("recording failed: %s", msg)
+	}, nil
+}
+
+// consistencySeeds reads --runs, --seed and --seeds.
+func consistencySeeds(c *ucli.Context) ([]uint64, error) {
+	runs := c.Int("runs")
+	if list := c.String("seeds"); list != "" {
+		if c.IsSet("seed") {
+			return nil, usageError{fmt.Errorf("give either --seed (a base seed) or --seeds (one per run), not both")}
+		}
+		var seeds []uint64
+		for _, f := range strings.Split(list, ",") {
+			s, err := seedrng.ParseSeed(strings.TrimSpace(f))
+			if err != nil {
+				return nil, usageError{fmt.Errorf("--seeds: %w", err)}
+			}
+			seeds = append(seeds, s)
+		}
+		if c.IsSet("runs") && runs != len(seeds) {
+			return nil, usageError{fmt.Errorf("--runs %d but --seeds lists %d seeds", runs, len(seeds))}
+		}
+		return seeds, nil
+	}
+	if runs < 1 {
+		return nil, usageError{fmt.Errorf("how many runs? give --runs N (at least 1) or --seeds")}
+	}
+	base, err := seedrng.ParseSeed(c.String("seed"))
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return consistency.Seeds(base, runs), nil
+}

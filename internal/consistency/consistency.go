@@ -1,0 +1,328 @@
+package consistency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dal-runtime/dal/internal/consensus"
+	"github.com/dal-runtime/dal/seedrng"
+)
+
+// SchemaVersion is report.json's format version.
+const SchemaVersion = 1
+
+// RunSpec is one run to record.
+type RunSpec struct {
+	Index  int    // 1-based
+	Seed   uint64 // the run's session seed
+	Bundle string // where the bundle must be written (a directory that does not exist yet)
+}
+
+// Recorder records one run into a complete bundle at r.Bundle. An error is a
+// failure of dal, not of the agent, and stops the evaluation.
+type Recorder func(ctx context.Context, r RunSpec) error
+
+// Options configure an evaluation.
+type Options struct {
+	Dir     string   // report directory; runs go to Dir/runs/NNN
+	Command []string // the agent's command, for the report and the resume check
+	Mode    string   // execution mode, for the report
+	Seeds   []uint64 // one per run (see Seeds)
+	// Parallel is how many runs are recorded at once (<= 0 means 1).
+	Parallel  int
+	Strategy  consensus.Strategy
+	Consensus consensus.Options
+	// Verify and Score are shell commands (sh -c) run per run with
+	// DAL_RUN_INDEX, DAL_RUN_SEED, DAL_RUN_BUNDLE and DAL_RUN_EXIT_CODE
+	// set; "" means none.
+	Verify, Score string
+	Record        Recorder
+	// Progress gets one line per finished run (nil: none).
+	Progress io.Writer
+	// Level of the confidence intervals (0 means 0.95).
+	Level float64
+}
+
+// Seeds derives n per-run seeds from base (see the package documentation).
+func Seeds(base uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = seedrng.Derive(base, fmt.Sprintf("consistency/run/%d", i+1)).Uint64()
+	}
+	return out
+}
+
+// BundlePath is where run i (1-based) of an evaluation into dir is recorded.
+func BundlePath(dir string, i int) string {
+	return filepath.Join(dir, "runs", fmt.Sprintf("%03d", i))
+}
+
+// CheckDir creates dir (and dir/runs) and checks that files can be written
+// there, so that a report directory that is not writable is reported before
+// any run.
+func CheckDir(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
+		return fmt.Errorf("cannot create the report directory %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".write-test-*")
+	if err != nil {
+		return fmt.Errorf("report directory %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// Evaluate records the runs that are not recorded yet, analyses all of them
+// and writes report.json and report.md into o.Dir. Runs finished before an
+// error are kept.
+func Evaluate(ctx context.Context, o Options) (*Report, error) {
+	if len(o.Seeds) == 0 {
+		return nil, errors.New("consistency: no runs requested")
+	}
+	if o.Record == nil {
+		return nil, errors.New("consistency: no recorder")
+	}
+	if o.Level == 0 {
+		o.Level = 0.95
+	}
+	par := max(o.Parallel, 1)
+	if err := CheckDir(o.Dir); err != nil {
+		return nil, err
+	}
+
+	n := len(o.Seeds)
+	results := make([]RunReport, n)
+	warnings := make([][]string, n)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		done     int
+		failed   int
+	)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rr, warn, kept, err := o.one(ctx, i+1, o.Seeds[i])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				return
+			}
+			results[i], warnings[i] = rr, warn
+			done++
+			if !rr.Success {
+				failed++
+			}
+			if o.Progress != nil {
+				fmt.Fprintln(o.Progress, progressLine(rr, kept, done, failed, n))
+				for _, w := range warn {
+					fmt.Fprintf(o.Progress, "dal: warning: %s\n", w)
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("evaluation interrupted after %d of %d runs (finished runs are kept; run again to resume): %w", done, n, err)
+	}
+	rep := analyse(o, results, slices.Concat(warnings...))
+	if err := rep.Write(o.Dir); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+func progressLine(r RunReport, kept bool, done, failed, n int) string {
+	status := "ok"
+	if !r.Success {
+		status = "failed"
+	}
+	how := fmt.Sprintf("exit %d, %d ms", r.ExitCode, r.DurationMS)
+	if kept {
+		how += ", kept from an earlier evaluation"
+	}
+	if r.Score != nil {
+		how += fmt.Sprintf(", score %.3g", *r.Score)
+	}
+	return fmt.Sprintf("dal: run %d %s (seed %d, %s) [%d/%d done, %d failed]", r.Index, status, r.Seed, how, done, n, failed)
+}
+
+// one records (or keeps) run i and measures it.
+func (o *Options) one(ctx context.Context, i int, seed uint64) (RunReport, []string, bool, error) {
+	path := BundlePath(o.Dir, i)
+	kept := false
+	if _, err := os.Stat(path); err == nil {
+		if _, err := os.Stat(filepath.Join(path, "manifest.json")); err != nil {
+			return RunReport{}, nil, false, fmt.Errorf("run %d's bundle %s is incomplete (no manifest.json): remove it to record the run again", i, path)
+		}
+		kept = true
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return RunReport{}, nil, false, fmt.Errorf("run %d: %w", i, err)
+	} else if err := o.Record(ctx, RunSpec{Index: i, Seed: seed, Bundle: path}); err != nil {
+		return RunReport{}, nil, false, fmt.Errorf("run %d: %w", i, err)
+	}
+	b, err := readBundle(path)
+	if err != nil {
+		return RunReport{}, nil, false, fmt.Errorf("run %d: %w", i, err)
+	}
+	if kept {
+		if b.env.Seed != seed {
+			return RunReport{}, nil, false, fmt.Errorf("run %d's kept bundle %s was recorded with seed %d, not %d as this evaluation's: use another --report directory", i, path, b.env.Seed, seed)
+		}
+		if len(o.Command) > 0 && !slices.Equal(b.env.Command, o.Command) {
+			return RunReport{}, nil, false, fmt.Errorf("run %d's kept bundle %s was recorded for command %q, not %q: use another --report directory", i, path, b.env.Command, o.Command)
+		}
+	}
+	rel, err := filepath.Rel(o.Dir, path)
+	if err != nil {
+		rel = path
+	}
+	rr := RunReport{Index: i, Seed: seed, Bundle: rel, ExitCode: b.env.ExitCode, TimedOut: b.env.TimedOut,
+		DurationMS: b.durationMS, Tokens: b.tokens, OutputHash: b.outputHash, Success: b.env.ExitCode == 0}
+	var warn []string
+	env := []string{"DAL_RUN_INDEX=" + strconv.Itoa(i), "DAL_RUN_SEED=" + strconv.FormatUint(seed, 10),
+		"DAL_RUN_BUNDLE=" + path, "DAL_RUN_EXIT_CODE=" + strconv.Itoa(b.env.ExitCode)}
+	if o.Verify != "" {
+		_, err := shell(ctx, o.Verify, env)
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			rr.Success = true
+		case errors.As(err, &ee):
+			rr.Success = false
+		default:
+			if ctx.Err() != nil {
+				return RunReport{}, nil, false, ctx.Err()
+			}
+			return RunReport{}, nil, false, fmt.Errorf("run %d: verify command: %w", i, err)
+		}
+	}
+	if o.Score != "" {
+		out, err := shell(ctx, o.Score, env)
+		if ctx.Err() != nil {
+			return RunReport{}, nil, false, ctx.Err()
+		}
+		s, perr := parseScore(out, err)
+		if perr != nil {
+			warn = append(warn, fmt.Sprintf("run %d has no score: %v", i, perr))
+		} else {
+			rr.Score = &s
+		}
+	}
+	return rr, warn, kept, nil
+}
+
+func shell(ctx context.Context, script string, env []string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = io.Discard
+	err := cmd.Run()
+	return out.Bytes(), err
+}
+
+// parseScore reads a score command's output: one number in [0, 1].
+func parseScore(out []byte, runErr error) (float64, error) {
+	if runErr != nil {
+		return 0, fmt.Errorf("the score command failed (%v)", runErr)
+	}
+	text := strings.TrimSpace(string(out))
+	s, err := strconv.ParseFloat(text, 64)
+	if err != nil || math.IsNaN(s) {
+		if len(text) > 40 {
+			text = text[:40] + "..."
+		}
+		return 0, fmt.Errorf("the score command printed %q, not a number in [0, 1]", text)
+	}
+	if s < 0 || s > 1 {
+		return 0, fmt.Errorf("the score command printed %v, outside [0, 1]", s)
+	}
+	return s, nil
+}
+
+type bundleEnv struct {
+	Command  []string `json:"command"`
+	Seed     uint64   `json:"seed"`
+	ExitCode int      `json:"exit_code"`
+	TimedOut bool     `json:"timed_out"`
+}
+
+type bundleFacts struct {
+	env        bundleEnv
+	durationMS int64
+	tokens     int64
+	outputHash string
+}
+
+func readBundle(path string) (bundleFacts, error) {
+	var f bundleFacts
+	var man struct {
+		Metrics struct {
+			DurationMS   int64 `json:"duration_ms"`
+			TokensInput  int64 `json:"tokens_input"`
+			TokensOutput int64 `json:"tokens_output"`
+		} `json:"metrics"`
+	}
+	if err := readJSON(filepath.Join(path, "manifest.json"), &man); err != nil {
+		return f, err
+	}
+	if err := readJSON(filepath.Join(path, "env.json"), &f.env); err != nil {
+		return f, err
+	}
+	f.durationMS = man.Metrics.DurationMS
+	f.tokens = man.Metrics.TokensInput + man.Metrics.TokensOutput
+	out, err := os.ReadFile(filepath.Join(path, "logs", "stdout"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return f, fmt.Errorf("bundle %s: %w", path, err)
+	}
+	sum := sha256.Sum256(out)
+	f.outputHash = "sha256:" + hex.EncodeToString(sum[:])
+	return f, nil
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("bundle file: %w", err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("bundle file %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+// Package consistency runs an agent several times, each run recorded as a
+// bundle, and reports how consistent the runs were: the consensus of their
+// outputs (internal/consensus), the spread of their durations, token counts
+// and scores (internal/stats), a reliability score, and one row per run.
+//
+// It does not start agents itself: Options.Record records one run into a
+// bundle directory (dal-exec consistency passes internal/record), so the
+// evaluation logic is tested without a sandbox.
+//
+// # Seeds
+//
+// Run i (1-based) of an evaluation with base seed S runs with seed
+//
+//	seedrng.Derive(S, "consistency/run/<i>").Uint64()
+//
+// the first 8 bytes of a named dal stream: the same base seed gives the same
+// per-run seeds on every machine and in every language of dal, and the runs'
+// seeds are unrelated to each other and to S itself (S+i would make run 1 of
+// base 7 the same session as run 0 of base 8). Explicit seeds are used as
+// given.
+//
+// # Layout and resuming
+//
+// Run i is recorded at DIR/runs/NNN (NNN = i, three digits or more). A bundle
+// is published only when complete, so a run whose directory holds a
+// manifest.json is finished: a second evaluation into the same DIR keeps it
+// and records only the missing runs. A kept bundle must have been recorded
+// with the seed and command this evaluation would use; otherwise the
+// evaluation stops rather than mix two experiments. DIR/report.json and
+// DIR/report.md are rewritten at the end of every evaluation.
+//
+// # What a run is
+//
+// A run succeeded when its agent exited 0 or, with a verify command, when
+// that command exits 0. Its output, what runs agree on, is the SHA-256 of the
+// agent's standard output (logs/stdout). Duration and tokens come from the
+// bundle's manifest (metrics.duration_ms, tokens_input + tokens_output). A
+// score command prints a number in [0, 1]; anything else leaves the run
+// without a score and adds a warning naming the run.
+//
+// # Report
+//
+// report.json (schema_version 1) never holds NaN or infinities: a statistic
+// the runs cannot support (a standard deviation of one run, a coefficient of
+// variation of a zero mean) is null.
+package consistency
