@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // consistencyReport is the part of report.json the tests read.
@@ -61,7 +66,8 @@ func TestConsistencyDeterministicAgentIsUnanimous(t *testing.T) {
 		rep.Consensus.Confidence != 1 || rep.Reliability.Label != "High" {
 		t.Fatalf("exit %d, report %+v\n%s", r.code, rep, r.stderr)
 	}
-	if strings.Contains(r.stdout, "42") {
+	// A line of its own: the summary's paths hold random digits.
+	if strings.Contains("\n"+r.stdout, "\n42\n") {
 		t.Fatalf("the agent's output reached the terminal: %q", r.stdout)
 	}
 	if n := strings.Count(r.stderr, "dal: run "); n != 4 {
@@ -138,4 +144,90 @@ func TestConsistencyUnwritableReport(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "cannot create the report directory") || strings.Contains(r.stderr, "dal: run") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
+}
+
+// chromium is where the screenshot test expects a headless browser.
+const chromium = "/usr/bin/chromium"
+
+func TestConsistencyReportHTMLScreenshot(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("%s is missing: install it with apt-get install -y chromium (%v)", chromium, err)
+	}
+	dir := filepath.Join(t.TempDir(), "eval")
+	// Run 3 fails verification, so both success and failure colours are drawn.
+	r, rep := consistency(t, dir, "--runs", "4", "--verify", `test "$DAL_RUN_INDEX" != 3`,
+		"--score", `echo "0.$DAL_RUN_INDEX"`, "--", "python3", "-c", "print(42)")
+	if rep.Runs != 4 {
+		t.Fatalf("exit %d, %d runs\n%s", r.code, rep.Runs, r.stderr)
+	}
+	page := filepath.Join(dir, "report.html")
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, plot := range []string{`data-plot="duration"`, `data-plot="score"`, `data-plot="success"`, `data-plot="duration-histogram"`} {
+		if !bytes.Contains(html, []byte(plot)) {
+			t.Fatalf("report.html has no %s plot", plot)
+		}
+	}
+
+	shot := filepath.Join(t.TempDir(), "report.png")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--screenshot="+shot, "--window-size=1200,2000", "file://"+page)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("chromium: %v\n%s", err, out)
+	}
+	t.Logf("chromium rendered report.html in %v", time.Since(start).Round(time.Millisecond))
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot (%v):\n%s", err, out)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+
+	// The plot colours of html.go's stylesheet, each of which must cover a
+	// visible area (a few hundred pixels), and the colours of the whole page.
+	plotColours := map[string][3]int{
+		"success bars": {0x2e, 0x9d, 0x5b}, "failure bar": {0xd6, 0x45, 0x45}, "interval band": {0xcf, 0xe0, 0xf5},
+		"histogram bars": {0x6c, 0x5f, 0xc7}, "Wilson interval": {0x7f, 0xb0, 0xe6},
+	}
+	seen := map[string]int{}
+	distinct := map[[3]int]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			px := [3]int{int(r >> 8), int(g >> 8), int(bl >> 8)}
+			distinct[px] = true
+			for name, c := range plotColours {
+				if abs(px[0]-c[0]) <= 3 && abs(px[1]-c[1]) <= 3 && abs(px[2]-c[2]) <= 3 {
+					seen[name]++
+				}
+			}
+		}
+	}
+	if b.Dx() != 1200 || b.Dy() != 2000 || len(distinct) < 100 {
+		t.Fatalf("screenshot %dx%d with %d distinct colours: blank or not the page", b.Dx(), b.Dy(), len(distinct))
+	}
+	for name := range plotColours {
+		if seen[name] < 200 {
+			t.Errorf("the screenshot shows %d pixels of the %s colour, want at least 200", seen[name], name)
+		}
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

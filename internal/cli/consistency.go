@@ -50,7 +50,7 @@ func ConsistencyCommand() *ucli.Command {
 		&ucli.StringFlag{Name: "score", EnvVars: []string{"DAL_SCORE"},
 			Usage: "shell command that prints a run's quality score, a number in [0, 1]"},
 		&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, Required: true, EnvVars: []string{"DAL_REPORT"},
-			Usage: "directory for the run bundles (runs/NNN), report.json and report.md; finished runs there are kept"},
+			Usage: "directory for the run bundles (runs/NNN), report.json, report.md and report.html; finished runs there are kept"},
 		&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, EnvVars: []string{"DAL_WORKSPACE"},
 			Usage: "the directory the agent works in (default: the current directory); runs never change it"},
 		&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
@@ -61,7 +61,8 @@ func ConsistencyCommand() *ucli.Command {
 		Usage:     "run an agent N times, each recorded, and report how consistent the runs are",
 		ArgsUsage: "--runs N --report DIR -- CMD [ARGS...]",
 		Description: `Records CMD --runs times as dal-exec record --no-apply does, each run with its own seed, into
-DIR/runs/001, 002, ..., then reports on them in DIR/report.json and DIR/report.md: the consensus of
+DIR/runs/001, 002, ..., then reports on them in DIR/report.json, report.md and report.html (plots,
+self-contained, renders offline): the consensus of
 the runs' outputs (the SHA-256 of their standard output), the success rate with its Wilson
 interval, mean, spread and outliers of durations, tokens and scores, and a reliability score
 (0.6 success rate + 0.2 (1 - CV duration) + 0.2 (1 - CV tokens); High >= 0.8, Medium >= 0.6).
@@ -128,7 +129,7 @@ Examples:
 			if rel := rep.Reliability; rel != nil {
 				fmt.Fprintf(w, "reliability: %.3f %s\n", rel.Score, rel.Label)
 			}
-			fmt.Fprintf(w, "report: %s, %s\n", dir+"/report.json", dir+"/report.md")
+			fmt.Fprintf(w, "report: %s, %s, %s\n", dir+"/report.json", dir+"/report.md", dir+"/report.html")
 			if cr.Verdict != consensus.VerdictDecided {
 				return exitError{1}
 			}

@@ -88,7 +88,7 @@ func CheckDir(dir string) error {
 }
 
 // Evaluate records the runs that are not recorded yet, analyses all of them
-// and writes report.json and report.md into o.Dir. Runs finished before an
+// and writes report.json, report.md and report.html into o.Dir. Runs finished before an
 // error are kept.
 func Evaluate(ctx context.Context, o Options) (*Report, error) {
 	if len(o.Seeds) == 0 {

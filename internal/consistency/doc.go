@@ -26,8 +26,9 @@
 // manifest.json is finished: a second evaluation into the same DIR keeps it
 // and records only the missing runs. A kept bundle must have been recorded
 // with the seed and command this evaluation would use; otherwise the
-// evaluation stops rather than mix two experiments. DIR/report.json and
-// DIR/report.md are rewritten at the end of every evaluation.
+// evaluation stops rather than mix two experiments. DIR/report.json,
+// DIR/report.md and DIR/report.html are rewritten at the end of every
+// evaluation.
 //
 // # What a run is
 //
@@ -42,5 +43,9 @@
 //
 // report.json (schema_version 1) never holds NaN or infinities: a statistic
 // the runs cannot support (a standard deviation of one run, a coefficient of
-// variation of a zero mean) is null.
+// variation of a zero mean) is null. report.html is one self-contained page
+// (inline CSS and SVG, no script, nothing fetched) with the verdict, the
+// reliability score and plots of the runs: duration, tokens and score per
+// run over the mean and its interval, the success rate in its Wilson
+// interval, and a histogram of durations.
 package consistency

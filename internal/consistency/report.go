@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/consensus"
 	"github.com/dal-runtime/dal/internal/stats"
@@ -243,7 +244,8 @@ func analyse(o Options, runs []RunReport, warnings []string) *Report {
 	return rep
 }
 
-// Write writes report.json and report.md into dir, each atomically.
+// Write writes report.json, report.md and report.html into dir, each
+// atomically.
 func (r *Report) Write(dir string) error {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -252,7 +254,14 @@ func (r *Report) Write(dir string) error {
 	if err := writeAtomic(filepath.Join(dir, "report.json"), append(data, '\n')); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, "report.md"), []byte(r.Markdown()))
+	if err := writeAtomic(filepath.Join(dir, "report.md"), []byte(r.Markdown())); err != nil {
+		return err
+	}
+	page, err := r.HTML(time.Now())
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, "report.html"), page)
 }
 
 func writeAtomic(path string, data []byte) error {

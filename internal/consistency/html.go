@@ -1,0 +1,534 @@
+package consistency
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"html/template"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dal-runtime/dal/internal/consensus"
+	"github.com/dal-runtime/dal/internal/stats"
+)
+
+// The plots are SVG drawn here from shapes; html/template escapes every
+// value, so a command line or a warning cannot inject markup. Each plot is an
+// <svg data-plot="NAME"> whose data marks (one per run, per bin or per
+// interval) carry the class "mark"; the tests count them.
+
+// Plot names (the data-plot attribute).
+const (
+	plotDuration  = "duration"
+	plotTokens    = "tokens"
+	plotScore     = "score"
+	plotSuccess   = "success"
+	plotHistogram = "duration-histogram"
+)
+
+// Plot geometry in SVG user units.
+const (
+	plotW, plotH                      = 520.0, 240.0
+	padLeft, padRight, padTop, padBot = 60.0, 14.0, 16.0, 36.0
+)
+
+// shape is one SVG element.
+type shape struct {
+	Kind           string // rect, line, circle, text
+	Class          string
+	X, Y, W, H     float64 // rect; X, Y for text
+	X1, Y1, X2, Y2 float64 // line
+	R              float64 // circle at X, Y
+	Text           string  // text content
+	Anchor         string  // text-anchor
+	Title          string  // tooltip
+	Run            int     // data-run, 0 = none
+	Count          int     // data-count, -1 = none
+}
+
+type plotView struct {
+	Name, Title, Caption string
+	// Note replaces the drawing when the data cannot be plotted.
+	Note          string
+	Width, Height float64
+	Shapes        []shape
+}
+
+type runRow struct {
+	Index                           int
+	Seed                            uint64
+	Success                         bool
+	Exit                            int
+	Score, Duration, Tokens, Output string
+	Outlier                         string
+}
+
+type pageView struct {
+	Command, Mode, Date               string
+	Runs                              int
+	Strategy, Verdict, VerdictClass   string
+	Decision, Reason, Confidence      string
+	Unanimous                         bool
+	Notes                             []string
+	Reliability, ReliabilityLabel     string
+	ReliabilityClass, ReliabilityNote string
+	Success                           string
+	Plots                             []plotView
+	Rows                              []runRow
+	Warnings                          []string
+}
+
+// HTML renders the report as one self-contained page (inline CSS and SVG, no
+// script, nothing fetched), stamped with generated.
+func (r *Report) HTML(generated time.Time) ([]byte, error) {
+	v := pageView{Command: strings.Join(r.Command, " "), Mode: r.Mode, Runs: r.Runs,
+		Date: generated.UTC().Format("2006-01-02 15:04 UTC")}
+	c := r.Consensus
+	v.Strategy, v.Verdict, v.Decision, v.Reason, v.Notes = string(c.Strategy), strings.ReplaceAll(string(c.Verdict), "_", " "), c.Decision, c.Reason, c.Notes
+	v.Confidence, v.Unanimous = fmt.Sprintf("%.0f%%", 100*c.Confidence), c.Unanimous
+	v.VerdictClass = "bad"
+	if c.Verdict == consensus.VerdictDecided {
+		v.VerdictClass = "good"
+	}
+	v.Reliability, v.ReliabilityLabel, v.ReliabilityClass = "–", "not available", "bad"
+	if rel := r.Reliability; rel != nil {
+		v.Reliability, v.ReliabilityLabel, v.ReliabilityNote = fmt.Sprintf("%.3f", rel.Score), string(rel.Label), rel.Note
+		switch rel.Label {
+		case stats.High:
+			v.ReliabilityClass = "good"
+		case stats.Medium:
+			v.ReliabilityClass = "fair"
+		}
+	}
+	sr := r.Variance.SuccessRate
+	v.Success = fmt.Sprintf("%d of %d", sr.Successes, sr.N)
+
+	outliers := func(m *Metric) map[int][]string {
+		out := map[int][]string{}
+		if m == nil {
+			return out
+		}
+		for _, rule := range []string{"tukey", "zscore", "modified_z"} {
+			for _, i := range m.Outliers[rule] {
+				out[i] = append(out[i], rule)
+			}
+		}
+		return out
+	}
+	durOut, tokOut, scoreOut := outliers(r.Variance.Duration), outliers(r.Variance.Tokens), outliers(r.Variance.Score)
+
+	v.Plots = append(v.Plots,
+		r.perRunPlot(plotDuration, "Duration per run", "ms", r.Variance.Duration, durOut,
+			func(run RunReport) (float64, bool) { return float64(run.DurationMS), true }, false),
+		successPlot(sr),
+	)
+	if tokensRecorded(r.IndividualRuns) {
+		v.Plots = append(v.Plots, r.perRunPlot(plotTokens, "Tokens per run", "tokens", r.Variance.Tokens, tokOut,
+			func(run RunReport) (float64, bool) { return float64(run.Tokens), true }, false))
+	} else {
+		v.Plots = append(v.Plots, plotView{Name: plotTokens, Title: "Tokens per run",
+			Note: "No run recorded any model tokens, so there is nothing to plot."})
+	}
+	if r.Variance.Score != nil {
+		v.Plots = append(v.Plots, r.perRunPlot(plotScore, "Score per run", "score", r.Variance.Score, scoreOut,
+			func(run RunReport) (float64, bool) {
+				if run.Score == nil {
+					return 0, false
+				}
+				return *run.Score, true
+			}, true))
+	}
+	v.Plots = append(v.Plots, r.histogram())
+	// Drawings first, plots that are only a note last.
+	slices.SortStableFunc(v.Plots, func(a, b plotView) int {
+		return cmp.Compare(boolInt(a.Note != ""), boolInt(b.Note != ""))
+	})
+
+	for _, run := range r.IndividualRuns {
+		out := strings.TrimPrefix(run.OutputHash, "sha256:")
+		if len(out) > 12 {
+			out = out[:12]
+		}
+		var flags []string
+		for _, o := range []struct {
+			name string
+			m    map[int][]string
+		}{{"duration", durOut}, {"tokens", tokOut}, {"score", scoreOut}} {
+			if len(o.m[run.Index]) > 0 {
+				flags = append(flags, o.name)
+			}
+		}
+		v.Rows = append(v.Rows, runRow{Index: run.Index, Seed: run.Seed, Success: run.Success, Exit: run.ExitCode,
+			Score: num(run.Score, "%.3f"), Duration: strconv.FormatInt(run.DurationMS, 10),
+			Tokens: strconv.FormatInt(run.Tokens, 10), Output: out, Outlier: strings.Join(flags, ", ")})
+	}
+	v.Warnings = r.Warnings
+
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, v); err != nil {
+		return nil, fmt.Errorf("report.html: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func tokensRecorded(runs []RunReport) bool {
+	for _, r := range runs {
+		if r.Tokens != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// frame maps data to the plot area: x in [x0, x1], y in [y0, y1].
+type frame struct{ x0, x1, y0, y1 float64 }
+
+func (f frame) px(x float64) float64 {
+	if f.x1 == f.x0 {
+		return padLeft
+	}
+	return padLeft + (x-f.x0)/(f.x1-f.x0)*(plotW-padLeft-padRight)
+}
+
+func (f frame) py(y float64) float64 {
+	if f.y1 == f.y0 {
+		return plotH - padBot
+	}
+	return plotH - padBot - (y-f.y0)/(f.y1-f.y0)*(plotH-padTop-padBot)
+}
+
+// yAxis draws horizontal grid lines with labels at ticks.
+func (f frame) yAxis(ticks []float64, format string) []shape {
+	var s []shape
+	for _, t := range ticks {
+		y := f.py(t)
+		s = append(s, shape{Kind: "line", Class: "grid", X1: padLeft, Y1: y, X2: plotW - padRight, Y2: y, Count: -1},
+			shape{Kind: "text", Class: "tick", X: padLeft - 6, Y: y + 4, Anchor: "end", Text: short(t, format), Count: -1})
+	}
+	s = append(s, shape{Kind: "line", Class: "axis", X1: padLeft, Y1: plotH - padBot, X2: plotW - padRight, Y2: plotH - padBot, Count: -1})
+	return s
+}
+
+// short formats a tick label, thousands as k.
+func short(x float64, format string) string {
+	if math.Abs(x) >= 10000 {
+		return strconv.FormatFloat(x/1000, 'f', -1, 64) + "k"
+	}
+	return fmt.Sprintf(format, x)
+}
+
+// niceTicks returns about n round tick values covering [lo, hi].
+func niceTicks(lo, hi float64, n int) []float64 {
+	if !(hi > lo) {
+		hi = lo + 1
+	}
+	raw := (hi - lo) / float64(n)
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var ticks []float64
+	for t := math.Floor(lo/step) * step; t <= hi+step*1e-9; t += step {
+		ticks = append(ticks, math.Round(t/step)*step)
+	}
+	if last := ticks[len(ticks)-1]; last < hi {
+		ticks = append(ticks, last+step)
+	}
+	return ticks
+}
+
+// perRunPlot draws one mark per run that has the value: bars from zero, or
+// dots on [0, 1] for scores, over the t interval of the mean (shaded) and the
+// mean (a line), with outliers ringed.
+func (r *Report) perRunPlot(name, title, unit string, m *Metric, outliers map[int][]string,
+	value func(RunReport) (float64, bool), dots bool) plotView {
+	p := plotView{Name: name, Title: title, Width: plotW, Height: plotH}
+	type point struct {
+		run RunReport
+		v   float64
+	}
+	var pts []point
+	hi := 0.0
+	for _, run := range r.IndividualRuns {
+		if x, ok := value(run); ok && !math.IsNaN(x) && !math.IsInf(x, 0) {
+			pts = append(pts, point{run, x})
+			hi = max(hi, x)
+		}
+	}
+	if len(pts) == 0 {
+		p.Note = "No run has a value to plot."
+		return p
+	}
+	level := 0.95
+	if m != nil && m.ConfidenceInterval != nil {
+		level = m.ConfidenceInterval.Level
+		hi = max(hi, m.ConfidenceInterval.Upper)
+	}
+	format := "%.0f"
+	var ticks []float64
+	if dots {
+		ticks, format = []float64{0, 0.25, 0.5, 0.75, 1}, "%.2f"
+	} else {
+		ticks = niceTicks(0, hi, 4)
+	}
+	f := frame{x0: 0, x1: float64(len(r.IndividualRuns)), y0: ticks[0], y1: ticks[len(ticks)-1]}
+	clampY := func(y float64) float64 { return min(max(y, f.y0), f.y1) }
+
+	var caption []string
+	if m != nil && m.ConfidenceInterval != nil {
+		iv := m.ConfidenceInterval
+		top, bottom := f.py(clampY(iv.Upper)), f.py(clampY(iv.Lower))
+		p.Shapes = append(p.Shapes, shape{Kind: "rect", Class: "band", X: padLeft, Y: top, W: plotW - padLeft - padRight,
+			H: bottom - top, Title: fmt.Sprintf("%.0f%% t interval of the mean: [%.4g, %.4g] %s", 100*level, iv.Lower, iv.Upper, unit), Count: -1})
+		caption = append(caption, fmt.Sprintf("shaded: %.0f%% t interval of the mean [%.4g, %.4g]", 100*level, iv.Lower, iv.Upper))
+	} else {
+		caption = append(caption, "no interval: it needs at least 2 runs with a value")
+	}
+	p.Shapes = append(p.Shapes, f.yAxis(ticks, format)...)
+
+	slot := (plotW - padLeft - padRight) / float64(len(r.IndividualRuns))
+	labelEvery := max(1, int(math.Ceil(float64(len(r.IndividualRuns))/20)))
+	pos := map[int]int{}
+	for k, run := range r.IndividualRuns {
+		pos[run.Index] = k
+		if k%labelEvery == 0 {
+			p.Shapes = append(p.Shapes, shape{Kind: "text", Class: "tick", X: padLeft + (float64(k)+0.5)*slot,
+				Y: plotH - padBot + 16, Anchor: "middle", Text: strconv.Itoa(run.Index), Count: -1})
+		}
+	}
+	p.Shapes = append(p.Shapes, shape{Kind: "text", Class: "label", X: padLeft + (plotW-padLeft-padRight)/2,
+		Y: plotH - 4, Anchor: "middle", Text: "run", Count: -1})
+
+	var rings []shape
+	for _, pt := range pts {
+		cx := padLeft + (float64(pos[pt.run.Index])+0.5)*slot
+		class := "mark ok"
+		status := "succeeded"
+		if !pt.run.Success {
+			class, status = "mark fail", "failed"
+		}
+		tip := fmt.Sprintf("run %d (%s): %.4g %s", pt.run.Index, status, pt.v, unit)
+		y := f.py(clampY(pt.v))
+		if dots {
+			p.Shapes = append(p.Shapes, shape{Kind: "circle", Class: class, X: cx, Y: y, R: min(6, max(2, slot*0.3)),
+				Title: tip, Run: pt.run.Index, Count: -1})
+		} else {
+			w := max(0.5, min(40, slot*0.7))
+			p.Shapes = append(p.Shapes, shape{Kind: "rect", Class: class, X: cx - w/2, Y: y, W: w, H: f.py(f.y0) - y,
+				Title: tip, Run: pt.run.Index, Count: -1})
+		}
+		if rules := outliers[pt.run.Index]; len(rules) > 0 {
+			rings = append(rings, shape{Kind: "circle", Class: "outlier", X: cx, Y: y, R: min(10, max(4, slot*0.45)),
+				Title: fmt.Sprintf("run %d is an outlier (%s)", pt.run.Index, strings.Join(rules, ", ")), Run: pt.run.Index, Count: -1})
+		}
+	}
+	if m != nil && m.Mean != nil {
+		y := f.py(clampY(*m.Mean))
+		p.Shapes = append(p.Shapes, shape{Kind: "line", Class: "mean", X1: padLeft, Y1: y, X2: plotW - padRight, Y2: y,
+			Title: fmt.Sprintf("mean %.4g %s", *m.Mean, unit), Count: -1},
+			shape{Kind: "text", Class: "meanlabel", X: plotW - padRight - 2, Y: y - 5, Anchor: "end",
+				Text: fmt.Sprintf("mean %.4g", *m.Mean), Count: -1})
+		caption = append([]string{fmt.Sprintf("line: mean %.4g %s", *m.Mean, unit)}, caption...)
+	}
+	p.Shapes = append(p.Shapes, rings...)
+	if len(rings) > 0 {
+		caption = append(caption, fmt.Sprintf("ringed: %d outlier(s)", len(rings)))
+	}
+	if missing := len(r.IndividualRuns) - len(pts); missing > 0 {
+		caption = append(caption, fmt.Sprintf("%d run(s) without a value", missing))
+	}
+	if m != nil && m.Note != "" {
+		caption = append(caption, m.Note)
+	}
+	p.Caption = strings.Join(caption, "; ") + "."
+	return p
+}
+
+// successPlot draws the success rate as a point on [0, 1] inside its Wilson
+// interval.
+func successPlot(sr SuccessRate) plotView {
+	const h = 110.0
+	p := plotView{Name: plotSuccess, Title: "Success rate", Width: plotW, Height: h}
+	if sr.N == 0 {
+		p.Note = "No runs."
+		return p
+	}
+	x := func(v float64) float64 { return padLeft + v*(plotW-padLeft-padRight) }
+	mid := 46.0
+	for _, t := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		p.Shapes = append(p.Shapes, shape{Kind: "line", Class: "grid", X1: x(t), Y1: 16, X2: x(t), Y2: 76, Count: -1},
+			shape{Kind: "text", Class: "tick", X: x(t), Y: 94, Anchor: "middle", Text: fmt.Sprintf("%.0f%%", 100*t), Count: -1})
+	}
+	p.Shapes = append(p.Shapes, shape{Kind: "line", Class: "axis", X1: x(0), Y1: 76, X2: x(1), Y2: 76, Count: -1})
+	caption := fmt.Sprintf("%d of %d runs succeeded (%.1f%%)", sr.Successes, sr.N, 100*sr.Value)
+	if iv := sr.ConfidenceInterval; iv != nil {
+		p.Shapes = append(p.Shapes, shape{Kind: "rect", Class: "mark interval", X: x(iv.Lower), Y: mid - 9,
+			W: max(1, x(iv.Upper)-x(iv.Lower)), H: 18, Count: -1,
+			Title: fmt.Sprintf("%.0f%% Wilson interval [%.3f, %.3f]", 100*iv.Level, iv.Lower, iv.Upper)})
+		caption += fmt.Sprintf("; bar: %.0f%% Wilson interval [%.1f%%, %.1f%%]", 100*iv.Level, 100*iv.Lower, 100*iv.Upper)
+	}
+	p.Shapes = append(p.Shapes, shape{Kind: "circle", Class: "mark point", X: x(sr.Value), Y: mid, R: 7, Count: -1,
+		Title: fmt.Sprintf("success rate %.3f", sr.Value)},
+		shape{Kind: "text", Class: "label", X: x(sr.Value), Y: mid - 14, Anchor: "middle", Text: fmt.Sprintf("%.0f%%", 100*sr.Value), Count: -1})
+	p.Caption = caption + "."
+	return p
+}
+
+// histogram bins the durations (Sturges' rule) and draws one bar per bin.
+func (r *Report) histogram() plotView {
+	p := plotView{Name: plotHistogram, Title: "Distribution of durations", Width: plotW, Height: plotH}
+	var xs []float64
+	for _, run := range r.IndividualRuns {
+		xs = append(xs, float64(run.DurationMS))
+	}
+	if len(xs) == 0 {
+		p.Note = "No runs."
+		return p
+	}
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	bins := 1
+	if hi > lo {
+		bins = int(math.Ceil(math.Log2(float64(len(xs))))) + 1
+	}
+	width := (hi - lo) / float64(bins)
+	if width == 0 {
+		width = 1
+	}
+	counts := make([]int, bins)
+	for _, x := range xs {
+		k := min(int((x-lo)/width), bins-1)
+		counts[k]++
+	}
+	top := slices.Max(counts)
+	var ticks []float64
+	if top <= 5 {
+		for t := 0; t <= top; t++ {
+			ticks = append(ticks, float64(t))
+		}
+	} else {
+		ticks = niceTicks(0, float64(top), 4)
+	}
+	f := frame{x0: lo, x1: lo + width*float64(bins), y0: 0, y1: ticks[len(ticks)-1]}
+	p.Shapes = append(p.Shapes, f.yAxis(ticks, "%.0f")...)
+	for k, c := range counts {
+		a, b := lo+float64(k)*width, lo+float64(k+1)*width
+		x0, x1 := f.px(a), f.px(b)
+		if bins == 1 {
+			x0, x1 = padLeft+(plotW-padLeft-padRight)*0.3, padLeft+(plotW-padLeft-padRight)*0.7
+		}
+		y := f.py(float64(c))
+		tip := fmt.Sprintf("%.4g–%.4g ms: %d run(s)", a, b, c)
+		if bins == 1 {
+			tip = fmt.Sprintf("%.4g ms: %d run(s)", lo, c)
+		}
+		p.Shapes = append(p.Shapes, shape{Kind: "rect", Class: "mark hist", X: x0 + 1, Y: y, W: max(0.5, x1-x0-2),
+			H: f.py(0) - y, Title: tip, Count: c})
+		if k == 0 || k == bins-1 || bins <= 8 {
+			p.Shapes = append(p.Shapes, shape{Kind: "text", Class: "tick", X: x0, Y: plotH - padBot + 16, Anchor: "middle",
+				Text: short(a, "%.0f"), Count: -1})
+		}
+	}
+	if bins > 1 {
+		p.Shapes = append(p.Shapes, shape{Kind: "text", Class: "tick", X: f.px(lo + width*float64(bins)), Y: plotH - padBot + 16,
+			Anchor: "middle", Text: short(lo+width*float64(bins), "%.0f"), Count: -1})
+	}
+	p.Shapes = append(p.Shapes, shape{Kind: "text", Class: "label", X: padLeft + (plotW-padLeft-padRight)/2,
+		Y: plotH - 4, Anchor: "middle", Text: "duration (ms)", Count: -1})
+	p.Caption = fmt.Sprintf("%d run(s) in %d bin(s); bar height: runs per bin.", len(xs), bins)
+	return p
+}
+
+// coord formats an SVG coordinate.
+func coord(x float64) string { return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64) }
+
+var pageTemplate = template.Must(template.New("report.html").Funcs(template.FuncMap{"c": coord}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Consistency of {{.Command}}</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2733;background:#f5f7fa;margin:0}
+main{max-width:1120px;margin:0 auto;padding:20px 24px 40px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:15px;margin:0 0 6px}
+code{font:13px ui-monospace,SFMono-Regular,Menlo,monospace;background:#e8edf3;padding:1px 5px;border-radius:4px}
+.meta{color:#56657a;margin:0 0 16px}
+.cards{display:grid;grid-template-columns:repeat(3,1fr);gap:14px;margin-bottom:16px}
+.card,.plot{background:#fff;border:1px solid #dde3ea;border-radius:10px;padding:14px 16px}
+.big{font-size:28px;font-weight:650;margin:2px 0}
+.good .big{color:#1f8a4c}.fair .big{color:#c27c00}.bad .big{color:#c43d3d}
+.small{color:#56657a;font-size:12.5px;margin:4px 0 0}
+.plots{display:grid;grid-template-columns:repeat(2,1fr);gap:14px}
+.plot{margin:0}.plot svg{width:100%;height:auto;display:block}
+.card code{overflow-wrap:anywhere}
+.note{color:#56657a;font-style:italic;padding:30px 0;text-align:center}
+svg text{font:11px system-ui,sans-serif;fill:#56657a}
+svg .label{fill:#1d2733;font-size:12px}
+svg .meanlabel{fill:#1f3b63;font-weight:600}
+.grid{stroke:#e6eaef;stroke-width:1}.axis{stroke:#8a97a8;stroke-width:1}
+.band{fill:#cfe0f5}
+.ok{fill:#2e9d5b}.fail{fill:#d64545}
+.mean{stroke:#1f3b63;stroke-width:2;stroke-dasharray:6 3}
+.outlier{fill:none;stroke:#f28c00;stroke-width:2.5}
+.interval{fill:#7fb0e6}.point{fill:#1f3b63}
+.hist{fill:#6c5fc7}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #dde3ea;border-radius:10px;margin-top:16px;font-size:13px}
+th,td{padding:5px 10px;border-bottom:1px solid #eef1f5;text-align:right}th{background:#f0f3f7}
+td.l,th.l{text-align:left}
+.pill{display:inline-block;padding:0 8px;border-radius:9px;color:#fff;font-size:12px}
+.pill.ok{background:#2e9d5b}.pill.fail{background:#d64545}
+.warn{background:#fff7e6;border:1px solid #f2d49b;border-radius:10px;padding:8px 16px;margin-top:16px}
+</style>
+</head>
+<body>
+<main>
+<h1>Consistency of <code>{{.Command}}</code></h1>
+<p class="meta">{{.Runs}} run{{if ne .Runs 1}}s{{end}}{{if .Mode}} in {{.Mode}} mode{{end}} · {{.Date}}</p>
+<section class="cards">
+<div class="card {{.VerdictClass}}" id="consensus"><h2>Consensus ({{.Strategy}})</h2>
+<p class="big">{{.Verdict}}</p>
+<p>confidence <b>{{.Confidence}}</b>{{if .Unanimous}} · unanimous{{end}}</p>
+<p class="small">{{.Reason}}</p>{{if .Decision}}<p class="small">decision <code>{{.Decision}}</code></p>{{end}}{{range .Notes}}
+<p class="small">{{.}}</p>{{end}}</div>
+<div class="card {{.ReliabilityClass}}" id="reliability"><h2>Reliability</h2>
+<p class="big">{{.Reliability}} <span>{{.ReliabilityLabel}}</span></p>
+<p class="small">0.6·success rate + 0.2·(1 − CV duration) + 0.2·(1 − CV tokens), CVs clamped to [0, 1]; High ≥ 0.8, Medium ≥ 0.6.</p>{{if .ReliabilityNote}}
+<p class="small">{{.ReliabilityNote}}</p>{{end}}</div>
+<div class="card" id="success"><h2>Runs that succeeded</h2>
+<p class="big">{{.Success}}</p>
+<p class="small">A run succeeds when its agent (or the verify command) exits 0.</p></div>
+</section>
+<section class="plots">{{range .Plots}}
+<figure class="plot" id="plot-{{.Name}}"><h2>{{.Title}}</h2>{{if .Note}}
+<p class="note">{{.Note}}</p>{{else}}
+<svg data-plot="{{.Name}}" viewBox="0 0 {{c .Width}} {{c .Height}}" xmlns="http://www.w3.org/2000/svg" role="img">{{range .Shapes}}{{if eq .Kind "rect"}}
+<rect class="{{.Class}}" x="{{c .X}}" y="{{c .Y}}" width="{{c .W}}" height="{{c .H}}"{{if .Run}} data-run="{{.Run}}"{{end}}{{if ge .Count 0}} data-count="{{.Count}}"{{end}}>{{if .Title}}<title>{{.Title}}</title>{{end}}</rect>{{else if eq .Kind "circle"}}
+<circle class="{{.Class}}" cx="{{c .X}}" cy="{{c .Y}}" r="{{c .R}}"{{if .Run}} data-run="{{.Run}}"{{end}}>{{if .Title}}<title>{{.Title}}</title>{{end}}</circle>{{else if eq .Kind "line"}}
+<line class="{{.Class}}" x1="{{c .X1}}" y1="{{c .Y1}}" x2="{{c .X2}}" y2="{{c .Y2}}">{{if .Title}}<title>{{.Title}}</title>{{end}}</line>{{else if eq .Kind "text"}}
+<text class="{{.Class}}" x="{{c .X}}" y="{{c .Y}}" text-anchor="{{.Anchor}}">{{.Text}}</text>{{end}}{{end}}
+</svg>
+<figcaption class="small">{{.Caption}}</figcaption>{{end}}</figure>{{end}}
+</section>
+<table id="runs">
+<tr><th>run</th><th class="l">seed</th><th class="l">result</th><th>exit</th><th>score</th><th>duration (ms)</th><th>tokens</th><th class="l">output</th><th class="l">outlier in</th></tr>{{range .Rows}}
+<tr><td>{{.Index}}</td><td class="l">{{.Seed}}</td><td class="l">{{if .Success}}<span class="pill ok">ok</span>{{else}}<span class="pill fail">failed</span>{{end}}</td><td>{{.Exit}}</td><td>{{.Score}}</td><td>{{.Duration}}</td><td>{{.Tokens}}</td><td class="l"><code>{{.Output}}</code></td><td class="l">{{.Outlier}}</td></tr>{{end}}
+</table>{{if .Warnings}}
+<div class="warn"><h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul></div>{{end}}
+</main>
+</body>
+</html>
+`))
