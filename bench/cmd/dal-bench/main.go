@@ -28,7 +28,7 @@ var (
 	out     = flag.String("out", "bench/out", "report directory")
 	readme  = flag.String("readme", "README.md", "README whose figures section is regenerated (empty: none)")
 	daldBin = flag.String("dald", "bin/dald", "dald binary")
-	only    = flag.String("only", "", "comma-separated sections to run (start, sleep, clock, record, llm, netcap, ebpf, dald, go); default all. A partial run leaves the README alone")
+	only    = flag.String("only", "", "comma-separated sections to run (start, sleep, clock, record, llm, netcap, ebpf, dald, consistency, go); default all. A partial run leaves the README alone")
 )
 
 func main() {
@@ -70,6 +70,7 @@ func run() int {
 		{"netcap", func() []bench.Figure { return netcapBench(tmp) }},
 		{"ebpf", func() []bench.Figure { return boundaryBench(tmp) }},
 		{"dald", func() []bench.Figure { return []bench.Figure{daldBench(*daldBin)} }},
+		{"consistency", func() []bench.Figure { return consistencyBench(tmp) }},
 		{"go", goBench},
 	} {
 		if *only != "" && !want[s.name] {
