@@ -119,8 +119,32 @@ func (d *differ) body(rec, got *EntryRequest) {
 }
 
 func (d *differ) json(path string, rec, got any) {
-	if d.full() {
+	for _, x := range DiffJSON(path, rec, got, maxDiffs-len(d.out)) {
+		d.add("body "+x.Path, x.Recorded, x.Got)
+	}
+}
+
+// JSONDiff is one difference between two JSON documents: the path of the
+// member or element, and each side's value as JSON, truncated ("none" for
+// a side that does not have it).
+type JSONDiff struct{ Path, Recorded, Got string }
+
+// DiffJSON walks two decoded JSON values (objects' members in name order)
+// from path ("$") and returns their first differences, at most max.
+func DiffJSON(path string, rec, got any, max int) []JSONDiff {
+	var out []JSONDiff
+	diffJSON(path, rec, got, max, &out)
+	return out
+}
+
+func diffJSON(path string, rec, got any, limit int, out *[]JSONDiff) {
+	if len(*out) >= limit {
 		return
+	}
+	add := func(p, r, g string) {
+		if len(*out) < limit {
+			*out = append(*out, JSONDiff{Path: p, Recorded: r, Got: g})
+		}
 	}
 	switch rv := rec.(type) {
 	case map[string]any:
@@ -139,11 +163,11 @@ func (d *differ) json(path string, rec, got any) {
 				g, gok := gv[k]
 				switch {
 				case !rok:
-					d.add("body "+p, "none", shown(g))
+					add(p, "none", shown(g))
 				case !gok:
-					d.add("body "+p, shown(r), "none")
+					add(p, shown(r), "none")
 				default:
-					d.json(p, r, g)
+					diffJSON(p, r, g, limit, out)
 				}
 			}
 			return
@@ -154,18 +178,18 @@ func (d *differ) json(path string, rec, got any) {
 				p := path + "[" + strconv.Itoa(i) + "]"
 				switch {
 				case i >= len(rv):
-					d.add("body "+p, "none", shown(gv[i]))
+					add(p, "none", shown(gv[i]))
 				case i >= len(gv):
-					d.add("body "+p, shown(rv[i]), "none")
+					add(p, shown(rv[i]), "none")
 				default:
-					d.json(p, rv[i], gv[i])
+					diffJSON(p, rv[i], gv[i], limit, out)
 				}
 			}
 			return
 		}
 	}
 	if r, g := shownFull(rec), shownFull(got); r != g {
-		d.add("body "+path, truncate(r), truncate(g))
+		add(path, truncate(r), truncate(g))
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/dal-runtime/dal/internal/netcap/har"
 )
 
 // ReadDir reads the prompts [Write] wrote into dir, in file order.
@@ -57,7 +58,7 @@ func Diff(want, got []*Prompt) string {
 	for i := range min(len(want), len(got)) {
 		w, g := tree(want[i]), tree(got[i])
 		for _, f := range fieldOrder {
-			if d := firstDiff("$."+f, member(w, f), member(g, f)); d != "" {
+			if d := firstDiff(only(w, f), only(g, f)); d != "" {
 				return fmt.Sprintf("prompts/%04d.json differs at %s", i+1, d)
 			}
 		}
@@ -83,78 +84,20 @@ func tree(p *Prompt) map[string]any {
 	return m
 }
 
-// firstDiff describes the first difference between two JSON values, ""
-// when equal.
-func firstDiff(path string, w, g any) string {
-	switch wv := w.(type) {
-	case map[string]any:
-		if gv, ok := g.(map[string]any); ok {
-			keys := make([]string, 0, len(wv)+len(gv))
-			for k := range wv {
-				keys = append(keys, k)
-			}
-			for k := range gv {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range slices.Compact(keys) {
-				if d := firstDiff(path+"."+k, member(wv, k), member(gv, k)); d != "" {
-					return d
-				}
-			}
-			return ""
-		}
-	case []any:
-		if gv, ok := g.([]any); ok {
-			for i := range max(len(wv), len(gv)) {
-				var a, b any = absent{}, absent{}
-				if i < len(wv) {
-					a = wv[i]
-				}
-				if i < len(gv) {
-					b = gv[i]
-				}
-				if d := firstDiff(path+"["+strconv.Itoa(i)+"]", a, b); d != "" {
-					return d
-				}
-			}
-			return ""
-		}
-	}
-	ws, gs := shown(w), shown(g)
-	if ws == gs {
+// firstDiff describes the first difference between two JSON documents,
+// "" when equal.
+func firstDiff(w, g map[string]any) string {
+	d := har.DiffJSON("$", w, g, 1)
+	if len(d) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s: recorded %s, replayed %s", path, truncate(ws), truncate(gs))
+	return fmt.Sprintf("%s: recorded %s, replayed %s", d[0].Path, d[0].Recorded, d[0].Got)
 }
 
-// absent marks a member or element one side does not have.
-type absent struct{}
-
-func member(m map[string]any, k string) any {
+// only is the member k of m alone (an empty object when m lacks it).
+func only(m map[string]any, k string) map[string]any {
 	if v, ok := m[k]; ok {
-		return v
+		return map[string]any{k: v}
 	}
-	return absent{}
-}
-
-func shown(v any) string {
-	if _, ok := v.(absent); ok {
-		return "none"
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(v) != nil {
-		return fmt.Sprint(v)
-	}
-	return strings.TrimSuffix(buf.String(), "\n")
-}
-
-func truncate(s string) string {
-	const n = 60
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n]) + "…"
+	return map[string]any{}
 }
