@@ -48,6 +48,7 @@ inside itself: nothing needs to be started first.`,
 			KeygenCommand(),
 			StatusCommand(),
 			ConsistencyCommand(),
+			IterationCommand(),
 		},
 		ExitErrHandler: func(*ucli.Context, error) {},
 	}

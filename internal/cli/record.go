@@ -35,8 +35,15 @@ anything is written; --redact-header / --redact-field add names.
 Examples:
    dal-exec record --out run1 -- python3 agent.py
    dal-exec record --mode seeded --seed 7 --out run1.tar.zst -- node agent.js
-   dal-exec record --no-apply --self-contained --out run1 --workspace ./project -- ./agent.sh`,
-		Flags: append(runFlags(),
+   dal-exec record --no-apply --self-contained --out run1 --workspace ./project -- ./agent.sh
+   dal-exec record --use final --reason "reviewer prefers it" --out run2 -- python3 refine.py
+
+Iterations: an agent that marks refinement iterations (dal.iteration(score=..., artifacts=[...])
+in Python or Node, dal-exec iteration from a shell) has every iteration's artifacts preserved in
+the bundle (iterations/); the best (highest quality, the earlier on ties) is selected and its
+artifacts are the run's output, not the final iteration's; iterations/selection-report.md says
+why. --use final|N --reason overrides; drops over --degradation-drop, or two in a row, are flagged.`,
+		Flags: append(append(runFlags(),
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, EnvVars: []string{"DAL_OUT"},
 				Usage: "where to write the bundle: a new directory, or a file ending in .tgz or .tar.zst"},
 			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, EnvVars: []string{"DAL_WORKSPACE"},
@@ -49,7 +56,7 @@ Examples:
 				Usage: "also redact this HTTP header in network.har (repeatable)"},
 			&ucli.StringSliceFlag{Name: "redact-field", EnvVars: []string{"DAL_REDACT_FIELD"},
 				Usage: "also redact this query or JSON/form body field in network.har and prompts/ (repeatable)"},
-		),
+		), selectionFlags()...),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
 			if err != nil {
@@ -61,7 +68,11 @@ Examples:
 				return err
 			}
 			spec.Metrics = figs.m
-			sum, err := record.Record(c.Context, record.Options{Spec: spec, Out: c.String("out"), Workspace: c.String("workspace"),
+			policy, err := policyFromFlags(c)
+			if err != nil {
+				return err
+			}
+			sum, err := record.Record(c.Context, record.Options{Spec: spec, Iterations: policy, Out: c.String("out"), Workspace: c.String("workspace"),
 				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"),
 				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field")}})
 			if err != nil {

@@ -2,6 +2,11 @@ package cli
 
 import (
 	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/dal-runtime/dal/internal/record"
 
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/vclock"
@@ -26,12 +31,14 @@ Examples:
    dal-exec run --replay-clock clock.json -- python3 agent.py
    dal-exec run --timeout 30s --keep-env OPENAI_API_KEY -- python3 agent.py
    DAL_SEED=42 dal-exec run -- ./my-go-agent`,
-		Flags: append(runFlags(),
+		Flags: append(append(runFlags(),
 			&ucli.StringFlag{Name: "clock-out", EnvVars: []string{"DAL_CLOCK_OUT"},
 				Usage: "write the run's clock log (clock.json: streams, reads, timers, logged ticks) to this file"},
 			&ucli.StringFlag{Name: "replay-clock", EnvVars: []string{"DAL_REPLAY_CLOCK"},
 				Usage: "serve the real clock readings recorded in this clock.json back to the agent, in order; reads past its end are reported as drift"},
-		),
+			&ucli.StringFlag{Name: "iterations-dir", EnvVars: []string{"DAL_ITERATIONS_DIR"},
+				Usage: "where the agent's marked iterations are preserved (default: $XDG_STATE_HOME/dal/iterations/<time>-<pid>)"},
+		), selectionFlags()...),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
 			if err != nil {
@@ -52,8 +59,29 @@ Examples:
 			spec.Metrics = figs.m
 			spec.TraceFromExec = 1 // the agent is dal-exec's own child: count from its exec
 			spec.TraceIfObserved = true
+			policy, err := policyFromFlags(c)
+			if err != nil {
+				return err
+			}
+			wd, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			rm, err := record.NewRunMarks(wd)
+			if err != nil {
+				return err
+			}
+			defer rm.Close()
+			spec.Env = rm.Vars()
 			res, err := runner.Run(c.Context, spec)
 			if err != nil {
+				return err
+			}
+			keep := c.String("iterations-dir")
+			if keep == "" {
+				keep = filepath.Join(stateHome(), "dal", "iterations", time.Now().UTC().Format("20060102T150405")+"-"+strconv.Itoa(os.Getpid()))
+			}
+			if _, err := rm.FinishIterations(policy, keep, c.App.ErrWriter); err != nil {
 				return err
 			}
 			if err := figs.publish(); err != nil {
@@ -65,4 +93,15 @@ Examples:
 			return nil
 		},
 	}
+}
+
+// stateHome is $XDG_STATE_HOME, else ~/.local/state.
+func stateHome() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return d
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state")
+	}
+	return filepath.Join(os.TempDir(), "dal-state")
 }

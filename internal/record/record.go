@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/iterate"
+	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/shim"
@@ -34,6 +36,8 @@ type Options struct {
 	// Network configures the capture of the agent's network traffic
 	// (every mode but default, whose network is passthrough).
 	Network NetworkOptions
+	// Iterations is the best-of-iterations policy (zero: the default).
+	Iterations iterate.Policy
 }
 
 // Summary is what a recording produced.
@@ -46,6 +50,9 @@ type Summary struct {
 	// Exchanges is the number of network exchanges recorded; Blocked the
 	// connections around the proxy that were refused.
 	Exchanges, Blocked int
+	// Iterations is the selection among the agent's iterations, nil when
+	// it marked none.
+	Iterations *iterate.Selection
 }
 
 // Record runs the agent in a sandbox and writes the bundle. The bundle is
@@ -109,6 +116,16 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 		nw.configure(&cfg)
 		spec.Env = nw.Vars()
 	}
+	marksDir, marksMount, err := newMarksDir(stage)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Mounts = append(cfg.Mounts, marksMount)
+	spec.Env = withVars(spec.Env, marksVars(marks.SandboxDir, ws))
+	policy := o.Iterations
+	if policy.Use == "" {
+		policy = iterate.DefaultPolicy()
+	}
 	spec.Dir = filepath.Join(ws, cwd)
 	// dal-exec forks the sandbox init, which execs (1) and starts the agent,
 	// which execs (2): counting starts there.
@@ -159,6 +176,21 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	// The selected iteration's artifacts become the run's output before
+	// the capture, so the bundle, apply and revert all see them.
+	its, err := selectIterations(marksDir, policy)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's iterations: %w", err)
+	}
+	if its != nil {
+		place := func(rel string, r io.Reader, mode fs.FileMode) error { return sandbox.Place(cfg, rel, r, mode) }
+		if err := its.apply(place); err != nil {
+			return nil, err
+		}
+		if err := its.preserve(filepath.Join(w.Dir(), "iterations")); err != nil {
+			return nil, err
+		}
 	}
 	changes, err := sandbox.Capture(cfg)
 	if err != nil {
@@ -218,6 +250,10 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 	if nw != nil {
 		addPrompts(m, nw.prompts)
 	}
+	if its != nil {
+		m.Metrics.Iterations = int64(len(its.Selection.Iterations))
+		its.report(spec.Log, "iterations/selection-report.md in "+out)
+	}
 	for _, f := range []*os.File{stdout, stderr, dalLog} {
 		if err := f.Close(); err != nil {
 			return nil, err
@@ -230,6 +266,9 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 	sum := &Summary{ExitCode: res.ExitCode, Bundle: out, Changes: len(changes), Boundary: bound, Exchanges: exchanges}
 	if env.Network != nil {
 		sum.Blocked = len(env.Network.Blocked)
+	}
+	if its != nil {
+		sum.Iterations = its.Selection
 	}
 	if !o.NoApply && len(changes) > 0 {
 		if err := sandbox.Apply(ws, filepath.Join(applyDiff, "fs-diff"), changes); err != nil {
@@ -435,5 +474,21 @@ func sandboxConfig(ws, staging string) sandbox.Config {
 			cfg.Binds = append(cfg.Binds, string(shims))
 		}
 	}
+	// The agent may call dal-exec itself (dal-exec iteration, checkpoint
+	// save): keep it reachable when it lives under the hidden /tmp.
+	if self, err := os.Executable(); err == nil && strings.HasPrefix(self, filepath.Clean(os.TempDir())+"/") {
+		cfg.Binds = append(cfg.Binds, self)
+	}
 	return cfg
+}
+
+// withVars returns env with vars added (a new map when env is nil).
+func withVars(env map[string]string, vars map[string]string) map[string]string {
+	if env == nil {
+		env = map[string]string{}
+	}
+	for k, v := range vars {
+		env[k] = v
+	}
+	return env
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
@@ -163,6 +165,16 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 	if env.Network != nil {
 		spec.Env = nw.Vars()
 	}
+	marksDir, marksMount, err := newMarksDir(stage)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Mounts = append(cfg.Mounts, marksMount)
+	spec.Env = withVars(spec.Env, marksVars(marks.SandboxDir, ws))
+	policy, err := recordedPolicy(b.File("iterations/selection.json"))
+	if err != nil {
+		return nil, err
+	}
 	spec.Wrap = func(argv, envl []string, dir string) (*exec.Cmd, error) {
 		cfg.Binds = append(cfg.Binds, socketDir(envl)...)
 		return sandbox.Command(cfg, argv, envl, dir)
@@ -178,6 +190,23 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 		return nil, err
 	}
 	v.WallMS = time.Since(start).Milliseconds()
+	// The recording's selection policy picks among the replay's own
+	// iterations, so the replayed output compares with the recorded one.
+	its, err := selectIterations(marksDir, policy)
+	if err != nil {
+		return nil, fmt.Errorf("the agent's iterations: %w", err)
+	}
+	var gotIts []*marks.Mark
+	if its != nil {
+		gotIts = its.Marks
+		if err := its.apply(func(rel string, r io.Reader, mode fs.FileMode) error { return sandbox.Place(cfg, rel, r, mode) }); err != nil {
+			return nil, err
+		}
+	}
+	recIts, _, err := marks.Read(filepath.Dir(b.File("iterations")), marks.Iteration)
+	if err != nil {
+		return nil, err
+	}
 	got, err := sandbox.Capture(cfg)
 	if err != nil {
 		return nil, err
@@ -193,6 +222,9 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 		compareFS(changes, got, "recording", "replay"),
 		compareClock(clock, res.Clock),
 	)
+	if len(recIts) > 0 || len(gotIts) > 0 {
+		v.Components = append(v.Components, compareIterations(recIts, gotIts))
+	}
 	v.Misses = len(nw.misses)
 	for _, x := range xs {
 		if x.Response != nil {

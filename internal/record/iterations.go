@@ -1,0 +1,325 @@
+package record
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/dal-runtime/dal/internal/iterate"
+	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/sandbox"
+)
+
+// marksVars are the variables that point an agent at its marks directory
+// (docs/marks.md).
+func marksVars(dir, ws string) map[string]string {
+	return map[string]string{marks.EnvDir: dir, marks.EnvWorkspace: ws}
+}
+
+// newMarksDir creates the marks directory of a run in stage and the
+// sandbox mount that shows it at marks.SandboxDir.
+func newMarksDir(stage string) (string, sandbox.Mount, error) {
+	dir := filepath.Join(stage, "marks")
+	for _, d := range []string{dir, filepath.Join(dir, "iterations"), filepath.Join(dir, "checkpoints")} {
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			return "", sandbox.Mount{}, fmt.Errorf("create the marks directory: %w", err)
+		}
+		// The agent may run as another user than dal-exec.
+		os.Chmod(d, 0o777)
+	}
+	return dir, sandbox.Mount{Source: dir, Target: marks.SandboxDir}, nil
+}
+
+// Iterations is the best-of-iterations outcome of a run.
+type Iterations struct {
+	Selection *iterate.Selection
+	Marks     []*marks.Mark
+}
+
+// selectIterations reads the iteration marks in dir and judges them. It
+// returns nil when the agent marked none.
+func selectIterations(dir string, p iterate.Policy) (*Iterations, error) {
+	ms, inc, err := marks.Read(dir, marks.Iteration)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 && len(inc) == 0 {
+		return nil, nil
+	}
+	sel, err := iterate.Select(ms, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range inc {
+		sel.Warnings = append(sel.Warnings, i.String())
+	}
+	return &Iterations{Selection: sel, Marks: ms}, nil
+}
+
+// apply places the selected iteration's artifacts with place and lists
+// them in the selection. An artifact outside the workspace, or whose copy
+// changed after it was marked, is not applied and is named in a warning.
+func (its *Iterations) apply(place func(rel string, r io.Reader, mode fs.FileMode) error) error {
+	sel := its.Selection
+	var m *marks.Mark
+	for _, x := range its.Marks {
+		if x.Seq == sel.Selected {
+			m = x
+		}
+	}
+	if m == nil {
+		return nil
+	}
+	for _, a := range m.Artifacts {
+		if filepath.IsAbs(a.Path) {
+			sel.Warnings = append(sel.Warnings, fmt.Sprintf("iteration %d's artifact %s is outside the workspace: preserved, not applied", m.Seq, a.Path))
+			continue
+		}
+		if err := checkCopy(m, a); err != nil {
+			sel.Warnings = append(sel.Warnings, err.Error())
+			continue
+		}
+		f, err := m.Open(a)
+		if err != nil {
+			return err
+		}
+		err = place(a.Path, f, fs.FileMode(a.Mode).Perm())
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("apply iteration %d's %s: %w", m.Seq, a.Path, err)
+		}
+		sel.Applied = append(sel.Applied, a.Path)
+	}
+	return nil
+}
+
+// checkCopy verifies an artifact's copy still has the hash it was marked
+// with (the marks directory is writable by the agent).
+func checkCopy(m *marks.Mark, a marks.Artifact) error {
+	f, err := m.Open(a)
+	if err != nil {
+		return fmt.Errorf("iteration %d's copy of %s is missing (%v): not applied", m.Seq, a.Path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("iteration %d's copy of %s cannot be read (%v): not applied", m.Seq, a.Path, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != a.SHA256 {
+		return fmt.Errorf("iteration %d's copy of %s changed after it was marked (sha256 %s, marked %s): not applied", m.Seq, a.Path, short(got), short(a.SHA256))
+	}
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// preserve copies the complete marks and the selection into dst
+// (iterations/ of a bundle, or a directory of the user's state).
+func (its *Iterations) preserve(dst string) error {
+	for _, m := range its.Marks {
+		d := filepath.Join(dst, fmt.Sprintf("%04d", m.Seq))
+		if err := copyTree(m.Dir, d, nil); err != nil {
+			return fmt.Errorf("preserve iteration %d: %w", m.Seq, err)
+		}
+		// A writer that died after the rename left no temp file; one that
+		// the agent left behind is not part of the mark.
+		os.Remove(filepath.Join(d, "mark.json.tmp"))
+	}
+	b, err := json.MarshalIndent(its.Selection, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dst, "selection.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dst, "selection-report.md"), []byte(its.Selection.Markdown()), 0o644)
+}
+
+// report prints the selection in a few lines.
+func (its *Iterations) report(w io.Writer, where string) {
+	s := its.Selection
+	how := "best"
+	if s.Override {
+		how = "override: " + s.Policy.Reason
+	}
+	score := "no score"
+	if v, ok := s.Scored(); ok {
+		score = fmt.Sprintf("quality %.2f", v)
+	}
+	fmt.Fprintf(w, "dal: %d iterations; selected iteration %d (%s, %s) of final %d; applied %s\n", len(s.Iterations), s.Selected, score, how, s.Final, listOrNone(s.Applied))
+	for _, f := range s.Degradation {
+		fmt.Fprintf(w, "dal: degradation at iteration %d: %s\n", f.Iteration, f.Detail)
+	}
+	if !s.Accepted {
+		if _, ok := s.Scored(); ok {
+			fmt.Fprintf(w, "dal: the selected iteration is below the acceptance threshold %.2f\n", s.Policy.Threshold)
+		}
+	}
+	for _, m := range s.Warnings {
+		fmt.Fprintf(w, "dal: %s\n", m)
+	}
+	if where != "" {
+		fmt.Fprintf(w, "dal: selection report: %s\n", where)
+	}
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "nothing"
+	}
+	return strings.Join(xs, ", ")
+}
+
+// compareIterations compares a replay's iterations with the recording's
+// (bundle dir iterations/): scores and artifact contents, by number.
+func compareIterations(want, got []*marks.Mark) Component {
+	c := Component{Name: "iterations", Compared: true, Match: true}
+	describe := func(m *marks.Mark) string {
+		var b strings.Builder
+		if m.Score != nil {
+			fmt.Fprintf(&b, "score %v", *m.Score)
+		} else {
+			b.WriteString("no score")
+		}
+		keys := make([]string, 0, len(m.Dimensions))
+		for k := range m.Dimensions {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%v", k, m.Dimensions[k])
+		}
+		for _, a := range m.Artifacts {
+			fmt.Fprintf(&b, " %s:%s", a.Path, short(a.SHA256))
+		}
+		return b.String()
+	}
+	for i := 0; i < max(len(want), len(got)); i++ {
+		switch {
+		case i >= len(got):
+			c.Match, c.First = false, fmt.Sprintf("the replay marked %d iterations, the recording %d", len(got), len(want))
+		case i >= len(want):
+			c.Match, c.First = false, fmt.Sprintf("the replay marked %d iterations, the recording %d", len(got), len(want))
+		default:
+			if a, b := describe(want[i]), describe(got[i]); a != b {
+				c.Match, c.First = false, fmt.Sprintf("iteration %d: recorded %s, replayed %s", want[i].Seq, a, b)
+			}
+		}
+		if !c.Match {
+			break
+		}
+	}
+	return c
+}
+
+// recordedPolicy reads the selection policy a bundle was recorded with.
+func recordedPolicy(selectionJSON string) (iterate.Policy, error) {
+	var s struct {
+		Policy iterate.Policy `json:"policy"`
+	}
+	b, err := os.ReadFile(selectionJSON)
+	if errors.Is(err, fs.ErrNotExist) {
+		return iterate.DefaultPolicy(), nil
+	}
+	if err != nil {
+		return iterate.Policy{}, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return iterate.Policy{}, fmt.Errorf("iterations/selection.json: %w", err)
+	}
+	return s.Policy, nil
+}
+
+// RunMarks is the marks directory of a `dal-exec run` (no sandbox): the
+// agent writes it directly, and FinishRun applies the selection to the
+// workspace itself.
+type RunMarks struct {
+	Dir, Workspace string
+}
+
+// NewRunMarks creates a marks directory under the system's temporary
+// directory for an agent working in ws.
+func NewRunMarks(ws string) (*RunMarks, error) {
+	dir, err := os.MkdirTemp("", "dal-marks-")
+	if err != nil {
+		return nil, fmt.Errorf("create the marks directory: %w", err)
+	}
+	for _, d := range []string{filepath.Join(dir, "iterations"), filepath.Join(dir, "checkpoints")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create the marks directory: %w", err)
+		}
+	}
+	return &RunMarks{Dir: dir, Workspace: ws}, nil
+}
+
+// Vars are the variables to give the agent.
+func (r *RunMarks) Vars() map[string]string { return marksVars(r.Dir, r.Workspace) }
+
+// Close removes the marks directory.
+func (r *RunMarks) Close() error { return os.RemoveAll(r.Dir) }
+
+// FinishIterations selects among the run's iterations, writes the selected
+// artifacts into the workspace and preserves every iteration in keep
+// (created). It returns nil when the agent marked none.
+func (r *RunMarks) FinishIterations(p iterate.Policy, keep string, log io.Writer) (*iterate.Selection, error) {
+	its, err := selectIterations(r.Dir, p)
+	if err != nil || its == nil {
+		return nil, err
+	}
+	if err := its.apply(func(rel string, src io.Reader, mode fs.FileMode) error {
+		return writeInto(r.Workspace, rel, src, mode)
+	}); err != nil {
+		return its.Selection, err
+	}
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		return its.Selection, fmt.Errorf("preserve the iterations: %w", err)
+	}
+	if err := its.preserve(keep); err != nil {
+		return its.Selection, err
+	}
+	its.report(log, filepath.Join(keep, "selection-report.md"))
+	return its.Selection, nil
+}
+
+// writeInto replaces the file rel of ws with src, atomically.
+func writeInto(ws, rel string, src io.Reader, mode fs.FileMode) error {
+	clean := filepath.Clean(filepath.FromSlash(rel))
+	if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%q is not a path inside the workspace", rel)
+	}
+	target := filepath.Join(ws, clean)
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".dal-")
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(tmp, src)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), mode)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), target)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
