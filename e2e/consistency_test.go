@@ -231,3 +231,57 @@ func abs(x int) int {
 	}
 	return x
 }
+
+// runScores reads the per-run scores and warnings of report.json.
+func runScores(t *testing.T, dir string) ([]*float64, []string) {
+	t.Helper()
+	var rep struct {
+		IndividualRuns []struct {
+			Score *float64 `json:"score"`
+		} `json:"individual_runs"`
+		Warnings []string `json:"warnings"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var out []*float64
+	for _, r := range rep.IndividualRuns {
+		out = append(out, r.Score)
+	}
+	return out, rep.Warnings
+}
+
+// TestConsistencyScoreFromTheAgent: the agent writes its own score file
+// (--score-file), or marks iterations and is scored by the selected one; a
+// score file with garbage is a warning naming it, and the run is kept.
+func TestConsistencyScoreFromTheAgent(t *testing.T) {
+	t.Parallel()
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "DAL_EXEC=" + bin.exec}
+
+	dir := filepath.Join(t.TempDir(), "file")
+	script := `if [ "$AGENT_SEED" = 2 ]; then echo lots > score.txt; else echo "0.$AGENT_SEED" > score.txt; fi`
+	r := dalExec(t, env, "consistency", "--workspace", t.TempDir(), "--report", dir, "--seeds", "1,2,7", "--score-file", "score.txt", "--", "sh", "-c", script)
+	if r.code > 1 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	scores, warnings := runScores(t, dir)
+	if len(scores) != 3 || scores[0] == nil || *scores[0] != 0.1 || scores[1] != nil || scores[2] == nil || *scores[2] != 0.7 {
+		t.Errorf("scores %v, want 0.1, none, 0.7", scores)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `run 2 has no score: the score file score.txt gave "lots"`) {
+		t.Errorf("warnings %q", warnings)
+	}
+
+	dir = filepath.Join(t.TempDir(), "iterations")
+	r = dalExec(t, env, "consistency", "--workspace", refineWorkspace(t), "--report", dir, "--runs", "2", "--keep-env", "DAL_EXEC", "--", "sh", "refine.sh")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if scores, _ := runScores(t, dir); len(scores) != 2 || scores[0] == nil || *scores[0] != 0.85 || scores[1] == nil || *scores[1] != 0.85 {
+		t.Errorf("scores %v, want the selected iteration's 0.85 for both runs", scores)
+	}
+}

@@ -49,6 +49,8 @@ func ConsistencyCommand() *ucli.Command {
 			Usage: "shell command that decides a run's success (exit 0), instead of the agent's exit code"},
 		&ucli.StringFlag{Name: "score", EnvVars: []string{"DAL_SCORE"},
 			Usage: "shell command that prints a run's quality score, a number in [0, 1]"},
+		&ucli.StringFlag{Name: "score-file", EnvVars: []string{"DAL_SCORE_FILE"},
+			Usage: "a file (relative to the workspace) in which the agent writes its own quality score, a number in [0, 1]; without --score and --score-file an agent that marks iterations is scored by its selected iteration"},
 		&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, Required: true, EnvVars: []string{"DAL_REPORT"},
 			Usage: "directory for the run bundles (runs/NNN), report.json, report.md and report.html; finished runs there are kept"},
 		&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, EnvVars: []string{"DAL_WORKSPACE"},
@@ -112,10 +114,19 @@ Examples:
 			if err != nil {
 				return err
 			}
-			rep, err := consistency.Evaluate(c.Context, consistency.Options{Dir: dir, Command: spec.Args, Mode: spec.Mode,
+			o := consistency.Options{Dir: dir, Command: spec.Args, Mode: spec.Mode,
 				Seeds: seeds, Parallel: c.Int("parallel"), Strategy: strategy,
 				Consensus: consensus.Options{Threshold: th, Exclude: consensus.Exclusion{Method: method}},
-				Verify:    c.String("verify"), Score: c.String("score"), Record: rec, Progress: c.App.ErrWriter})
+				Verify:    c.String("verify"), Score: c.String("score"), ScoreFile: c.String("score-file"), Record: rec, Progress: c.App.ErrWriter}
+			var bar *progressBar
+			if isTerminal(c.App.ErrWriter) {
+				bar = newProgressBar(c.App.ErrWriter, "runs", len(seeds))
+				o.Progress, o.OnProgress = bar, bar.Update
+			}
+			rep, err := consistency.Evaluate(c.Context, o)
+			if bar != nil {
+				bar.Finish()
+			}
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -50,9 +51,17 @@ type Options struct {
 	// DAL_RUN_INDEX, DAL_RUN_SEED, DAL_RUN_BUNDLE and DAL_RUN_EXIT_CODE
 	// set; "" means none.
 	Verify, Score string
-	Record        Recorder
+	// ScoreFile is a file, relative to the workspace, in which the agent
+	// writes its own quality score (one number in [0, 1]); it is read from
+	// the run's bundle. Without Score and ScoreFile, a run whose agent
+	// marked iterations is scored by its selected iteration.
+	ScoreFile string
+	Record    Recorder
 	// Progress gets one line per finished run (nil: none).
 	Progress io.Writer
+	// OnProgress, when set, is called after each finished run with the
+	// counts so far (a terminal's progress bar).
+	OnProgress func(done, failed, total int)
 	// Level of the confidence intervals (0 means 0.95).
 	Level float64
 }
@@ -151,6 +160,9 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 					fmt.Fprintf(o.Progress, "dal: warning: %s\n", w)
 				}
 			}
+			if o.OnProgress != nil {
+				o.OnProgress(done, failed, n)
+			}
 		}(i)
 	}
 	wg.Wait()
@@ -237,12 +249,21 @@ func (o *Options) one(ctx context.Context, i int, seed uint64) (RunReport, []str
 		if ctx.Err() != nil {
 			return RunReport{}, nil, false, ctx.Err()
 		}
-		s, perr := parseScore(out, err)
+		s, perr := parseScore("the score command", out, err)
 		if perr != nil {
 			warn = append(warn, fmt.Sprintf("run %d has no score: %v", i, perr))
 		} else {
 			rr.Score = &s
 		}
+	} else if o.ScoreFile != "" {
+		s, err := scoreFile(path, o.ScoreFile)
+		if err != nil {
+			warn = append(warn, fmt.Sprintf("run %d has no score: %v", i, err))
+		} else {
+			rr.Score = &s
+		}
+	} else if s, ok := iterationScore(path); ok {
+		rr.Score = &s
 	}
 	return rr, warn, kept, nil
 }
@@ -257,10 +278,53 @@ func shell(ctx context.Context, script string, env []string) ([]byte, error) {
 	return out.Bytes(), err
 }
 
-// parseScore reads a score command's output: one number in [0, 1].
-func parseScore(out []byte, runErr error) (float64, error) {
+// scoreFile reads the score the agent wrote to rel (workspace-relative)
+// from the run's bundle.
+func scoreFile(bundle, rel string) (float64, error) {
+	clean := filepath.Clean(filepath.FromSlash(rel))
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return 0, fmt.Errorf("the score file %s is not inside the workspace", rel)
+	}
+	b, err := os.ReadFile(filepath.Join(bundle, "fs-diff", "files", clean))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("the agent did not write the score file %s", rel)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return parseScore("the score file "+rel, b, nil)
+}
+
+// iterationScore is the quality of the iteration the run selected, when
+// its agent marked iterations.
+func iterationScore(bundle string) (float64, bool) {
+	b, err := os.ReadFile(filepath.Join(bundle, "iterations", "selection.json"))
+	if err != nil {
+		return 0, false
+	}
+	var sel struct {
+		Selected   int `json:"selected"`
+		Iterations []struct {
+			Seq   int      `json:"iteration"`
+			Score *float64 `json:"quality_score"`
+		} `json:"iterations"`
+	}
+	if json.Unmarshal(b, &sel) != nil {
+		return 0, false
+	}
+	for _, it := range sel.Iterations {
+		if it.Seq == sel.Selected && it.Score != nil {
+			return *it.Score, true
+		}
+	}
+	return 0, false
+}
+
+// parseScore reads a score command's output or a score file: one number
+// in [0, 1].
+func parseScore(what string, out []byte, runErr error) (float64, error) {
 	if runErr != nil {
-		return 0, fmt.Errorf("the score command failed (%v)", runErr)
+		return 0, fmt.Errorf("%s failed (%v)", what, runErr)
 	}
 	text := strings.TrimSpace(string(out))
 	s, err := strconv.ParseFloat(text, 64)
@@ -268,10 +332,10 @@ func parseScore(out []byte, runErr error) (float64, error) {
 		if len(text) > 40 {
 			text = text[:40] + "..."
 		}
-		return 0, fmt.Errorf("the score command printed %q, not a number in [0, 1]", text)
+		return 0, fmt.Errorf("%s gave %q, not a number in [0, 1]", what, text)
 	}
 	if s < 0 || s > 1 {
-		return 0, fmt.Errorf("the score command printed %v, outside [0, 1]", s)
+		return 0, fmt.Errorf("%s gave %v, outside [0, 1]", what, s)
 	}
 	return s, nil
 }

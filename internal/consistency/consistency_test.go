@@ -151,7 +151,7 @@ func TestScoreAndVerify(t *testing.T) {
 		warning             string
 	}{
 		{"score", "", "echo 0.5", 3, 3, ""},
-		{"garbage score", "", "echo garbage", 3, 0, `run 1 has no score: the score command printed "garbage"`},
+		{"garbage score", "", "echo garbage", 3, 0, `run 1 has no score: the score command gave "garbage"`},
 		{"out of range", "", "echo 1.5", 3, 0, "outside [0, 1]"},
 		{"failing score", "", "exit 3", 3, 0, "the score command failed"},
 		{"score from env", "", `test "$DAL_RUN_INDEX" = 2 && echo 1 || echo 0`, 3, 3, ""},
