@@ -188,13 +188,20 @@ func expand(cwd string, paths []string) ([]string, error) {
 			out = append(out, p)
 			continue
 		}
+		// A symbolic link to a directory is walked as the directory, its
+		// files named under the link.
+		root, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, err
+		}
 		var inDir []string
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		err = filepath.WalkDir(root, func(q string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if d.Type().IsRegular() {
-				inDir = append(inDir, q)
+				rel, _ := filepath.Rel(root, q)
+				inDir = append(inDir, filepath.Join(p, rel))
 			}
 			return nil
 		})

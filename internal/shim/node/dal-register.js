@@ -29,7 +29,8 @@
 // process.stdout/process.stderr.
 //
 // globalThis[Symbol.for('dal')] (also require('<dir>/node/dal.js')) exposes
-// now(), stream(), mode(), seed(), stats() -> {round_trips, reads, ...}.
+// now(), stream(), mode(), seed(), stats() -> {round_trips, reads, ...}, and
+// iteration()/checkpoint() (marks.js).
 
 (function main() {
   const KEY = Symbol.for('dal');
@@ -265,6 +266,10 @@ function start(say, KEY) {
       hrtimeBigint: native.hrtimeBigint,
       mathRandom: native.mathRandom,
     }),
+    // iteration and checkpoint write marks into $DAL_MARKS (marks.js, loaded
+    // on first use); at_ns is one read of this clock.
+    iteration: (opts) => require('./marks.js').iteration(opts, api),
+    checkpoint: (name, opts) => require('./marks.js').checkpoint(name, opts, api),
   };
   Object.defineProperty(globalThis, KEY, { value: Object.freeze(api), enumerable: false, configurable: true });
 

@@ -13,8 +13,31 @@ where it stands:
 
 Outside dal-exec (no DAL_SOCKET/DAL_SESSION) nothing is patched, mode() and
 stream() return None, now() is time.time_ns().
+
+It also lets an agent tell dal-exec about its refinement iterations and its
+checkpoints (docs/marks.md):
+
+    dal.iteration(score=None, artifacts=(), dimensions=None, note='', name='')
+        one refinement iteration: score in [0, 1] (or None with dimensions,
+        e.g. {'validation': 1.0, 'completeness': 0.8}, each in [0, 1]) and
+        the files that make up its output. dal-exec keeps every iteration and
+        places the best one's artifacts in the workspace.
+    dal.checkpoint(name, artifacts=(), state=None, tag='', note='')
+        a checkpoint: the artifacts plus `state`, any JSON-serializable value
+        handed back on recovery; a tagged checkpoint is kept forever.
+
+Artifacts are paths (files or directories, expanded to their regular files
+sorted by path), relative to the current directory. Both copy the files
+when called and return the mark as written to mark.json, a dict such as
+{'v': 1, 'kind': 'iteration', 'seq': 2, 'score': 0.85, 'artifacts':
+[{'path': 'out/report.md', 'sha256': ..., 'size': ..., 'mode': ...}], ...},
+or None outside dal (no DAL_MARKS in the environment). Bad input (a score
+out of range or a bool, state that is not JSON, a missing artifact) raises
+ValueError or FileNotFoundError and writes nothing. Threads and processes
+may call them concurrently: each mark gets its own number.
 """
 
 from ._runtime import now, stream, mode, stats, ORIG
+from ._marks import iteration, checkpoint
 
-__all__ = ["now", "stream", "mode", "stats", "ORIG"]
+__all__ = ["now", "stream", "mode", "stats", "ORIG", "iteration", "checkpoint"]

@@ -84,7 +84,7 @@ class EndToEnd(unittest.TestCase):
     def test_00_dal_exec_carries_this_shim(self):
         d = self.ok("shimdir").stdout.strip()
         stale = []
-        for rel in ("sitecustomize.py", "dal/__init__.py", "dal/_runtime.py", "dal/_wire.py", "dal/_seedrng.py", "dal/_site.py"):
+        for rel in ("sitecustomize.py", "dal/__init__.py", "dal/_runtime.py", "dal/_wire.py", "dal/_seedrng.py", "dal/_site.py", "dal/_marks.py"):
             with open(os.path.join(SHIM, rel), "rb") as a, open(os.path.join(d, rel), "rb") as b:
                 if a.read() != b.read():
                     stale.append(rel)
