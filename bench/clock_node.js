@@ -13,8 +13,11 @@
 // rounds is reported. Output, one line of JSON (what bench/cmd/dal-bench
 // reads), an array with one element per read:
 //
-//   [{name, native_ns, shim_ns, ratio, round_trips_per_million, repeats,
-//     spread, mode, runtime}, ...]
+//   [{name, native_ns, shim_ns, ratio, ratio_min, ratio_max,
+//     round_trips_per_million, repeats, spread, mode, runtime}, ...]
+//
+// ratio is the median shim/native; ratio_min and ratio_max the spread of the
+// per-round ratios (each round times both sides back to back).
 //
 // round_trips_per_million counts the shim's IPC round trips per 10^6 shimmed
 // calls (0 in strict mode; 10^6/batch for clock reads in seeded mode).
@@ -89,6 +92,8 @@ for (const [name, [nativeLoop, shimLoop]] of Object.entries(loops)) {
     native_ns: round(native_ns),
     shim_ns: round(shim_ns),
     ratio: round(shim_ns / native_ns),
+    ratio_min: round(Math.min(...shim.map((s, i) => s / nat[i]))),
+    ratio_max: round(Math.max(...shim.map((s, i) => s / nat[i]))),
     round_trips_per_million: round(roundTrips * 1e6 / (N * ROUNDS)),
     repeats: ROUNDS,
     spread: `median of ${ROUNDS} x ${N} calls; native ${spread(nat)}, shim ${spread(shim)} ns`,

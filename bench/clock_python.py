@@ -12,8 +12,11 @@ native and shimmed alternating for ROUNDS rounds; the median of the rounds is
 reported. Output, one line of JSON (what bench/cmd/dal-bench reads), an array
 with one element per read:
 
-  [{name, native_ns, shim_ns, ratio, round_trips_per_million, repeats,
-    spread, mode, runtime}, ...]
+  [{name, native_ns, shim_ns, ratio, ratio_min, ratio_max,
+    round_trips_per_million, repeats, spread, mode, runtime}, ...]
+
+ratio is the median shim/native; ratio_min and ratio_max the spread of the
+per-round ratios (each round times both sides back to back).
 
 round_trips_per_million counts the shim's IPC round trips per 10^6 shimmed
 reads (0 in strict mode; 10^6/batch in seeded mode). Timing uses the native
@@ -94,6 +97,8 @@ def main():
             "native_ns": round(native_ns, 1),
             "shim_ns": round(shim_ns, 1),
             "ratio": round(shim_ns / native_ns, 2),
+            "ratio_min": round(min(s / n for s, n in zip(sh, nat)), 2),
+            "ratio_max": round(max(s / n for s, n in zip(sh, nat)), 2),
             "round_trips_per_million": round(trips * 1e6 / reads, 3) if reads else 0,
             "reads": reads,
             "repeats": ROUNDS,

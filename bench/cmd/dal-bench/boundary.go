@@ -65,7 +65,7 @@ func boundaryBench(tmp string) []bench.Figure {
 	case errDD != nil:
 		figs = append(figs, notMeasured(name+": dd bs=1", "dd is not installed (coreutils)"))
 	case errStrace != nil:
-		figs = append(figs, notMeasured(name+": dd bs=1", "BenchmarkDD compares with strace -f: install strace (apt-get install strace)"))
+		figs = append(figs, missingTool(name+": dd bs=1 (bare vs tracked vs strace -f)", "strace"))
 	default:
 		figs = append(figs, ddFigures(run("^BenchmarkDD$", "1x"))...)
 	}
@@ -79,12 +79,13 @@ func boundaryBench(tmp string) []bench.Figure {
 		figs = append(figs, notMeasured(name+": per syscall", "BenchmarkSyscall printed no results (see the log above)"))
 	} else {
 		u := untracked.Median()
-		f := bench.Figure{Name: "eBPF: added time per syscall, process outside any session", Ratio: ux.Median(),
+		f := bench.Figure{Name: "eBPF: added time per syscall, process outside any session", Cost: bench.CostTime,
 			Value:    fmt.Sprintf("%+.0f ns", u),
 			Baseline: fmt.Sprintf("bare getppid %.0f ns", bare.Median()),
 			Target:   "at most 60 ns added", Verdict: verdict(u <= 60),
 			Detail: fmt.Sprintf("n=%d, each the best of 5 rounds of 300,000 getppid; added ns %s; an empty sys_enter program alone adds %s ns (the floor of any syscall hook here); a tracked process adds %s ns (min / median / max)",
 				len(untracked), untracked.Spread("%.0f"), hookAdded.Spread("%.0f"), tracked.Spread("%.0f"))}
+		f.SetRatios(ux)
 		if u > 60 {
 			f.Value += " (target not met)"
 			f.Detail += fmt.Sprintf("; not met: %.0f ns of the %.0f are the empty program's floor, %.0f ns the tracer's own check", hookAdded.Median(), u, u-hookAdded.Median())
@@ -150,11 +151,12 @@ func ddFigures(runs benchRuns) []bench.Figure {
 	}
 	floor, floorErr := emptyHookFloor(3)
 	t := tracked.Median()
-	f := bench.Figure{Name: "eBPF: dd bs=1 count=1000000, dd tracked in a session",
-		Value: fmt.Sprintf("%.2fx bare", t), Ratio: t, Baseline: fmt.Sprintf("bare dd %.2f s (dd's own timing)", bare.Median()),
+	f := bench.Figure{Name: "eBPF: dd bs=1 count=1000000, dd tracked in a session", Cost: bench.CostTime,
+		Value: fmt.Sprintf("%.2fx bare", t), Baseline: fmt.Sprintf("bare dd %.2f s (dd's own timing)", bare.Median()),
 		Target: "at most 1.3x bare", Verdict: verdict(t <= 1.3),
 		Detail: fmt.Sprintf("n=%d; tracked %s, dd outside any session with the tracer attached %s (min / median / max)",
 			len(tracked), tracked.Spread("%.2fx"), attached.Spread("%.2fx"))}
+	f.SetRatios(tracked)
 	switch {
 	case floorErr != nil:
 		f.Detail += "; floor of an empty sys_enter program not measured: " + floorErr.Error()
@@ -171,10 +173,11 @@ func ddFigures(runs benchRuns) []bench.Figure {
 		}
 	}
 	s := strace.Median()
-	st := bench.Figure{Name: "eBPF: the same dd under strace -f", Value: fmt.Sprintf("%.0fx bare", s), Ratio: s,
+	st := bench.Figure{Name: "eBPF: the same dd under strace -f (the baseline dal's tracer replaces)", Value: fmt.Sprintf("%.0fx bare", s),
 		Baseline: fmt.Sprintf("bare dd %.2f s", bare.Median()),
 		Detail: fmt.Sprintf("n=%d; %s (min / median / max), from 100,000 bytes scaled by 10; the tracked run is %.0fx cheaper than strace",
 			len(strace), strace.Spread("%.0fx"), s/t)}
+	st.SetRatios(strace)
 	if pinned, err := stracePinned(3); err == nil {
 		st.Detail += fmt.Sprintf("; with strace and dd pinned to one CPU %s (a ptrace stop that wakes an idle vCPU is what costs here, so this ratio swings with machine load)", pinned.Spread("%.0fx"))
 	} else {

@@ -105,3 +105,19 @@ func lastLines(b []byte, n int) string {
 func notMeasured(name string, why any) bench.Figure {
 	return bench.Figure{Name: name, Value: fmt.Sprintf("not measured: %v", why)}
 }
+
+// packages names the Debian package that provides each optional tool.
+var packages = map[string]string{
+	"faketime": "faketime", "libfaketime": "faketime", "strace": "strace", "promtool": "prometheus",
+	"node": "nodejs", "python3": "python3", "dd": "coreutils", "taskset": "util-linux",
+}
+
+// missingTool is the figure for a comparison whose optional tool is not
+// installed: "not measured: install X", never a number.
+func missingTool(name, tool string) bench.Figure {
+	pkg := packages[tool]
+	if pkg == "" {
+		pkg = tool
+	}
+	return bench.Figure{Name: name, Value: fmt.Sprintf("not measured: install %s (apt-get install %s)", tool, pkg), Install: tool}
+}

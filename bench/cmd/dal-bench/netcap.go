@@ -10,7 +10,7 @@ import (
 // netcapBench runs the network-capture benchmarks of internal/netcap (a
 // loopback client direct against the same client through the recording
 // proxy, in one process) and of internal/netcap/har (matching a request
-// against a recorded log).
+// against a recorded log). With -smoke, only the latency ones, shorter.
 func netcapBench(tmp string) []bench.Figure {
 	const name = "network capture"
 	bin, err := testBinary(tmp, "./internal/netcap")
@@ -18,7 +18,11 @@ func netcapBench(tmp string) []bench.Figure {
 		return []bench.Figure{notMeasured(name, err)}
 	}
 	var figs []bench.Figure
-	lat, err := runBench(bin, "internal/netcap", "^Benchmark(Latency|FirstSSEChunk)", "1s", 3)
+	benchtime := "1s"
+	if *smoke {
+		benchtime = "300ms"
+	}
+	lat, err := runBench(bin, "internal/netcap", "^Benchmark(Latency|FirstSSEChunk)", benchtime, 3)
 	if err != nil {
 		figs = append(figs, notMeasured(name+": latency", err))
 	}
@@ -30,6 +34,9 @@ func netcapBench(tmp string) []bench.Figure {
 		if f, ok := addedLatency(lat, c.name, c.base, c.proxied); ok {
 			figs = append(figs, f)
 		}
+	}
+	if *smoke {
+		return figs
 	}
 
 	thr, err := runBench(bin, "internal/netcap", "^BenchmarkThroughput100MB$", "5x", 3)
@@ -45,11 +52,13 @@ func netcapBench(tmp string) []bench.Figure {
 		if len(direct) == 0 || len(proxied) == 0 {
 			continue
 		}
-		r := proxied.Median() / direct.Median()
-		figs = append(figs, bench.Figure{Name: c.name, Value: fmt.Sprintf("%.2fx direct throughput", r), Ratio: r,
+		f := bench.Figure{Name: c.name, Cost: bench.CostRate,
 			Baseline: fmt.Sprintf("direct download %.0f MB/s", direct.Median()),
 			Detail: fmt.Sprintf("n=%d x 5 downloads; proxied %s; direct %s (min / median / max)",
-				len(proxied), proxied.Spread("%.0f MB/s"), direct.Spread("%.0f MB/s"))})
+				len(proxied), proxied.Spread("%.0f MB/s"), direct.Spread("%.0f MB/s"))}
+		f.SetRatios(bench.Div(proxied, direct))
+		f.Value = fmt.Sprintf("%.2fx direct throughput", f.Ratio)
+		figs = append(figs, f)
 	}
 	return append(figs, harBench(tmp)...)
 }
@@ -64,11 +73,12 @@ func addedLatency(runs benchRuns, name, base, proxied string) (bench.Figure, boo
 	}
 	add50, add99 := p50.Median()-b50.Median(), p99.Median()-b99.Median()
 	f := bench.Figure{Name: name, Value: fmt.Sprintf("p50 %+.0f µs, p99 %+.0f µs", add50, add99),
-		Ratio:    p50.Median() / b50.Median(),
+		Cost:     bench.CostTime,
 		Baseline: fmt.Sprintf("direct on loopback: p50 %.0f µs, p99 %.0f µs", b50.Median(), b99.Median()),
 		Detail: fmt.Sprintf("n=%d runs of 1 s each, ratio of p50s; p50 µs direct %s, proxied %s; p99 µs direct %s, proxied %s (min / median / max)",
 			len(p50), b50.Spread("%.0f"), p50.Spread("%.0f"), b99.Spread("%.0f"), p99.Spread("%.0f")),
 	}
+	f.SetRatios(bench.Div(p50, b50))
 	if base == "BenchmarkLatencyDirect" {
 		f.Target, f.Verdict = "p50 at most 0.5 ms added", verdict(add50 <= 500)
 	}
@@ -94,13 +104,13 @@ func harBench(tmp string) []bench.Figure {
 			continue
 		}
 		allocs := runs.values(c.bench+"/"+c.sub, "allocs/op")
-		r := v.Median() / b.Median()
-		f := bench.Figure{Name: c.name, Value: fmt.Sprintf("%.1f µs", v.Median()/1e3), Ratio: r,
+		f := bench.Figure{Name: c.name, Value: fmt.Sprintf("%.1f µs", v.Median()/1e3), Cost: bench.CostTime,
 			Baseline: fmt.Sprintf("json.Unmarshal of the body %.1f µs", b.Median()/1e3),
 			Detail:   fmt.Sprintf("n=%d; %s; baseline %s (min / median / max)", len(v), v.Spread("%.0f ns"), b.Spread("%.0f ns"))}
 		if len(allocs) > 0 {
 			f.Detail += fmt.Sprintf("; %.0f allocs/op", allocs.Median())
 		}
+		f.SetRatios(bench.Div(v, b))
 		figs = append(figs, f)
 	}
 	if err != nil {
