@@ -49,6 +49,7 @@ inside itself: nothing needs to be started first.`,
 			StatusCommand(),
 			ConsistencyCommand(),
 			IterationCommand(),
+			CheckpointCommand(),
 		},
 		ExitErrHandler: func(*ucli.Context, error) {},
 	}

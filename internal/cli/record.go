@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/dal-runtime/dal/internal/checkpoint"
 	"github.com/dal-runtime/dal/internal/record"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -56,7 +57,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				Usage: "also redact this HTTP header in network.har (repeatable)"},
 			&ucli.StringSliceFlag{Name: "redact-field", EnvVars: []string{"DAL_REDACT_FIELD"},
 				Usage: "also redact this query or JSON/form body field in network.har and prompts/ (repeatable)"},
-		), selectionFlags()...),
+		), append(selectionFlags(), PolicyFlags()...)...),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
 			if err != nil {
@@ -72,7 +73,18 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			if err != nil {
 				return err
 			}
-			sum, err := record.Record(c.Context, record.Options{Spec: spec, Iterations: policy, Out: c.String("out"), Workspace: c.String("workspace"),
+			if _, err := PolicyFromFlags(c); err != nil {
+				return err
+			}
+			keep := func(marksDir string, f record.Finished) {
+				seed := spec.Seed
+				run := checkpoint.Run{Command: spec.Args, Workspace: f.Workspace, Mode: spec.Mode, Seed: &seed,
+					Bundle: f.Bundle, Started: f.Started, Finished: f.Finished, Failed: f.Failed}
+				if _, err := StoreCheckpoints(c, run, marksDir, c.App.ErrWriter); err != nil {
+					fmt.Fprintf(c.App.ErrWriter, "dal: the run's checkpoints were not stored: %v\n", err)
+				}
+			}
+			sum, err := record.Record(c.Context, record.Options{Spec: spec, Iterations: policy, Checkpoints: keep, Out: c.String("out"), Workspace: c.String("workspace"),
 				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"),
 				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field")}})
 			if err != nil {

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/checkpoint"
 	"github.com/dal-runtime/dal/internal/record"
 
 	"github.com/dal-runtime/dal/internal/runner"
@@ -38,7 +40,7 @@ Examples:
 				Usage: "serve the real clock readings recorded in this clock.json back to the agent, in order; reads past its end are reported as drift"},
 			&ucli.StringFlag{Name: "iterations-dir", EnvVars: []string{"DAL_ITERATIONS_DIR"},
 				Usage: "where the agent's marked iterations are preserved (default: $XDG_STATE_HOME/dal/iterations/<time>-<pid>)"},
-		), selectionFlags()...),
+		), append(selectionFlags(), PolicyFlags()...)...),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
 			if err != nil {
@@ -63,6 +65,9 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if _, err := PolicyFromFlags(c); err != nil {
+				return err
+			}
 			wd, err := os.Getwd()
 			if err != nil {
 				return err
@@ -73,7 +78,14 @@ Examples:
 			}
 			defer rm.Close()
 			spec.Env = rm.Vars()
+			started := time.Now()
 			res, err := runner.Run(c.Context, spec)
+			seed := spec.Seed
+			run := checkpoint.Run{Command: spec.Args, Workspace: wd, Mode: spec.Mode, Seed: &seed, Started: started,
+				Finished: time.Now(), Failed: err != nil || res == nil || res.ExitCode != 0 || res.TimedOut}
+			if _, cerr := StoreCheckpoints(c, run, rm.Dir, c.App.ErrWriter); cerr != nil {
+				fmt.Fprintf(c.App.ErrWriter, "dal: the run's checkpoints were not stored: %v\n", cerr)
+			}
 			if err != nil {
 				return err
 			}

@@ -38,6 +38,18 @@ type Options struct {
 	Network NetworkOptions
 	// Iterations is the best-of-iterations policy (zero: the default).
 	Iterations iterate.Policy
+	// Checkpoints, when set, is called once the agent has exited (also
+	// when it failed or the recording then fails) with the marks
+	// directory, whose checkpoint marks it stores, and the run's facts.
+	Checkpoints func(marksDir string, run Finished)
+}
+
+// Finished describes an agent run that has ended, for the checkpoint store.
+type Finished struct {
+	Workspace         string
+	Bundle            string
+	Started, Finished time.Time
+	Failed            bool
 }
 
 // Summary is what a recording produced.
@@ -163,6 +175,10 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 
 	started := time.Now()
 	res, err := runner.Run(ctx, spec)
+	if o.Checkpoints != nil {
+		o.Checkpoints(marksDir, Finished{Workspace: ws, Bundle: out, Started: started, Finished: time.Now(),
+			Failed: err != nil || res == nil || res.ExitCode != 0 || res.TimedOut})
+	}
 	if nw != nil {
 		// Stop the proxy even when the run failed: no goroutine outlives it.
 		blocked, berr := sandbox.Blocked(cfg)
