@@ -53,5 +53,16 @@ if [ "$(id -u)" = 0 ]; then
   if grep -rq sk-demo-secret "$out/llm-bundle"; then echo "--- the API key reached the bundle!"; status=1
   else echo "--- the API key is nowhere in the bundle (redacted)"; fi
   DAL_KEY="$out/key" "$DAL" replay "$out/llm-bundle" || status=1
+
+  echo
+  echo "=== refine: a loop of 4 drafts whose quality peaks at draft 2; dal applies the best, not the last"
+  mkdir -p "$out/refine-ws" && cp examples/refine/refine.py "$out/refine-ws/"
+  (cd "$out/refine-ws" && DAL_KEY="$out/key" DAL_CHECKPOINTS="$out/checkpoints" \
+    "$(realpath "$(command -v "$DAL")")" record --out "$out/refine-bundle" -- python3 refine.py) || status=1
+  echo "--- out/summary.md now holds: $(cat "$out/refine-ws/out/summary.md")"
+  sed -n '/## Quality scores/,/## Artifacts applied/p' "$out/refine-bundle/iterations/selection-report.md"
+  echo "--- its checkpoints, in the store:"
+  DAL_CHECKPOINTS="$out/checkpoints" "$DAL" checkpoint list || status=1
+  DAL_KEY="$out/key" "$DAL" replay "$out/refine-bundle" || status=1
 fi
 exit $status
