@@ -57,8 +57,9 @@ if [ "$(id -u)" = 0 ]; then
   echo
   echo "=== refine: a loop of 4 drafts whose quality peaks at draft 2; dal applies the best, not the last"
   mkdir -p "$out/refine-ws" && cp examples/refine/refine.py "$out/refine-ws/"
+  dal_abs=$(realpath "$(command -v "$DAL")")
   (cd "$out/refine-ws" && DAL_KEY="$out/key" DAL_CHECKPOINTS="$out/checkpoints" \
-    "$(realpath "$(command -v "$DAL")")" record --out "$out/refine-bundle" -- python3 refine.py) || status=1
+    "$dal_abs" record --out "$out/refine-bundle" -- python3 refine.py) || status=1
   echo "--- out/summary.md now holds: $(cat "$out/refine-ws/out/summary.md")"
   sed -n '/## Quality scores/,/## Artifacts applied/p' "$out/refine-bundle/iterations/selection-report.md"
   echo "--- its checkpoints, in the store:"
