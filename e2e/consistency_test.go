@@ -285,3 +285,65 @@ func TestConsistencyScoreFromTheAgent(t *testing.T) {
 		t.Errorf("scores %v, want the selected iteration's 0.85 for both runs", scores)
 	}
 }
+
+// TestConsistencyRunTimesOut: a run that hangs is killed at --timeout,
+// reported as timed out and failed; the evaluation goes on.
+func TestConsistencyRunTimesOut(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "eval")
+	script := `import os
+if os.environ["AGENT_SEED"] == "2":
+    while True: pass
+print("done")`
+	r, rep := consistency(t, dir, "--seeds", "1,2,3", "--timeout", "1s", "--", "python3", "-c", script)
+	if r.code > 1 || len(rep.IndividualRuns) != 3 {
+		t.Fatalf("exit %d, %d runs\n%s", r.code, len(rep.IndividualRuns), r.stderr)
+	}
+	if !(rep.IndividualRuns[0].Success && !rep.IndividualRuns[1].Success && rep.IndividualRuns[2].Success) {
+		t.Errorf("runs %+v, want run 2 alone failed", rep.IndividualRuns)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "report.json"))
+	if !strings.Contains(string(data), `"timed_out": true`) || !strings.Contains(r.stderr, "timed out") {
+		t.Errorf("the timeout is not reported:\n%s", r.stderr)
+	}
+}
+
+// TestConsistencyInterruptedResumes: SIGINT stops the evaluation with a
+// message that says how to resume; the finished runs are kept and the next
+// evaluation records only the rest.
+func TestConsistencyInterruptedResumes(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "eval")
+	ws := t.TempDir()
+	// Run 1 finishes, runs 2 and 3 spin until the interrupt.
+	script := `import os
+seed = os.environ["AGENT_SEED"]
+if seed != "1":
+    while True: pass
+print("ok")`
+	cmd := exec.Command(bin.exec, "consistency", "--workspace", ws, "--report", dir, "--seeds", "1,2,3", "--", "python3", "-c", script)
+	cmd.Env = append(os.Environ(), "DAL_KEY="+filepath.Join(t.TempDir(), "k"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "runs", "001", "manifest.json"))
+		return err == nil
+	})
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "finished runs are kept; run again to resume") {
+		t.Fatalf("interrupted evaluation: %v\n%s", err, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs", "002", "manifest.json")); err == nil {
+		t.Fatalf("the interrupted run 2 left a bundle")
+	}
+	r := dalExec(t, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "consistency", "--workspace", ws, "--report", dir,
+		"--seeds", "1,2,3", "--timeout", "1s", "--", "python3", "-c", script)
+	if r.code > 1 || strings.Count(r.stderr, "kept from an earlier evaluation") != 1 {
+		t.Fatalf("resumed: exit %d\n%s", r.code, r.stderr)
+	}
+}

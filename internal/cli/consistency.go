@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consensus"
@@ -123,7 +125,11 @@ Examples:
 				bar = newProgressBar(c.App.ErrWriter, "runs", len(seeds))
 				o.Progress, o.OnProgress = bar, bar.Update
 			}
-			rep, err := consistency.Evaluate(c.Context, o)
+			// An interrupt stops the evaluation between runs' bundles: the
+			// finished ones are kept for the next evaluation to resume.
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := consistency.Evaluate(ctx, o)
 			if bar != nil {
 				bar.Finish()
 			}

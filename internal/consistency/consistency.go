@@ -117,6 +117,7 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 	n := len(o.Seeds)
 	results := make([]RunReport, n)
 	warnings := make([][]string, n)
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -166,6 +167,9 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 		}(i)
 	}
 	wg.Wait()
+	if err := parent.Err(); err != nil {
+		return nil, fmt.Errorf("evaluation interrupted after %d of %d runs (finished runs are kept; run again to resume): %w", done, n, err)
+	}
 	if firstErr != nil {
 		return nil, firstErr
 	}
@@ -185,6 +189,9 @@ func progressLine(r RunReport, kept bool, done, failed, n int) string {
 		status = "failed"
 	}
 	how := fmt.Sprintf("exit %d, %d ms", r.ExitCode, r.DurationMS)
+	if r.TimedOut {
+		how = fmt.Sprintf("timed out, killed after %d ms", r.DurationMS)
+	}
 	if kept {
 		how += ", kept from an earlier evaluation"
 	}
