@@ -3,6 +3,7 @@ package vclock
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"os"
 	"strings"
 	"time"
@@ -117,28 +118,6 @@ func (f *File) WriteFile(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dirOf(path), ".clock-*.json")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-func dirOf(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[:i+1]
-	}
-	return "."
+	// 0600 as before: a clock log may hold real wall-clock readings.
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o600)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -606,24 +607,7 @@ Examples:
 
 // cpWriteFile writes path through a temporary file beside it.
 func cpWriteFile(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 func checkpointTagCommand() *ucli.Command {

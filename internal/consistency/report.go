@@ -3,8 +3,8 @@ package consistency
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -265,19 +265,7 @@ func (r *Report) Write(dir string) error {
 }
 
 func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"io"
 	"io/fs"
 	"os"
@@ -304,22 +305,8 @@ func writeInto(ws, rel string, src io.Reader, mode fs.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".dal-")
-	if err != nil {
+	return atomicfile.Write(target, mode, func(w io.Writer) error {
+		_, err := io.Copy(w, src)
 		return err
-	}
-	_, err = io.Copy(tmp, src)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), target)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path"
@@ -201,25 +202,5 @@ func ReadChanges(file string) ([]Change, error) {
 
 // writeAtomic writes b to file through a temporary file and rename.
 func writeAtomic(file string, b []byte, mode fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(file), ".tmp-"+filepath.Base(file)+"-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), file)
+	return atomicfile.WriteFile(file, b, mode)
 }
