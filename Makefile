@@ -9,7 +9,10 @@ export CGO_ENABLED := 0
 help:
 	@echo "make demo    build, then run the example agents twice in strict mode and compare"
 	@echo "make test    build and run every test (Go, Python shim, Node shim, end to end)"
-	@echo "make bench   run the benchmarks and regenerate bench/out/report.md"
+	@echo "make bench   run the benchmarks and regenerate bench/out/report.md and the README figures"
+	@echo "make bench-smoke     the short benchmark CI runs (fidelity of every example, overheads)"
+	@echo "make bench-fidelity  record, replay and revert every example agent with SEEDS random seeds"
+	@echo "make bench-compare OLD=rev [NEW=rev]  Go micro-benchmarks at two commits, with benchstat"
 	@echo "make lint    gofmt, go vet, CGO-free build"
 	@echo "make build   build bin/dal-exec and bin/dald"
 
@@ -40,8 +43,26 @@ generate:
 fuzz:
 	$(GO) test ./internal/wire -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 
+# make bench: every benchmark, bench/out/report.{md,json}, bench/out/bench.prom
+# and the README's figures section. bench-smoke: the short suite CI runs
+# (bench/out/smoke/). bench-fidelity: record, replay and revert the example
+# agents with SEEDS random seeds each (bench/out/fidelity/). All three exit 1
+# when a replay of a deterministic agent is not exact. bench-compare: the Go
+# micro-benchmarks at OLD and NEW (default: the working tree) with benchstat.
+.PHONY: bench-smoke bench-fidelity bench-compare
+SEEDS ?= 10
+
 bench: build
 	./bench/run.sh
+
+bench-smoke: build
+	./bench/run.sh -smoke
+
+bench-fidelity: build
+	./bench/run.sh -only fidelity -seeds $(SEEDS) -out bench/out/fidelity
+
+bench-compare:
+	OLD='$(OLD)' NEW='$(NEW)' ./bench/compare.sh
 
 demo: build
 	./examples/demo.sh

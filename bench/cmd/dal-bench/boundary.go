@@ -57,8 +57,8 @@ func boundaryBench(tmp string) []bench.Figure {
 	}
 
 	// dd: bare, tracked, under strace -f.
-	_, errDD := exec.LookPath("dd")
-	_, errStrace := exec.LookPath("strace")
+	_, errDD := lookTool("dd")
+	_, errStrace := lookTool("strace")
 	syscall := run("^BenchmarkSyscall$", "5x")
 	hookAdded := syscall.values("BenchmarkSyscall", "empty-hook-added-ns")
 	switch {

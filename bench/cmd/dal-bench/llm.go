@@ -109,7 +109,7 @@ func llmReplay() []bench.Figure {
 		f.Value = fmt.Sprintf("%.2fx record", f.Ratio)
 		r := bench.Figure{Name: fmt.Sprintf("record of an agent making %d LLM calls, server %s", llmCalls, srv.label), Cost: bench.CostTime,
 			Baseline: "the same agent without dal, straight to the server",
-			Detail: fmt.Sprintf("n=%d, interleaved; record %s; without dal %s (min / median / max); %+.1f ms per call", len(rec), rec.Spread(), bare.Spread(), perCall)}
+			Detail:   fmt.Sprintf("n=%d, interleaved; record %s; without dal %s (min / median / max); %+.1f ms per call", len(rec), rec.Spread(), bare.Spread(), perCall)}
 		r.SetRatios(bench.Ratios(rec, bare))
 		r.Value = fmt.Sprintf("%.2fx the agent without dal", r.Ratio)
 		figs = append(figs, f, r)

@@ -31,7 +31,7 @@ func netcapBench(tmp string) []bench.Figure {
 		{"network capture: added latency per request (transparent, loopback mirror)", "BenchmarkLatencyDirect", "BenchmarkLatencyTransparent"},
 		{"network capture: added time to first SSE chunk", "BenchmarkFirstSSEChunk/direct", "BenchmarkFirstSSEChunk/proxy"},
 	} {
-		if f, ok := addedLatency(lat, c.name, c.base, c.proxied); ok {
+		if f, ok := addedLatency(lat, benchtime, c.name, c.base, c.proxied); ok {
 			figs = append(figs, f)
 		}
 	}
@@ -65,7 +65,7 @@ func netcapBench(tmp string) []bench.Figure {
 
 // addedLatency is proxied minus direct at p50 and p99, from benchmarks
 // that report p50-µs and p99-µs.
-func addedLatency(runs benchRuns, name, base, proxied string) (bench.Figure, bool) {
+func addedLatency(runs benchRuns, benchtime, name, base, proxied string) (bench.Figure, bool) {
 	b50, b99 := runs.values(base, "p50-µs"), runs.values(base, "p99-µs")
 	p50, p99 := runs.values(proxied, "p50-µs"), runs.values(proxied, "p99-µs")
 	if len(b50) == 0 || len(p50) == 0 || len(b99) == 0 || len(p99) == 0 {
@@ -75,8 +75,8 @@ func addedLatency(runs benchRuns, name, base, proxied string) (bench.Figure, boo
 	f := bench.Figure{Name: name, Value: fmt.Sprintf("p50 %+.0f µs, p99 %+.0f µs", add50, add99),
 		Cost:     bench.CostTime,
 		Baseline: fmt.Sprintf("direct on loopback: p50 %.0f µs, p99 %.0f µs", b50.Median(), b99.Median()),
-		Detail: fmt.Sprintf("n=%d runs of 1 s each, ratio of p50s; p50 µs direct %s, proxied %s; p99 µs direct %s, proxied %s (min / median / max)",
-			len(p50), b50.Spread("%.0f"), p50.Spread("%.0f"), b99.Spread("%.0f"), p99.Spread("%.0f")),
+		Detail: fmt.Sprintf("n=%d runs of %s each, ratio of p50s; p50 µs direct %s, proxied %s; p99 µs direct %s, proxied %s (min / median / max)",
+			len(p50), benchtime, b50.Spread("%.0f"), p50.Spread("%.0f"), b99.Spread("%.0f"), p99.Spread("%.0f")),
 	}
 	f.SetRatios(bench.Div(p50, b50))
 	if base == "BenchmarkLatencyDirect" {
