@@ -384,6 +384,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/
 // goBench runs the Go micro-benchmarks of the hot paths.
 func goBench() []bench.Figure {
 	figs := goBenchRun("300ms", "3", ".", "./agent", "./vclock", "./seedrng", "./internal/wire", "./internal/daemon")
+	figs = append(figs, goBenchRun("3x", "1", "Analyse10kRecordedRuns", "./internal/consistency")...)
 	return append(figs, goBenchRun("10x", "1", "Revert", "./internal/sandbox")...)
 }
 
@@ -436,6 +437,10 @@ func goBenchRun(benchtime, count, pattern string, pkgs ...string) []bench.Figure
 			f.Target, f.Verdict = "at most 50 ns", verdict(v <= 50)
 		case "BenchmarkTimeNow":
 			continue
+		case "BenchmarkAnalyse10kRecordedRuns":
+			f.Name = "go BenchmarkAnalyse10kRecordedRuns (consistency report over 10,000 recorded bundles)"
+			f.Value = fmt.Sprintf("%.2f s", v/1e9)
+			f.Target, f.Verdict = "under 1 s", verdict(v < 1e9)
 		case "BenchmarkRevertLargeWorkspace":
 			f.Name = "go BenchmarkRevertLargeWorkspace (1 GiB workspace, 10 changed files)"
 			f.Target = "p95 at most 50 ms"
