@@ -267,3 +267,31 @@ func TestSelfContainedReplayWithoutTheWorkspace(t *testing.T) {
 		t.Fatalf("plain bundle without its workspace: %d %q", r.code, r.stderr)
 	}
 }
+
+// TestAgentFilesUnderTmpStayReadable: the sandbox's private /tmp does not
+// hide the agent's own script (and its directory) named on the command
+// line; they are read-only inside.
+func TestAgentFilesUnderTmpStayReadable(t *testing.T) {
+	t.Parallel()
+	scripts := t.TempDir()
+	os.WriteFile(filepath.Join(scripts, "data.txt"), []byte("from beside the script\n"), 0o644)
+	os.WriteFile(filepath.Join(scripts, "agent.py"), []byte(`import os
+here = os.path.dirname(os.path.abspath(__file__))
+print(open(os.path.join(here, "data.txt")).read().strip())
+try:
+    open(os.path.join(here, "new.txt"), "w")
+    print("wrote beside the script")
+except OSError:
+    print("read-only beside the script")
+`), 0o644)
+	ws := t.TempDir()
+	out := filepath.Join(t.TempDir(), "b")
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	r := dalExec(t, env, "record", "--workspace", ws, "--out", out, "--", "python3", filepath.Join(scripts, "agent.py"))
+	if r.code != 0 || r.stdout != "from beside the script\nread-only beside the script\n" {
+		t.Fatalf("record: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := dalExec(t, env, "replay", out); r.code != 0 {
+		t.Errorf("replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

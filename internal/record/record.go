@@ -139,6 +139,7 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 		policy = iterate.DefaultPolicy()
 	}
 	spec.Dir = filepath.Join(ws, cwd)
+	cfg.Mounts = append(cfg.Mounts, argMounts(spec.Args, spec.Dir, ws)...)
 	// dal-exec forks the sandbox init, which execs (1) and starts the agent,
 	// which execs (2): counting starts there.
 	spec.TraceFromExec = 2
@@ -507,4 +508,39 @@ func withVars(env map[string]string, vars map[string]string) map[string]string {
 		env[k] = v
 	}
 	return env
+}
+
+// argMounts keeps the agent's own files readable when its command names
+// them under the system's temporary directory, which the sandbox replaces
+// with a private one: the directory of each such file (outside the
+// workspace) is shown read-only at the same path, e.g. for
+// `dal-exec record -- python3 /tmp/scripts/agent.py`.
+func argMounts(argv []string, dir, ws string) []sandbox.Mount {
+	tmp := filepath.Clean(os.TempDir()) + "/"
+	seen := map[string]bool{}
+	var out []sandbox.Mount
+	for _, a := range argv {
+		p := a
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		p = filepath.Clean(p)
+		if !strings.HasPrefix(p, tmp) || p == ws || strings.HasPrefix(p, ws+"/") {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		d := filepath.Dir(p)
+		if d+"/" == tmp {
+			d = p // a file right in /tmp: only the file itself
+		}
+		if seen[d] || strings.HasPrefix(ws, d+"/") {
+			continue
+		}
+		seen[d] = true
+		out = append(out, sandbox.Mount{Source: d, Target: d, ReadOnly: true})
+	}
+	return out
 }

@@ -121,6 +121,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 		return nil, runner.UsageError{Err: fmt.Errorf("the recorded workspace %s does not exist here and %s is not self-contained: pass --workspace, or record with --self-contained", ws, o.Bundle)}
 	}
 
+	cfg.Mounts = append(cfg.Mounts, argMounts(env.Command, filepath.Join(ws, env.Cwd), ws)...)
 	spec := runner.Spec{Args: env.Command, Dir: filepath.Join(ws, env.Cwd), Mode: env.Mode, Seed: env.Seed,
 		Epoch: env.Epoch, Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Replay: clock, Log: o.Log,
 		Inherit: env.Inherited}
