@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -52,7 +51,7 @@ type sourceError struct{ err error }
 func (e sourceError) Error() string { return e.err.Error() }
 func (e sourceError) Unwrap() error { return e.err }
 
-var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var hexSHA256 = lazyRegexp(`^[0-9a-f]{64}$`)
 
 // Ingest stores the checkpoint marks ms of run (other kinds are ignored)
 // and then applies s.Policy. The marks are numbered after the run's
@@ -190,7 +189,7 @@ func storeMark(dir string, run Run, mk *marks.Mark, seq int, now time.Time) (Ent
 		StateSHA256: sha256Hex(state), StateSize: int64(len(state)), Compression: "zstd"}
 	var files []member
 	for i, a := range mk.Artifacts {
-		if a.Path == "" || !hexSHA256.MatchString(a.SHA256) || a.Size < 0 {
+		if a.Path == "" || !hexSHA256().MatchString(a.SHA256) || a.Size < 0 {
 			return Entry{}, sourceError{fmt.Errorf("artifact %d has no path, sha256 or size", i)}
 		}
 		e.Artifacts = append(e.Artifacts, Artifact{Path: a.Path, SHA256: a.SHA256, Size: a.Size, Mode: a.Mode & 0o7777})

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -178,22 +179,28 @@ func hasArchives(dir string) bool {
 	return false
 }
 
+// The patterns compile on first use: dal-exec starts for every agent run,
+// most of which never touch the checkpoint store.
 var (
-	runIDPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	archivePattern = regexp.MustCompile(`^[0-9]{4,}-[a-z0-9._-]{1,48}\.tar\.zst$`)
-	nameUnsafe     = regexp.MustCompile(`[^a-z0-9._-]+`)
+	runIDPattern   = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	archivePattern = lazyRegexp(`^[0-9]{4,}-[a-z0-9._-]{1,48}\.tar\.zst$`)
+	nameUnsafe     = lazyRegexp(`[^a-z0-9._-]+`)
 )
 
-func validRunID(id string) bool { return runIDPattern.MatchString(id) }
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
+func validRunID(id string) bool { return runIDPattern().MatchString(id) }
 
 func validArchiveName(n string) bool {
-	return archivePattern.MatchString(n) && !strings.Contains(n, "..")
+	return archivePattern().MatchString(n) && !strings.Contains(n, "..")
 }
 
 // archiveName is "<seq>-<name>.tar.zst" with name reduced to safe
 // characters.
 func archiveName(seq int, name string) string {
-	n := strings.Trim(nameUnsafe.ReplaceAllString(strings.ToLower(name), "-"), "-.")
+	n := strings.Trim(nameUnsafe().ReplaceAllString(strings.ToLower(name), "-"), "-.")
 	n = strings.ReplaceAll(n, "..", ".")
 	if len(n) > 40 {
 		n = strings.TrimRight(n[:40], "-.")

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -251,18 +252,16 @@ type RunMarks struct {
 	Dir, Workspace string
 }
 
-// NewRunMarks creates a marks directory under the system's temporary
-// directory for an agent working in ws.
+// NewRunMarks names a marks directory under the system's temporary
+// directory for an agent working in ws. Nothing is created: the first mark
+// creates it (writers create missing parents), so a run that marks nothing
+// costs nothing. The name is unpredictable, so no other user can prepare it.
 func NewRunMarks(ws string) (*RunMarks, error) {
-	dir, err := os.MkdirTemp("", "dal-marks-")
-	if err != nil {
-		return nil, fmt.Errorf("create the marks directory: %w", err)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
 	}
-	for _, d := range []string{filepath.Join(dir, "iterations"), filepath.Join(dir, "checkpoints")} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create the marks directory: %w", err)
-		}
-	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("dal-marks-%d-%s", os.Getpid(), hex.EncodeToString(b[:])))
 	return &RunMarks{Dir: dir, Workspace: ws}, nil
 }
 
