@@ -227,3 +227,23 @@ func TestIterationBadInput(t *testing.T) {
 		t.Errorf("a good mark after the bad ones: exit %d, printed %q, want 1", r.code, r.stdout)
 	}
 }
+
+// TestDiffComparesIterations: dal-exec diff of two runs whose agents
+// scored their iterations differently names the first difference.
+func TestDiffComparesIterations(t *testing.T) {
+	t.Parallel()
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "DAL_EXEC=" + bin.exec}
+	var outs []string
+	for _, scores := range [][]string{{"0.72", "0.85", "0.83"}, {"0.72", "0.90", "0.83"}} {
+		out := filepath.Join(t.TempDir(), "b")
+		args := append([]string{"record", "--no-apply", "--keep-env", "DAL_EXEC", "--workspace", refineWorkspace(t), "--out", out, "--", "sh", "refine.sh"}, scores...)
+		if r := dalExec(t, env, args...); r.code != 0 {
+			t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+		}
+		outs = append(outs, out)
+	}
+	r := dalExec(t, env, "diff", outs[0], outs[1])
+	if r.code != 1 || !strings.Contains(r.stdout, "iteration 2: first bundle score 0.85") {
+		t.Errorf("diff: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -3,9 +3,11 @@ package record
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/vclock"
 )
@@ -16,6 +18,7 @@ type loaded struct {
 	stdout, stderr []byte
 	changes        []sandbox.Change
 	clock          *vclock.File
+	iterations     []*marks.Mark
 }
 
 func load(path string) (*loaded, error) {
@@ -38,6 +41,9 @@ func load(path string) (*loaded, error) {
 		return nil, err
 	}
 	if l.clock, err = vclock.ReadFile(b.File("clock.json")); err != nil {
+		return nil, err
+	}
+	if l.iterations, _, err = marks.Read(filepath.Dir(b.File("iterations")), marks.Iteration); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -68,6 +74,9 @@ func Diff(pathA, pathB string) ([]Component, error) {
 		{Name: "stderr", Compared: true, Match: bytes.Equal(a.stderr, b.stderr), First: FirstLineDiff(a.stderr, b.stderr)},
 		compareFS(a.changes, b.changes, "first bundle", "second bundle"),
 		compareClock(a.clock, b.clock),
+	}
+	if len(a.iterations) > 0 || len(b.iterations) > 0 {
+		cs = append(cs, compareIterations(a.iterations, b.iterations, "first bundle", "second bundle"))
 	}
 	return cs, nil
 }

@@ -185,9 +185,10 @@ func listOrNone(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
-// compareIterations compares a replay's iterations with the recording's
-// (bundle dir iterations/): scores and artifact contents, by number.
-func compareIterations(want, got []*marks.Mark) Component {
+// compareIterations compares the iterations two runs marked (the
+// recording's and the replay's, or two bundles'): scores, dimensions and
+// artifact contents, by number.
+func compareIterations(want, got []*marks.Mark, wantName, gotName string) Component {
 	c := Component{Name: "iterations", Compared: true, Match: true}
 	describe := func(m *marks.Mark) string {
 		var b strings.Builder
@@ -209,18 +210,12 @@ func compareIterations(want, got []*marks.Mark) Component {
 		}
 		return b.String()
 	}
-	for i := 0; i < max(len(want), len(got)); i++ {
-		switch {
-		case i >= len(got):
-			c.Match, c.First = false, fmt.Sprintf("the replay marked %d iterations, the recording %d", len(got), len(want))
-		case i >= len(want):
-			c.Match, c.First = false, fmt.Sprintf("the replay marked %d iterations, the recording %d", len(got), len(want))
-		default:
-			if a, b := describe(want[i]), describe(got[i]); a != b {
-				c.Match, c.First = false, fmt.Sprintf("iteration %d: recorded %s, replayed %s", want[i].Seq, a, b)
-			}
-		}
-		if !c.Match {
+	if len(want) != len(got) {
+		c.Match, c.First = false, fmt.Sprintf("the %s marked %d iterations, the %s %d", gotName, len(got), wantName, len(want))
+	}
+	for i := range min(len(want), len(got)) {
+		if a, b := describe(want[i]), describe(got[i]); a != b {
+			c.Match, c.First = false, fmt.Sprintf("iteration %d: %s %s, %s %s", want[i].Seq, wantName, a, gotName, b)
 			break
 		}
 	}

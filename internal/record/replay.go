@@ -224,7 +224,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 		compareClock(clock, res.Clock),
 	)
 	if len(recIts) > 0 || len(gotIts) > 0 {
-		v.Components = append(v.Components, compareIterations(recIts, gotIts))
+		v.Components = append(v.Components, compareIterations(recIts, gotIts, "recording", "replay"))
 	}
 	v.Misses = len(nw.misses)
 	for _, x := range xs {
