@@ -1,6 +1,10 @@
 package iterate
 
 import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,5 +154,30 @@ func TestPolicyCheck(t *testing.T) {
 		if _, err := ParseWeights(bad); err == nil {
 			t.Errorf("ParseWeights(%q) accepted", bad)
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestReportGolden pins the selection report of the seed document's
+// example: 72%, 85%, 83%, with quality dimensions on the last iteration.
+func TestReportGolden(t *testing.T) {
+	t.Parallel()
+	ms := its(f(.72), f(.85), f(.83))
+	ms[2].Dimensions = map[string]float64{"validation": 1, "tone": 0.5}
+	s, err := Select(ms, DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Applied = []string{"out/report.md"}
+	got := []byte(s.Markdown())
+	golden := filepath.Join("testdata", "report.golden.md")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		os.WriteFile(golden, got, 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("report differs from %s (go test -update rewrites it; %v):\n%s", golden, err, got)
 	}
 }

@@ -24,7 +24,7 @@ func (s *Selection) Markdown() string {
 	}
 	fmt.Fprintf(&b, ", acceptance threshold %s\n\n", pct(&s.Policy.Threshold))
 
-	b.WriteString("## Quality scores\n\n| Iteration | Quality | Change | Source | Status |\n|---|---|---|---|---|\n")
+	b.WriteString("## Quality scores\n\n| Iteration | Quality | Change | Best so far | Source | Status |\n|---|---|---|---|---|---|\n")
 	flags := map[int][]string{}
 	for _, f := range s.Degradation {
 		flags[f.Iteration] = append(flags[f.Iteration], strings.ReplaceAll(f.Kind, "_", " "))
@@ -50,7 +50,11 @@ func (s *Selection) Markdown() string {
 		if it.Delta != nil {
 			change = fmt.Sprintf("%+.1f pts", *it.Delta*100)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", it.Seq, pct(it.Score), change, it.Source, strings.Join(status, " "))
+		best := "-"
+		if it.BestSoFar > 0 {
+			best = fmt.Sprintf("iteration %d", it.BestSoFar)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", it.Seq, pct(it.Score), change, best, it.Source, strings.Join(status, " "))
 	}
 	if dims := dimensionNames(s); len(dims) > 0 {
 		b.WriteString("\n## Quality dimensions\n\n| Iteration |")
