@@ -61,14 +61,7 @@ func BenchmarkIngest(b *testing.B) {
 
 // BenchmarkValidate checks one 8 MiB checkpoint.
 func BenchmarkValidate(b *testing.B) {
-	ws, total := benchWorkspace(b)
-	dir := b.TempDir()
-	marks.Write(dir, marks.Input{Kind: marks.Checkpoint, Paths: []string{ws}, Workspace: ws})
-	ms, _, _ := marks.Read(dir, marks.Checkpoint)
-	s := &Store{Dir: filepath.Join(b.TempDir(), "store")}
-	if _, err := s.Ingest(Run{ID: "r", Workspace: ws}, ms); err != nil {
-		b.Fatal(err)
-	}
+	s, total := storedCheckpoint(b)
 	b.SetBytes(total)
 	for b.Loop() {
 		if err := s.Validate("r/1"); err != nil {
@@ -79,6 +72,17 @@ func BenchmarkValidate(b *testing.B) {
 
 // BenchmarkRestore restores one 8 MiB checkpoint into a fresh directory.
 func BenchmarkRestore(b *testing.B) {
+	s, total := storedCheckpoint(b)
+	b.SetBytes(total)
+	for b.Loop() {
+		if _, err := s.Restore("r/1", b.TempDir(), RestoreOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// storedCheckpoint is a store holding one 8 MiB checkpoint, r/1.
+func storedCheckpoint(b *testing.B) (*Store, int64) {
 	ws, total := benchWorkspace(b)
 	dir := b.TempDir()
 	marks.Write(dir, marks.Input{Kind: marks.Checkpoint, Paths: []string{ws}, Workspace: ws})
@@ -87,10 +91,5 @@ func BenchmarkRestore(b *testing.B) {
 	if _, err := s.Ingest(Run{ID: "r", Workspace: ws}, ms); err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(total)
-	for b.Loop() {
-		if _, err := s.Restore("r/1", b.TempDir(), RestoreOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return s, total
 }
