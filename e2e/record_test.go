@@ -284,14 +284,17 @@ try:
 except OSError:
     print("read-only beside the script")
 `), 0o644)
-	ws := t.TempDir()
-	out := filepath.Join(t.TempDir(), "b")
-	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
-	r := dalExec(t, env, "record", "--workspace", ws, "--out", out, "--", "python3", filepath.Join(scripts, "agent.py"))
-	if r.code != 0 || r.stdout != "from beside the script\nread-only beside the script\n" {
-		t.Fatalf("record: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
-	}
-	if r := dalExec(t, env, "replay", out); r.code != 0 {
-		t.Errorf("replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	// A workspace elsewhere, and one inside the script's directory.
+	for _, ws := range []string{t.TempDir(), filepath.Join(scripts, "ws")} {
+		os.MkdirAll(ws, 0o755)
+		out := filepath.Join(t.TempDir(), "b")
+		env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+		r := dalExec(t, env, "record", "--workspace", ws, "--out", out, "--", "python3", filepath.Join(scripts, "agent.py"))
+		if r.code != 0 || r.stdout != "from beside the script\nread-only beside the script\n" {
+			t.Fatalf("record in %s: exit %d, stdout %q\n%s", ws, r.code, r.stdout, r.stderr)
+		}
+		if r := dalExec(t, env, "replay", out); r.code != 0 {
+			t.Errorf("replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
 	}
 }

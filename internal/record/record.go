@@ -536,7 +536,7 @@ func argMounts(argv []string, dir, ws string) []sandbox.Mount {
 		if d+"/" == tmp {
 			d = p // a file right in /tmp: only the file itself
 		}
-		if seen[d] || strings.HasPrefix(ws, d+"/") {
+		if seen[d] {
 			continue
 		}
 		seen[d] = true
