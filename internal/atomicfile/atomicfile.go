@@ -9,11 +9,15 @@ import (
 	"path/filepath"
 )
 
+// TempInfix is in the name of every temporary file Write makes (".NAME" +
+// TempInfix + random): what a crash can leave behind, for cleaners to find.
+const TempInfix = ".tmp-"
+
 // Write fills a temporary file beside path, gives it mode perm, syncs it
 // to disk and renames it over path. On any error the temporary file is
 // removed and path is left as it was.
 func Write(path string, perm fs.FileMode, fill func(io.Writer) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+TempInfix+"*")
 	if err != nil {
 		return err
 	}

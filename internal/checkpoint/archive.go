@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -62,38 +63,22 @@ func bytesMember(name string, b []byte) member {
 // renames it to name, returning its SHA-256 and size. On error nothing is
 // left behind.
 func createArchive(dir, name string, write func(io.Writer) error) (sum string, size int64, err error) {
-	f, err := os.CreateTemp(dir, "."+name+partialInfix+"*")
+	h := sha256.New()
+	var n int64
+	err = atomicfile.Write(filepath.Join(dir, name), 0o644, func(f io.Writer) error {
+		cw := &countWriter{w: io.MultiWriter(f, h)}
+		bw := bufio.NewWriterSize(cw, 1<<20)
+		if err := write(bw); err != nil {
+			return err
+		}
+		err := bw.Flush()
+		n = cw.n
+		return err
+	})
 	if err != nil {
 		return "", 0, err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	h := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(f, h)}
-	bw := bufio.NewWriterSize(cw, 1<<20)
-	if err = write(bw); err != nil {
-		return "", 0, err
-	}
-	if err = bw.Flush(); err != nil {
-		return "", 0, err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return "", 0, err
-	}
-	if err = f.Sync(); err != nil {
-		return "", 0, err
-	}
-	if err = f.Close(); err != nil {
-		return "", 0, err
-	}
-	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), cw.n, nil
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 type countWriter struct {

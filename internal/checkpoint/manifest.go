@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"time"
@@ -185,32 +186,10 @@ func writeManifest(dir string, m *Manifest) error {
 	return writeFileAtomic(filepath.Join(dir, ManifestFile), append(b, '\n'), 0o644)
 }
 
-// writeFileAtomic writes b to a temporary file beside path, syncs it and
-// renames it over path, then syncs the directory.
-func writeFileAtomic(path string, b []byte, perm os.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+partialInfix+"*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
+// writeFileAtomic replaces path with b (atomicfile), then syncs the
+// directory so the rename itself survives a crash.
+func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
+	if err := atomicfile.WriteFile(path, b, perm); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(path))

@@ -203,7 +203,7 @@ func TestPruneRemovesLeftovers(t *testing.T) {
 	dir := filepath.Join(s.Dir, "r")
 	// What crashed writers leave: a temporary archive, an archive the
 	// manifest never named, a temporary manifest. A user's file stays.
-	for _, n := range []string{".0002-two.tar.zst.partial-123", "0002-two.tar.zst", ".manifest.json.partial-9", "README"} {
+	for _, n := range []string{".0002-two.tar.zst.tmp-123", "0002-two.tar.zst", ".manifest.json.tmp-9", "README"} {
 		os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644)
 	}
 	rep, err := s.Prune(DefaultPolicy(), t0)

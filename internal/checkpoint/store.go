@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ const (
 
 const (
 	lockFile      = ".lock"
-	partialInfix  = ".partial-"
+	partialInfix  = atomicfile.TempInfix
 	archiveSuffix = ".tar.zst"
 )
 

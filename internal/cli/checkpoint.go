@@ -593,7 +593,7 @@ Examples:
 			fmt.Fprintf(c.App.ErrWriter, "restored %s of checkpoint %s (%s) into %s%s\n",
 				cpPlural(len(res.Artifacts), "artifact"), cp.ID, cpName(cp.Name), res.Dir, list)
 			if out := c.String("state-out"); out != "" {
-				if err := cpWriteFile(out, append(res.State, '\n')); err != nil {
+				if err := atomicfile.WriteFile(out, append(res.State, '\n'), 0o644); err != nil {
 					return fmt.Errorf("writing the state to %s: %w; the artifacts were restored", out, err)
 				}
 				fmt.Fprintf(c.App.ErrWriter, "state written to %s\n", out)
@@ -603,11 +603,6 @@ Examples:
 			return nil
 		},
 	}
-}
-
-// cpWriteFile writes path through a temporary file beside it.
-func cpWriteFile(path string, b []byte) error {
-	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 func checkpointTagCommand() *ucli.Command {

@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/dal-runtime/dal/internal/consensus"
+	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/seedrng"
 )
 
@@ -309,22 +310,11 @@ func iterationScore(bundle string) (float64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	var sel struct {
-		Selected   int `json:"selected"`
-		Iterations []struct {
-			Seq   int      `json:"iteration"`
-			Score *float64 `json:"quality_score"`
-		} `json:"iterations"`
-	}
+	var sel iterate.Selection
 	if json.Unmarshal(b, &sel) != nil {
 		return 0, false
 	}
-	for _, it := range sel.Iterations {
-		if it.Seq == sel.Selected && it.Score != nil {
-			return *it.Score, true
-		}
-	}
-	return 0, false
+	return sel.Scored()
 }
 
 // parseScore reads a score command's output or a score file: one number

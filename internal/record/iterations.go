@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/dal-runtime/dal/internal/atomicfile"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -30,12 +31,13 @@ func marksVars(dir, ws string) map[string]string {
 // sandbox mount that shows it at marks.SandboxDir.
 func newMarksDir(stage string) (string, sandbox.Mount, error) {
 	dir := filepath.Join(stage, "marks")
-	for _, d := range []string{dir, filepath.Join(dir, "iterations"), filepath.Join(dir, "checkpoints")} {
-		if err := os.MkdirAll(d, 0o777); err != nil {
-			return "", sandbox.Mount{}, fmt.Errorf("create the marks directory: %w", err)
-		}
-		// The agent may run as another user than dal-exec.
-		os.Chmod(d, 0o777)
+	// Writers create iterations/ and checkpoints/; the agent may run as
+	// another user than dal-exec.
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		return "", sandbox.Mount{}, fmt.Errorf("create the marks directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return "", sandbox.Mount{}, fmt.Errorf("create the marks directory: %w", err)
 	}
 	return dir, sandbox.Mount{Source: dir, Target: marks.SandboxDir}, nil
 }
@@ -85,16 +87,22 @@ func (its *Iterations) apply(place func(rel string, r io.Reader, mode fs.FileMod
 			sel.Warnings = append(sel.Warnings, fmt.Sprintf("iteration %d's artifact %s is outside the workspace: preserved, not applied", m.Seq, a.Path))
 			continue
 		}
-		if err := checkCopy(m, a); err != nil {
-			sel.Warnings = append(sel.Warnings, err.Error())
-			continue
-		}
 		f, err := m.Open(a)
 		if err != nil {
-			return err
+			sel.Warnings = append(sel.Warnings, fmt.Sprintf("iteration %d's copy of %s is missing (%v): not applied", m.Seq, a.Path, err))
+			continue
 		}
-		err = place(a.Path, f, fs.FileMode(a.Mode).Perm())
+		// The copy is checked against its mark while it is placed (the
+		// marks directory is writable by the agent): a changed copy fails
+		// the write, and place leaves the file as it was.
+		v := &verified{r: f, h: sha256.New(), want: a.SHA256}
+		err = place(a.Path, v, fs.FileMode(a.Mode).Perm())
 		f.Close()
+		var changed copyChanged
+		if errors.As(err, &changed) {
+			sel.Warnings = append(sel.Warnings, fmt.Sprintf("iteration %d's copy of %s changed after it was marked (sha256 %s, marked %s): not applied", m.Seq, a.Path, short(changed.got), short(a.SHA256)))
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("apply iteration %d's %s: %w", m.Seq, a.Path, err)
 		}
@@ -103,22 +111,32 @@ func (its *Iterations) apply(place func(rel string, r io.Reader, mode fs.FileMod
 	return nil
 }
 
-// checkCopy verifies an artifact's copy still has the hash it was marked
-// with (the marks directory is writable by the agent).
-func checkCopy(m *marks.Mark, a marks.Artifact) error {
-	f, err := m.Open(a)
-	if err != nil {
-		return fmt.Errorf("iteration %d's copy of %s is missing (%v): not applied", m.Seq, a.Path, err)
+// placeIn places files into the capture layer of a finished sandbox run.
+func placeIn(cfg sandbox.Config) func(rel string, r io.Reader, mode fs.FileMode) error {
+	return func(rel string, r io.Reader, mode fs.FileMode) error { return sandbox.Place(cfg, rel, r, mode) }
+}
+
+// verified reads r and, at its end, fails with copyChanged unless what
+// was read hashes to want.
+type verified struct {
+	r    io.Reader
+	h    hash.Hash
+	want string
+}
+
+type copyChanged struct{ got string }
+
+func (c copyChanged) Error() string { return "the copy changed after it was marked" }
+
+func (v *verified) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	if err == io.EOF {
+		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want {
+			return n, copyChanged{got}
+		}
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("iteration %d's copy of %s cannot be read (%v): not applied", m.Seq, a.Path, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != a.SHA256 {
-		return fmt.Errorf("iteration %d's copy of %s changed after it was marked (sha256 %s, marked %s): not applied", m.Seq, a.Path, short(got), short(a.SHA256))
-	}
-	return nil
+	return n, err
 }
 
 func short(h string) string {

@@ -201,8 +201,7 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("the agent's iterations: %w", err)
 	}
 	if its != nil {
-		place := func(rel string, r io.Reader, mode fs.FileMode) error { return sandbox.Place(cfg, rel, r, mode) }
-		if err := its.apply(place); err != nil {
+		if err := its.apply(placeIn(cfg)); err != nil {
 			return nil, err
 		}
 		if err := its.preserve(filepath.Join(w.Dir(), "iterations")); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,7 +199,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 	var gotIts []*marks.Mark
 	if its != nil {
 		gotIts = its.Marks
-		if err := its.apply(func(rel string, r io.Reader, mode fs.FileMode) error { return sandbox.Place(cfg, rel, r, mode) }); err != nil {
+		if err := its.apply(placeIn(cfg)); err != nil {
 			return nil, err
 		}
 	}

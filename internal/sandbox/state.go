@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/dal-runtime/dal/internal/atomicfile"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -179,7 +178,7 @@ func WriteChanges(file string, changes []Change) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(file, append(b, '\n'), 0o644)
+	return atomicfile.WriteFile(file, append(b, '\n'), 0o644)
 }
 
 // ReadChanges reads a list written by [WriteChanges] (or [Export], as
@@ -198,9 +197,4 @@ func ReadChanges(file string) ([]Change, error) {
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
 	return cs, nil
-}
-
-// writeAtomic writes b to file through a temporary file and rename.
-func writeAtomic(file string, b []byte, mode fs.FileMode) error {
-	return atomicfile.WriteFile(file, b, mode)
 }
