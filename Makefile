@@ -24,10 +24,12 @@ test: build test-deps
 	python3 -m unittest discover -s internal/shim/python/tests -t internal/shim/python
 	node --test internal/shim/node/test/
 
-# What the end-to-end tests run against: the official openai npm SDK
-# (pinned by package-lock.json).
+# What the tests need beyond Go: Debian packages (installed when run as
+# root; otherwise the exact apt-get command is printed and make stops) and
+# the npm packages of the end-to-end tests (locally, pinned by their
+# package-lock.json). See scripts/test-deps.sh.
 test-deps:
-	@test -d e2e/testdata/node-openai/node_modules/openai || npm ci --prefix e2e/testdata/node-openai --no-audit --no-fund
+	@./scripts/test-deps.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

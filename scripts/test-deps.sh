@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs and is not part of Go: Debian packages
+# (as root; otherwise it prints the exact command and stops) and the npm
+# packages of the end-to-end tests (locally, under e2e/testdata). Run by
+# `make test` and so by .ci/run; safe to run again (it installs only what is
+# missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in go python3 node npm; do
+  command -v "$tool" >/dev/null || { echo "test-deps: $tool is missing: install Go 1.26, python3 and node 20 (with npm) first" >&2; exit 1; }
+done
+
+# tool-or-probe → Debian package. The end-to-end tests use pgrep (procps),
+# mount (util-linux), ip (iproute2), strace (boundary counts), promtool and a
+# real Prometheus (metrics), headless Chromium (report screenshots),
+# systemd-analyze (the unit file), httpx/requests/aiohttp with Debian's
+# python3 (network clients), git, curl, uuidgen and faketime (determinism
+# corpus, bench); make generate needs clang-14 and llvm-14.
+missing=()
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need pgrep procps
+need mount mount
+need ip iproute2
+need strace strace
+need promtool prometheus
+need systemd-analyze systemd
+need faketime faketime
+need git git
+need curl curl
+need uuidgen uuid-runtime
+need clang-14 clang-14
+need llvm-strip-14 llvm-14
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+/usr/bin/python3 -c 'import httpx' 2>/dev/null || missing+=(python3-httpx)
+/usr/bin/python3 -c 'import requests' 2>/dev/null || missing+=(python3-requests)
+/usr/bin/python3 -c 'import aiohttp' 2>/dev/null || missing+=(python3-aiohttp)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test-deps: the tests need Debian packages that are not installed; as root run:" >&2
+    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "test-deps: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm packages of the end-to-end tests, pinned by their package-lock.json.
+for d in e2e/testdata/*/; do
+  [ -f "$d/package-lock.json" ] || continue
+  [ -d "$d/node_modules" ] || npm ci --prefix "$d" --no-audit --no-fund --loglevel=error
+done
