@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -78,17 +79,70 @@ func Record(ctx context.Context, o Options) (*Summary, error) {
 	return sum, err
 }
 
+// recording is one record in progress: what each step produced for the
+// next. The steps run in the order record calls them; each owns the fields
+// it sets.
+type recording struct {
+	o     Options
+	spec  runner.Spec
+	ws    string // the workspace, absolute, symlinks resolved
+	cwd   string // the agent's directory, relative to ws
+	out   string // the bundle's absolute path
+	key   ed25519.PrivateKey
+	w     *bundle.Writer
+	stage string // dal's staging directory: sandbox layers, network, marks, apply copy
+	cfg   sandbox.Config
+	nw    *network // nil in default mode (passthrough)
+	marks string   // the marks directory, as dal-exec sees it
+	logs  *runLogs
+
+	started time.Time
+	res     *runner.Result
+	its     *Iterations
+	changes []sandbox.Change
+	env     *RunEnv
+	bound   *Boundary
+}
+
+// record is the sequence of named steps; each returns an error that the
+// user reads as one sentence. Until commit, nothing outside the staging
+// directories is written: an error leaves no bundle and the workspace
+// untouched.
 func record(ctx context.Context, o Options) (*Summary, error) {
-	spec := o.Spec
-	ws, cwd, err := workspaceAndCwd(o.Workspace)
+	r, err := prepareRecording(o)
 	if err != nil {
 		return nil, err
 	}
-	out, err := filepath.Abs(o.Out)
-	if err != nil {
+	defer r.cleanup()
+	steps := []func() error{
+		r.buildSandbox,
+		r.openLogs,
+		func() error { return r.run(ctx) },
+		r.selectIterations,
+		r.capture,
+		r.writeRecords,
+		r.commit,
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return r.apply()
+}
+
+// prepareRecording resolves the workspace, --out and the signing key, and
+// creates the bundle writer and the staging directory.
+func prepareRecording(o Options) (*recording, error) {
+	r := &recording{o: o, spec: o.Spec}
+	var err error
+	if r.ws, r.cwd, err = workspaceAndCwd(o.Workspace); err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(out); err == nil {
+	if r.out, err = filepath.Abs(o.Out); err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(r.out); err == nil {
 		return nil, runner.UsageError{Err: fmt.Errorf("%s already exists: choose another --out or remove it", o.Out)}
 	}
 	keyPath := o.KeyPath
@@ -100,199 +154,286 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("signing key: %w", err)
 	}
 	if created {
-		fmt.Fprintf(spec.Log, "dal: created a signing key at %s (keep it; bundles are signed with it)\n", keyPath)
+		fmt.Fprintf(r.spec.Log, "dal: created a signing key at %s (keep it; bundles are signed with it)\n", keyPath)
 	}
-
+	r.key = key
 	// An archive --out is packed by Commit itself, atomically.
-	w, err := bundle.Create(out)
-	if err != nil {
+	if r.w, err = bundle.Create(r.out); err != nil {
 		return nil, err
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			w.Abort()
-		}
-	}()
-	stage, err := os.MkdirTemp(stagingRoot(), "dal-sandbox-")
-	if err != nil {
+	if r.stage, err = os.MkdirTemp(stagingRoot(), "dal-sandbox-"); err != nil {
+		r.w.Abort()
 		return nil, fmt.Errorf("create the sandbox's staging directory: %w", err)
 	}
-	defer os.RemoveAll(stage)
-	cfg := sandboxConfig(ws, filepath.Join(stage, "sandbox"))
-	var nw *network
-	if spec.Mode != "default" {
-		if nw, err = newNetwork(filepath.Join(stage, "net"), o.Network, nil, nil, spec.Log); err != nil {
-			return nil, fmt.Errorf("network capture: %w", err)
+	return r, nil
+}
+
+// cleanup removes the staging directory and, unless the bundle was
+// committed, the bundle's own staging.
+func (r *recording) cleanup() {
+	if r.logs != nil {
+		r.logs.close()
+	}
+	if r.w != nil {
+		r.w.Abort() // a no-op after Commit
+	}
+	os.RemoveAll(r.stage)
+}
+
+// buildSandbox configures the sandbox: the workspace overlay, the network
+// capture (every mode but default), the marks directory and the agent's
+// own files under /tmp.
+func (r *recording) buildSandbox() error {
+	r.cfg = sandboxConfig(r.ws, filepath.Join(r.stage, "sandbox"))
+	if r.spec.Mode != "default" {
+		nw, err := newNetwork(filepath.Join(r.stage, "net"), r.o.Network, nil, nil, r.spec.Log)
+		if err != nil {
+			return fmt.Errorf("network capture: %w", err)
 		}
-		nw.configure(&cfg)
-		spec.Env = nw.Vars()
+		r.nw = nw
+		nw.configure(&r.cfg)
+		r.spec.Env = nw.Vars()
 	}
-	marksDir, marksMount, err := newMarksDir(stage)
+	marksDir, marksMount, err := newMarksDir(r.stage)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cfg.Mounts = append(cfg.Mounts, marksMount)
-	spec.Env = withVars(spec.Env, marksVars(marks.SandboxDir, ws))
-	policy := o.Iterations
-	if policy.Use == "" {
-		policy = iterate.DefaultPolicy()
-	}
-	spec.Dir = filepath.Join(ws, cwd)
-	cfg.Mounts = append(cfg.Mounts, argMounts(spec.Args, spec.Dir, ws)...)
+	r.marks = marksDir
+	r.cfg.Mounts = append(r.cfg.Mounts, marksMount)
+	r.spec.Env = withVars(r.spec.Env, marksVars(marks.SandboxDir, r.ws))
+	r.spec.Dir = filepath.Join(r.ws, r.cwd)
+	r.cfg.Mounts = append(r.cfg.Mounts, argMounts(r.spec.Args, r.spec.Dir, r.ws)...)
 	// dal-exec forks the sandbox init, which execs (1) and starts the agent,
 	// which execs (2): counting starts there.
-	spec.TraceFromExec = 2
-	spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
+	r.spec.TraceFromExec = 2
+	cfg := &r.cfg
+	clockOut := r.spec.ClockOut
+	r.spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
 		cfg.Binds = append(cfg.Binds, socketDir(env)...)
-		if spec.ClockOut != "" {
-			cfg.Binds = append(cfg.Binds, filepath.Dir(spec.ClockOut))
+		if clockOut != "" {
+			cfg.Binds = append(cfg.Binds, filepath.Dir(clockOut))
 		}
-		return sandbox.Command(cfg, argv, env, dir)
+		return sandbox.Command(*cfg, argv, env, dir)
 	}
-	spec.Wait = sandbox.Wait
-	logs := filepath.Join(w.Dir(), "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return nil, err
-	}
-	stdout, err := os.Create(filepath.Join(logs, "stdout"))
-	if err != nil {
-		return nil, err
-	}
-	defer stdout.Close()
-	stderr, err := os.Create(filepath.Join(logs, "stderr"))
-	if err != nil {
-		return nil, err
-	}
-	defer stderr.Close()
-	dalLog, err := os.Create(filepath.Join(logs, "dal.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer dalLog.Close()
-	spec.Stdout = io.MultiWriter(spec.Stdout, stdout)
-	spec.Stderr = io.MultiWriter(spec.Stderr, stderr)
-	spec.Log = io.MultiWriter(spec.Log, dalLog)
+	r.spec.Wait = sandbox.Wait
+	return nil
+}
 
-	started := time.Now()
-	res, err := runner.Run(ctx, spec)
-	if o.Checkpoints != nil {
-		o.Checkpoints(marksDir, Finished{Workspace: ws, Bundle: out, Started: started, Finished: time.Now(),
+// openLogs creates the bundle's logs/ and tees the agent's output and
+// dal's messages into it.
+func (r *recording) openLogs() error {
+	logs, err := createLogs(filepath.Join(r.w.Dir(), "logs"))
+	if err != nil {
+		return err
+	}
+	r.logs = logs
+	r.spec.Stdout = io.MultiWriter(r.spec.Stdout, logs.stdout)
+	r.spec.Stderr = io.MultiWriter(r.spec.Stderr, logs.stderr)
+	r.spec.Log = io.MultiWriter(r.spec.Log, logs.dal)
+	return nil
+}
+
+// run runs the agent, stores its checkpoint marks, stops the proxy (also
+// when the run failed: no goroutine outlives it) and writes the network
+// records.
+func (r *recording) run(ctx context.Context) error {
+	r.started = time.Now()
+	res, err := runner.Run(ctx, r.spec)
+	r.res = res
+	if r.o.Checkpoints != nil {
+		r.o.Checkpoints(r.marks, Finished{Workspace: r.ws, Bundle: r.out, Started: r.started, Finished: time.Now(),
 			Failed: err != nil || res == nil || res.ExitCode != 0 || res.TimedOut})
 	}
-	if nw != nil {
-		// Stop the proxy even when the run failed: no goroutine outlives it.
-		blocked, berr := sandbox.Blocked(cfg)
-		xs := nw.finish(blocked)
+	if r.nw != nil {
+		blocked, berr := sandbox.Blocked(r.cfg)
+		xs := r.nw.finish(blocked)
 		if err == nil && berr != nil {
 			err = berr
 		}
 		if err == nil {
-			err = writeNetwork(w, nw, xs)
+			err = writeNetwork(r.w, r.nw, xs)
 		}
 	}
-	if err != nil {
-		return nil, err
+	return err
+}
+
+// selectIterations judges the agent's iterations; the selected one's
+// artifacts become the run's output before the capture, so the bundle,
+// apply and revert all see them.
+func (r *recording) selectIterations() error {
+	policy := r.o.Iterations
+	if policy.Use == "" {
+		policy = iterate.DefaultPolicy()
 	}
-	// The selected iteration's artifacts become the run's output before
-	// the capture, so the bundle, apply and revert all see them.
-	its, err := selectIterations(marksDir, policy)
+	its, err := selectIterations(r.marks, policy)
 	if err != nil {
-		return nil, fmt.Errorf("the agent's iterations: %w", err)
+		return fmt.Errorf("the agent's iterations: %w", err)
 	}
-	if its != nil {
-		if err := its.apply(placeIn(cfg)); err != nil {
-			return nil, err
-		}
-		if err := its.preserve(filepath.Join(w.Dir(), "iterations")); err != nil {
-			return nil, err
-		}
+	if its == nil {
+		return nil
 	}
-	changes, err := sandbox.Capture(cfg)
+	r.its = its
+	if err := its.apply(placeIn(r.cfg)); err != nil {
+		return err
+	}
+	return its.preserve(filepath.Join(r.w.Dir(), "iterations"))
+}
+
+// capture reads the run's file changes from the capture layer and exports
+// them into the bundle (fs-diff/, fs-pre/) and, unless --no-apply, into a
+// copy of dal's own that apply works from (hard links, cheap: the bundle's
+// staging is gone once published).
+func (r *recording) capture() error {
+	changes, err := sandbox.Capture(r.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("capture the run's file changes: %w", err)
+		return fmt.Errorf("capture the run's file changes: %w", err)
 	}
-	changes = dropOwn(changes, excluded(ws, out))
-	denied, err := sandbox.Denied(cfg)
+	r.changes = dropOwn(changes, excluded(r.ws, r.out))
+	denied, err := sandbox.Denied(r.cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, d := range denied {
-		fmt.Fprintf(spec.Log, "dal: the agent tried to write outside the workspace (%s %s): refused, read-only\n", d.Op, d.Path)
+		fmt.Fprintf(r.spec.Log, "dal: the agent tried to write outside the workspace (%s %s): refused, read-only\n", d.Op, d.Path)
 	}
-	if err := sandbox.Export(cfg, changes, filepath.Join(w.Dir(), "fs-diff"), filepath.Join(w.Dir(), "fs-pre")); err != nil {
-		return nil, fmt.Errorf("store the run's file changes: %w", err)
+	if err := sandbox.Export(r.cfg, r.changes, filepath.Join(r.w.Dir(), "fs-diff"), filepath.Join(r.w.Dir(), "fs-pre")); err != nil {
+		return fmt.Errorf("store the run's file changes: %w", err)
 	}
-	// The workspace is changed from a copy of its own (hard links into the
-	// capture layer, cheap): the bundle's staging is gone once published.
-	applyDiff := filepath.Join(stage, "apply")
-	if !o.NoApply {
-		if err := sandbox.Export(cfg, changes, filepath.Join(applyDiff, "fs-diff"), filepath.Join(applyDiff, "fs-pre")); err != nil {
-			return nil, fmt.Errorf("prepare the run's changes: %w", err)
+	if !r.o.NoApply {
+		if err := sandbox.Export(r.cfg, r.changes, filepath.Join(r.applyDir(), "fs-diff"), filepath.Join(r.applyDir(), "fs-pre")); err != nil {
+			return fmt.Errorf("prepare the run's changes: %w", err)
 		}
 	}
-	env := newRunEnv(&spec, res, ws, cwd, started)
-	env.DeniedWrites = denied
-	env.SelfContained = o.SelfContained
-	env.Applied = !o.NoApply
-	if nw != nil {
-		env.Network = &nw.env
+	r.env = newRunEnv(&r.spec, r.res, r.ws, r.cwd, r.started)
+	r.env.DeniedWrites = denied
+	r.env.SelfContained = r.o.SelfContained
+	r.env.Applied = !r.o.NoApply
+	if r.nw != nil {
+		r.env.Network = &r.nw.env
 	}
-	if o.SelfContained {
-		if err := copyTree(ws, filepath.Join(w.Dir(), "workspace"), excluded(ws, out)); err != nil {
-			return nil, fmt.Errorf("store the pre-run workspace: %w", err)
+	return nil
+}
+
+func (r *recording) applyDir() string { return filepath.Join(r.stage, "apply") }
+
+// writeRecords writes the rest of the bundle: the pre-run workspace when
+// self-contained, env.json, clock.json, syscalls.json (reported on dal's
+// log) and the iteration report.
+func (r *recording) writeRecords() error {
+	if r.o.SelfContained {
+		if err := copyTree(r.ws, filepath.Join(r.w.Dir(), "workspace"), excluded(r.ws, r.out)); err != nil {
+			return fmt.Errorf("store the pre-run workspace: %w", err)
 		}
 	}
-	if err := w.WriteJSON("env.json", env); err != nil {
-		return nil, err
+	if err := r.w.WriteJSON("env.json", r.env); err != nil {
+		return err
 	}
-	if err := w.WriteJSON("clock.json", res.Clock); err != nil {
-		return nil, err
+	if err := r.w.WriteJSON("clock.json", r.res.Clock); err != nil {
+		return err
 	}
-	exchanges := 0
-	if nw != nil {
-		exchanges = nw.count
+	r.bound = newBoundary(boundaryInput{trace: r.res.Trace, clock: r.res.Clock, mode: r.spec.Mode, network: r.env.Network,
+		exchanges: r.exchanges(), daldSocket: r.res.Env["DAL_SOCKET"]})
+	if err := r.w.WriteJSON("syscalls.json", r.bound); err != nil {
+		return err
 	}
-	bound := newBoundary(boundaryInput{trace: res.Trace, clock: res.Clock, mode: spec.Mode, network: env.Network,
-		exchanges: exchanges, daldSocket: res.Env["DAL_SOCKET"]})
-	if err := w.WriteJSON("syscalls.json", bound); err != nil {
-		return nil, err
+	reportBoundary(r.spec.Log, r.bound)
+	if r.its != nil {
+		r.its.report(r.spec.Log, "iterations/selection-report.md in "+r.out)
 	}
-	reportBoundary(spec.Log, bound)
-	m, err := snapshot(env, changes, filepath.Join(logs, "stdout"))
+	return nil
+}
+
+func (r *recording) exchanges() int {
+	if r.nw == nil {
+		return 0
+	}
+	return r.nw.count
+}
+
+// commit builds the manifest, signs it and publishes the bundle.
+func (r *recording) commit() error {
+	m, err := snapshot(r.env, r.changes, r.logs.stdoutPath)
 	if err != nil {
+		return err
+	}
+	if r.nw != nil {
+		addPrompts(m, r.nw.prompts)
+	}
+	if r.its != nil {
+		m.Metrics.Iterations = int64(len(r.its.Selection.Iterations))
+	}
+	if err := r.logs.close(); err != nil {
+		return err
+	}
+	if err := r.w.Commit(m, r.key); err != nil {
+		return err
+	}
+	r.w = nil
+	return nil
+}
+
+// apply changes the workspace as the run left it (unless --no-apply). The
+// bundle is published by now: a failure here names it.
+func (r *recording) apply() (*Summary, error) {
+	sum := &Summary{ExitCode: r.res.ExitCode, Bundle: r.out, Changes: len(r.changes), Boundary: r.bound, Exchanges: r.exchanges()}
+	if r.env.Network != nil {
+		sum.Blocked = len(r.env.Network.Blocked)
+	}
+	if r.its != nil {
+		sum.Iterations = r.its.Selection
+	}
+	if r.o.NoApply || len(r.changes) == 0 {
+		return sum, nil
+	}
+	if err := sandbox.Apply(r.ws, filepath.Join(r.applyDir(), "fs-diff"), r.changes); err != nil {
+		return sum, fmt.Errorf("%w (the bundle %s holds them)", err, r.out)
+	}
+	sum.Applied = true
+	return sum, nil
+}
+
+// runLogs are the bundle's logs/ files while the agent runs.
+type runLogs struct {
+	stdout, stderr, dal *os.File
+	stdoutPath          string
+	closed              bool
+}
+
+func createLogs(dir string) (*runLogs, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if nw != nil {
-		addPrompts(m, nw.prompts)
-	}
-	if its != nil {
-		m.Metrics.Iterations = int64(len(its.Selection.Iterations))
-		its.report(spec.Log, "iterations/selection-report.md in "+out)
-	}
-	for _, f := range []*os.File{stdout, stderr, dalLog} {
-		if err := f.Close(); err != nil {
+	l := &runLogs{stdoutPath: filepath.Join(dir, "stdout")}
+	for _, f := range []struct {
+		name string
+		to   **os.File
+	}{{"stdout", &l.stdout}, {"stderr", &l.stderr}, {"dal.log", &l.dal}} {
+		fh, err := os.OpenFile(filepath.Join(dir, f.name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			l.close()
 			return nil, err
 		}
+		*f.to = fh
 	}
-	if err := w.Commit(m, key); err != nil {
-		return nil, err
+	return l, nil
+}
+
+// close closes the files once, returning the first error.
+func (l *runLogs) close() error {
+	if l.closed {
+		return nil
 	}
-	committed = true
-	sum := &Summary{ExitCode: res.ExitCode, Bundle: out, Changes: len(changes), Boundary: bound, Exchanges: exchanges}
-	if env.Network != nil {
-		sum.Blocked = len(env.Network.Blocked)
-	}
-	if its != nil {
-		sum.Iterations = its.Selection
-	}
-	if !o.NoApply && len(changes) > 0 {
-		if err := sandbox.Apply(ws, filepath.Join(applyDiff, "fs-diff"), changes); err != nil {
-			return sum, fmt.Errorf("%w (the bundle %s holds them)", err, out)
+	l.closed = true
+	var first error
+	for _, f := range []*os.File{l.stdout, l.stderr, l.dal} {
+		if f == nil {
+			continue
 		}
-		sum.Applied = true
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
-	return sum, nil
+	return first
 }
 
 // workspaceAndCwd resolves the workspace and the current directory within it.

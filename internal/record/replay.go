@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/runner"
@@ -47,10 +48,61 @@ type Verdict struct {
 	Misses int `json:"network_misses"`
 }
 
+// replaying is one replay in progress: what each step produced for the
+// next.
+type replaying struct {
+	o       ReplayOptions
+	b       *bundle.Bundle
+	env     RunEnv
+	clock   *vclock.File
+	changes []sandbox.Change // the recorded ones
+	ws      string
+	stage   string
+	cfg     sandbox.Config
+	spec    runner.Spec
+	recHAR  *har.Log
+	nw      *network
+	marks   string
+	policy  iterate.Policy
+	v       *Verdict
+
+	stdout, stderr bytes.Buffer
+	res            *runner.Result
+	xs             []*har.Exchange
+	recIts, gotIts []*marks.Mark
+	got            []sandbox.Change
+	cleanup        []func()
+}
+
 // Replay re-runs a bundle's command offline in a sandbox built from the
-// pre-run workspace state, serving the recorded clock, and compares the
-// components of DESIGN §9. The user's workspace is never written.
+// pre-run workspace state, serving the recorded clock and network, and
+// compares the components of docs/design.md §9. The user's workspace is
+// never written.
 func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
+	r, err := openReplay(o)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	steps := []func() error{
+		r.prepareWorkspace,
+		r.buildSandbox,
+		func() error { return r.run(ctx) },
+		r.capture,
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	r.compare()
+	r.storeOutcome()
+	return r.v, nil
+}
+
+// openReplay opens and verifies the bundle and reads what the replay
+// serves and compares: env.json, clock.json and the recorded changes.
+func openReplay(o ReplayOptions) (*replaying, error) {
 	var opts bundle.OpenOptions
 	if o.KeyPath != "" {
 		pub, err := bundle.LoadPublicKey(o.KeyPath)
@@ -63,182 +115,236 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer b.Close()
-	var env RunEnv
-	if err := b.ReadJSON("env.json", &env); err != nil {
+	r := &replaying{o: o, b: b}
+	if err := r.read(); err != nil {
+		b.Close()
 		return nil, err
 	}
-	if env.Version != EnvVersion {
-		return nil, fmt.Errorf("%s: env.json version %d, this dal reads %d: use the dal release that recorded it", o.Bundle, env.Version, EnvVersion)
+	return r, nil
+}
+
+func (r *replaying) read() error {
+	if err := r.b.ReadJSON("env.json", &r.env); err != nil {
+		return err
 	}
-	clock, err := vclock.ReadFile(b.File("clock.json"))
-	if err != nil {
-		return nil, err
+	if r.env.Version != EnvVersion {
+		return fmt.Errorf("%s: env.json version %d, this dal reads %d: use the dal release that recorded it", r.o.Bundle, r.env.Version, EnvVersion)
 	}
-	changes, err := sandbox.ReadChanges(b.File("fs-diff/changes.json"))
-	if err != nil {
-		return nil, err
+	var err error
+	if r.clock, err = vclock.ReadFile(r.b.File("clock.json")); err != nil {
+		return err
 	}
-	ws := o.Workspace
+	if r.changes, err = sandbox.ReadChanges(r.b.File("fs-diff/changes.json")); err != nil {
+		return err
+	}
+	if r.policy, err = recordedPolicy(r.b.File("iterations/selection.json")); err != nil {
+		return err
+	}
+	r.recHAR = &har.Log{}
+	if r.b.Has("network.har") {
+		if r.recHAR, err = har.ReadFile(r.b.File("network.har")); err != nil {
+			return err
+		}
+	}
+	r.v = &Verdict{Bundle: r.o.Bundle, RecordMS: r.env.DurationMS}
+	return nil
+}
+
+// close undoes what the steps set up, last first.
+func (r *replaying) close() {
+	for i := len(r.cleanup) - 1; i >= 0; i-- {
+		r.cleanup[i]()
+	}
+	if r.stage != "" {
+		os.RemoveAll(r.stage)
+	}
+	r.b.Close()
+}
+
+// prepareWorkspace decides what the replayed agent sees at the workspace
+// path: the workspace itself (at its pre-run state), a layer of pre-images
+// stacked over it (post-run state), or the bundle's own copy
+// (self-contained).
+func (r *replaying) prepareWorkspace() error {
+	ws := r.o.Workspace
 	if ws == "" {
-		ws = env.Workspace
+		ws = r.env.Workspace
 	}
-	if ws, err = filepath.Abs(ws); err != nil {
-		return nil, err
-	}
-	stage, err := os.MkdirTemp(stagingRoot(), "dal-replay-")
+	ws, err := filepath.Abs(ws)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer os.RemoveAll(stage)
-	cfg := sandboxConfig(ws, filepath.Join(stage, "sandbox"))
-	v := &Verdict{Bundle: o.Bundle, RecordMS: env.DurationMS}
+	r.ws = ws
+	if r.stage, err = os.MkdirTemp(stagingRoot(), "dal-replay-"); err != nil {
+		return err
+	}
+	r.cfg = sandboxConfig(ws, filepath.Join(r.stage, "sandbox"))
 	if _, err := os.Stat(ws); err == nil {
-		state, err := sandbox.Restore(ws, b.File("fs-pre"), changes, filepath.Join(stage, "pre-layer"))
+		preLayer := filepath.Join(r.stage, "pre-layer")
+		state, err := sandbox.Restore(ws, r.b.File("fs-pre"), r.changes, preLayer)
 		switch {
 		case err == nil:
-			v.State = state
+			r.v.State = state
 			if state == "post-run" {
-				cfg.Lower = []string{filepath.Join(stage, "pre-layer"), ws}
+				r.cfg.Lower = []string{preLayer, ws}
 			}
-		case env.SelfContained:
-			v.State = "self-contained"
-			cfg.Lower = []string{b.File("workspace")}
+		case r.env.SelfContained:
+			r.v.State = "self-contained"
+			r.cfg.Lower = []string{r.b.File("workspace")}
 		default:
-			return nil, runner.UsageError{Err: fmt.Errorf("%w; replay needs the workspace at its recorded pre- or post-run state: run dal-exec revert %s, or record with --self-contained", err, o.Bundle)}
+			return runner.UsageError{Err: fmt.Errorf("%w; replay needs the workspace at its recorded pre- or post-run state: run dal-exec revert %s, or record with --self-contained", err, r.o.Bundle)}
 		}
-	} else if env.SelfContained {
-		v.State = "self-contained"
-		cfg.Lower = []string{b.File("workspace")}
-		// The overlay needs a mount point at the recorded path; it is
-		// removed again after the run.
-		if err := os.MkdirAll(ws, 0o755); err != nil {
-			return nil, fmt.Errorf("create the mount point %s for the self-contained workspace: %w", ws, err)
-		}
-		defer os.Remove(ws)
-	} else {
-		return nil, runner.UsageError{Err: fmt.Errorf("the recorded workspace %s does not exist here and %s is not self-contained: pass --workspace, or record with --self-contained", ws, o.Bundle)}
+		return nil
 	}
+	if !r.env.SelfContained {
+		return runner.UsageError{Err: fmt.Errorf("the recorded workspace %s does not exist here and %s is not self-contained: pass --workspace, or record with --self-contained", ws, r.o.Bundle)}
+	}
+	r.v.State = "self-contained"
+	r.cfg.Lower = []string{r.b.File("workspace")}
+	// The overlay needs a mount point at the recorded path; it is removed
+	// again after the run (close removes the stage; this is the one path
+	// outside it).
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return fmt.Errorf("create the mount point %s for the self-contained workspace: %w", ws, err)
+	}
+	r.cleanup = append(r.cleanup, func() { os.Remove(ws) })
+	return nil
+}
 
-	cfg.Mounts = append(cfg.Mounts, argMounts(env.Command, filepath.Join(ws, env.Cwd), ws)...)
-	spec := runner.Spec{Args: env.Command, Dir: filepath.Join(ws, env.Cwd), Mode: env.Mode, Seed: env.Seed,
-		Epoch: env.Epoch, Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Replay: clock, Log: o.Log,
+// buildSandbox configures the sandbox and the runner: the recorded
+// command, mode, seed, epoch and clock; an offline network namespace in
+// which only the bundle answers, whatever the recording's mode; the marks
+// directory.
+func (r *replaying) buildSandbox() error {
+	env := &r.env
+	r.cfg.Mounts = append(r.cfg.Mounts, argMounts(env.Command, filepath.Join(r.ws, env.Cwd), r.ws)...)
+	r.spec = runner.Spec{Args: env.Command, Dir: filepath.Join(r.ws, env.Cwd), Mode: env.Mode, Seed: env.Seed,
+		Epoch: env.Epoch, Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Replay: r.clock, Log: r.o.Log,
 		Inherit: env.Inherited}
 	for k := range env.Kept {
-		spec.KeepEnv = append(spec.KeepEnv, k)
+		r.spec.KeepEnv = append(r.spec.KeepEnv, k)
 		if hashValue(os.Getenv(k)) != env.Kept[k] {
-			fmt.Fprintf(o.Log, "dal: %s differs from the recorded value (only its hash is stored): set it as it was for an exact replay\n", k)
+			fmt.Fprintf(r.o.Log, "dal: %s differs from the recorded value (only its hash is stored): set it as it was for an exact replay\n", k)
 		}
 	}
 	if env.Timeout != "" {
-		spec.Timeout, _ = time.ParseDuration(env.Timeout)
-		spec.Timeout *= 2 // a replay serves the network and clock locally; never tighter than the record
+		r.spec.Timeout, _ = time.ParseDuration(env.Timeout)
+		r.spec.Timeout *= 2 // a replay serves the network and clock locally; never tighter than the record
 	}
-	var stdout, stderr bytes.Buffer
-	spec.Stdout, spec.Stderr = &stdout, &stderr
-	if o.Stdout != nil {
-		spec.Stdout = multi(&stdout, o.Stdout)
+	r.spec.Stdout, r.spec.Stderr = &r.stdout, &r.stderr
+	if r.o.Stdout != nil {
+		r.spec.Stdout = multi(&r.stdout, r.o.Stdout)
 	}
-	// The replay is offline whatever the recording's mode: the agent gets
-	// its own network namespace, and only the bundle answers.
-	recHAR := &har.Log{}
 	var nopts NetworkOptions
-	var mirrored []string
+	mirrored := []string{}
 	if env.Network != nil {
 		nopts.RedactHeaders, nopts.RedactFields = env.Network.RedactHeaders, env.Network.RedactFields
-		mirrored = env.Network.Mirrored
-	}
-	if mirrored == nil {
-		mirrored = []string{}
-	}
-	nopts.Speed = o.Speed
-	if b.Has("network.har") {
-		if recHAR, err = har.ReadFile(b.File("network.har")); err != nil {
-			return nil, err
+		if env.Network.Mirrored != nil {
+			mirrored = env.Network.Mirrored
 		}
 	}
-	nw, err := newNetwork(filepath.Join(stage, "net"), nopts, recHAR, mirrored, o.Log)
+	nopts.Speed = r.o.Speed
+	nw, err := newNetwork(filepath.Join(r.stage, "net"), nopts, r.recHAR, mirrored, r.o.Log)
 	if err != nil {
-		return nil, fmt.Errorf("network replay: %w", err)
+		return fmt.Errorf("network replay: %w", err)
 	}
-	nw.configure(&cfg)
+	r.nw = nw
+	nw.configure(&r.cfg)
 	if env.Network != nil {
-		spec.Env = nw.Vars()
+		r.spec.Env = nw.Vars()
 	}
-	marksDir, marksMount, err := newMarksDir(stage)
+	marksDir, marksMount, err := newMarksDir(r.stage)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cfg.Mounts = append(cfg.Mounts, marksMount)
-	spec.Env = withVars(spec.Env, marksVars(marks.SandboxDir, ws))
-	policy, err := recordedPolicy(b.File("iterations/selection.json"))
-	if err != nil {
-		return nil, err
-	}
-	spec.Wrap = func(argv, envl []string, dir string) (*exec.Cmd, error) {
+	r.marks = marksDir
+	r.cfg.Mounts = append(r.cfg.Mounts, marksMount)
+	r.spec.Env = withVars(r.spec.Env, marksVars(marks.SandboxDir, r.ws))
+	cfg := &r.cfg
+	r.spec.Wrap = func(argv, envl []string, dir string) (*exec.Cmd, error) {
 		cfg.Binds = append(cfg.Binds, socketDir(envl)...)
-		return sandbox.Command(cfg, argv, envl, dir)
+		return sandbox.Command(*cfg, argv, envl, dir)
 	}
-	spec.Wait = sandbox.Wait
+	r.spec.Wait = sandbox.Wait
+	return nil
+}
+
+// run runs the agent and stops the network replay; dal's messages during
+// the run are also kept (drift reports).
+func (r *replaying) run(ctx context.Context) error {
 	var drift bytes.Buffer
-	spec.Log = multi(&drift, o.Log)
+	r.spec.Log = multi(&drift, r.o.Log)
 	start := time.Now()
-	res, err := runner.Run(ctx, spec)
-	blocked, _ := sandbox.Blocked(cfg)
-	xs := nw.finish(blocked)
+	res, err := runner.Run(ctx, r.spec)
+	blocked, _ := sandbox.Blocked(r.cfg)
+	r.xs = r.nw.finish(blocked)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	v.WallMS = time.Since(start).Milliseconds()
-	// The recording's selection policy picks among the replay's own
-	// iterations, so the replayed output compares with the recorded one.
-	its, err := selectIterations(marksDir, policy)
+	r.res = res
+	r.v.WallMS = time.Since(start).Milliseconds()
+	return nil
+}
+
+// capture applies the replay's own iteration selection (with the
+// recording's policy, so the replayed output compares with the recorded
+// one) and reads the replay's file changes.
+func (r *replaying) capture() error {
+	its, err := selectIterations(r.marks, r.policy)
 	if err != nil {
-		return nil, fmt.Errorf("the agent's iterations: %w", err)
+		return fmt.Errorf("the agent's iterations: %w", err)
 	}
-	var gotIts []*marks.Mark
 	if its != nil {
-		gotIts = its.Marks
-		if err := its.apply(placeIn(cfg)); err != nil {
-			return nil, err
+		r.gotIts = its.Marks
+		if err := its.apply(placeIn(r.cfg)); err != nil {
+			return err
 		}
 	}
-	recIts, _, err := marks.Read(filepath.Dir(b.File("iterations")), marks.Iteration)
-	if err != nil {
-		return nil, err
+	if r.recIts, _, err = marks.Read(filepath.Dir(r.b.File("iterations")), marks.Iteration); err != nil {
+		return err
 	}
-	got, err := sandbox.Capture(cfg)
-	if err != nil {
-		return nil, err
-	}
+	r.got, err = sandbox.Capture(r.cfg)
+	return err
+}
 
-	recOut, _ := b.ReadFile("logs/stdout")
-	recErr, _ := b.ReadFile("logs/stderr")
+// compare fills the verdict: every component of the recording against the
+// replay, and the fidelity.
+func (r *replaying) compare() {
+	v, env := r.v, &r.env
+	recOut, _ := r.b.ReadFile("logs/stdout")
+	recErr, _ := r.b.ReadFile("logs/stderr")
+	code := r.res.ExitCode
 	v.Components = append(v.Components,
-		Component{Name: "exit_code", Compared: true, Match: res.ExitCode == env.ExitCode,
-			First: ifNot(res.ExitCode == env.ExitCode, fmt.Sprintf("exit code %d, the recording has %d", res.ExitCode, env.ExitCode))},
-		Component{Name: "stdout", Compared: true, Match: bytes.Equal(recOut, stdout.Bytes()), First: FirstLineDiff(recOut, stdout.Bytes())},
-		Component{Name: "stderr", Compared: true, Match: bytes.Equal(recErr, stderr.Bytes()), First: FirstLineDiff(recErr, stderr.Bytes())},
-		compareFS(changes, got, "recording", "replay"),
-		compareClock(clock, res.Clock),
+		Component{Name: "exit_code", Compared: true, Match: code == env.ExitCode,
+			First: ifNot(code == env.ExitCode, fmt.Sprintf("exit code %d, the recording has %d", code, env.ExitCode))},
+		Component{Name: "stdout", Compared: true, Match: bytes.Equal(recOut, r.stdout.Bytes()), First: FirstLineDiff(recOut, r.stdout.Bytes())},
+		Component{Name: "stderr", Compared: true, Match: bytes.Equal(recErr, r.stderr.Bytes()), First: FirstLineDiff(recErr, r.stderr.Bytes())},
+		compareFS(r.changes, r.got, "recording", "replay"),
+		compareClock(r.clock, r.res.Clock),
 	)
-	if len(recIts) > 0 || len(gotIts) > 0 {
-		v.Components = append(v.Components, compareIterations(recIts, gotIts, "recording", "replay"))
+	if len(r.recIts) > 0 || len(r.gotIts) > 0 {
+		v.Components = append(v.Components, compareIterations(r.recIts, r.gotIts, "recording", "replay"))
 	}
-	v.Misses = len(nw.misses)
-	for _, x := range xs {
+	v.Misses = len(r.nw.misses)
+	for _, x := range r.xs {
 		if x.Response != nil {
 			v.Served++
 		}
 	}
 	v.Served -= v.Misses
 	if env.Network != nil {
-		v.Components = append(v.Components, compareNetwork(recHAR, nw, xs), comparePrompts(b, nw, xs))
+		v.Components = append(v.Components, compareNetwork(r.recHAR, r.nw, r.xs), comparePrompts(r.b, r.nw, r.xs))
 	} else {
 		v.Components = append(v.Components, Component{Name: "network"}, Component{Name: "prompts"})
 	}
 	v.Fidelity = Fidelity(v.Components)
 	v.Exact = v.Fidelity == 1
+}
+
+// storeOutcome adds the verdict to the bundle's replays/; a bundle that
+// cannot take it (read-only, packed) keeps the verdict on the terminal.
+func (r *replaying) storeOutcome() {
+	v := r.v
 	outcome := bundle.ReplayOutcome{Fidelity: v.Fidelity, Components: map[string]bool{}, Divergences: map[string]string{}, DurationMS: v.WallMS}
 	for _, c := range v.Components {
 		if c.Compared {
@@ -248,12 +354,10 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 			}
 		}
 	}
-	if err := b.AddReplay(outcome); err != nil {
-		fmt.Fprintf(o.Log, "dal: could not store the replay outcome in the bundle: %v\n", err)
+	if err := r.b.AddReplay(outcome); err != nil {
+		fmt.Fprintf(r.o.Log, "dal: could not store the replay outcome in the bundle: %v\n", err)
 	}
-	return v, nil
 }
-
 func ifNot(ok bool, s string) string {
 	if ok {
 		return ""
