@@ -15,8 +15,8 @@ import (
 	"syscall"
 
 	"github.com/dal-runtime/dal/bundle"
-	"github.com/dal-runtime/dal/internal/consensus"
 	"github.com/dal-runtime/dal/internal/consistency"
+	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/seedrng"
 	ucli "github.com/urfave/cli/v2"
 )

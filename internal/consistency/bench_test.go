@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/dal-runtime/dal/internal/consensus"
+	"github.com/dal-runtime/dal/internal/consistency/consensus"
 )
 
 // BenchmarkAnalyse10kRecordedRuns is the issue's "analysis of 10,000

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dal-runtime/dal/internal/consensus"
+	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/seedrng"
 )

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/dal-runtime/dal/internal/consensus"
+	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/seedrng"
 )
 

@@ -1,7 +1,8 @@
 // Package consistency runs an agent several times, each run recorded as a
 // bundle, and reports how consistent the runs were: the consensus of their
-// outputs (internal/consensus), the spread of their durations, token counts
-// and scores (internal/stats), a reliability score, and one row per run.
+// outputs (its subpackage consensus), the spread of their durations, token
+// counts and scores (its subpackage stats), a reliability score, and one row
+// per run. Both subpackages exist for this package alone.
 //
 // It does not start agents itself: Options.Record records one run into a
 // bundle directory (dal-exec consistency passes internal/record), so the

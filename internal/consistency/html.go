@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dal-runtime/dal/internal/consensus"
-	"github.com/dal-runtime/dal/internal/stats"
+	"github.com/dal-runtime/dal/internal/consistency/consensus"
+	"github.com/dal-runtime/dal/internal/consistency/stats"
 )
 
 // The plots are SVG drawn here from shapes; html/template escapes every

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dal-runtime/dal/internal/consensus"
+	"github.com/dal-runtime/dal/internal/consistency/consensus"
 )
 
 // svgNode is any SVG element, read with encoding/xml.

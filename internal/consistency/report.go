@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dal-runtime/dal/internal/consensus"
-	"github.com/dal-runtime/dal/internal/stats"
+	"github.com/dal-runtime/dal/internal/consistency/consensus"
+	"github.com/dal-runtime/dal/internal/consistency/stats"
 )
 
 // Report is report.json.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dal-runtime/dal/internal/stats"
+	"github.com/dal-runtime/dal/internal/consistency/stats"
 )
 
 // OutlierMethod names the rule that flags outliers.
