@@ -1,5 +1,5 @@
-// Package ebpf is the kernel side of dal's boundary coverage (DESIGN §8): it
-// counts, in the kernel, the syscalls of each session's process tree by
+// Package ebpf is the kernel side of dal's boundary coverage
+// (docs/design.md §8): it counts, in the kernel, the syscalls of each session's process tree by
 // syscall and by nondeterminism category (clock, random, network,
 // filesystem, process), and reports the rare notable crossings as events.
 // It does not decide what a session captured or compute coverage; dald does,

@@ -2,7 +2,7 @@ package ebpf
 
 import "strconv"
 
-// Category is a nondeterminism boundary a syscall crosses (DESIGN §8).
+// Category is a nondeterminism boundary a syscall crosses (docs/design.md §8).
 type Category string
 
 const (

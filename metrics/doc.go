@@ -1,5 +1,5 @@
-// Package metrics is dal's Prometheus instrumentation (DESIGN §10): the
-// dal_* metric families, the /metrics HTTP endpoint dald serves, and the
+// Package metrics is dal's Prometheus instrumentation (docs/design.md §10):
+// the dal_* metric families, the /metrics HTTP endpoint dald serves, and the
 // node_exporter textfile one-shot dal-exec runs write instead.
 //
 // Every family lives on a registry of its own, never on the process-wide

@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Nondeterminism categories (DESIGN §8): the values of the category label on
-// dal_syscalls_total and dal_boundary_escapes_total. Anything else is
-// counted as CategoryOther.
+// Nondeterminism categories (docs/design.md §8): the values of the category
+// label on dal_syscalls_total and dal_boundary_escapes_total. Anything else
+// is counted as CategoryOther.
 const (
 	CategoryClock      = "clock"
 	CategoryRandom     = "random"
@@ -25,8 +25,8 @@ const (
 	CategoryOther      = "other"
 )
 
-// Network request outcomes (DESIGN §7): the values of the outcome label on
-// dal_network_requests_total.
+// Network request outcomes (docs/design.md §7): the values of the outcome
+// label on dal_network_requests_total.
 const (
 	OutcomeRecorded = "recorded" // forwarded upstream and captured into the bundle
 	OutcomeReplayed = "replayed" // answered from the bundle
@@ -211,9 +211,10 @@ func (m *Metrics) Gatherer() prometheus.Gatherer { return m.dal }
 // gatherer returns everything Handler serves.
 func (m *Metrics) gatherer() prometheus.Gatherer { return prometheus.Gatherers{m.dal, m.runtime} }
 
-// ObserveReplay records one finished replay's fidelity (DESIGN §9). 1 counts
-// as exact, anything lower as drifted. Values outside [0, 1] are clamped; NaN
-// (nothing was compared) counts as a drifted replay of fidelity 0.
+// ObserveReplay records one finished replay's fidelity (docs/design.md §9).
+// 1 counts as exact, anything lower as drifted. Values outside [0, 1] are
+// clamped; NaN (nothing was compared) counts as a drifted replay of
+// fidelity 0.
 func (m *Metrics) ObserveReplay(fidelity float64) {
 	switch {
 	case math.IsNaN(fidelity) || fidelity < 0:
@@ -247,8 +248,8 @@ func (m *Metrics) SessionEnded() {
 	}
 }
 
-// ObserveCoverage records a finished session's boundary coverage (DESIGN §8)
-// and its escapes, counted per category; unknown categories count as
+// ObserveCoverage records a finished session's boundary coverage
+// (docs/design.md §8) and its escapes, counted per category; unknown categories count as
 // CategoryOther and negative counts are ignored. The ratio is clamped to
 // [0, 1]; NaN (nothing was touched, so there was nothing to cover) leaves the
 // gauge as it was.
