@@ -150,7 +150,24 @@ func tarTree(tw *tar.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.rel, b.rel) })
+	// manifest.json and manifest.sig come first, so that a reader can
+	// check the signature and the listing before it extracts the rest;
+	// everything else follows in sorted order.
+	rank := func(rel string) int {
+		switch rel {
+		case ManifestFile:
+			return 0
+		case SignatureFile:
+			return 1
+		}
+		return 2
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		if c := rank(a.rel) - rank(b.rel); c != 0 {
+			return c
+		}
+		return strings.Compare(a.rel, b.rel)
+	})
 	epoch := time.Unix(0, 0)
 	buf := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(buf)
@@ -224,135 +241,6 @@ func sniff(path string) (packing, error) {
 		return packTgz, nil
 	}
 	return packDir, nil
-}
-
-// extract unpacks archive (of packing p) into the empty directory dst.
-// It accepts only regular files, directories and symbolic links with
-// clean relative names, and refuses an entry that would be written
-// through a symbolic link or over another entry (tar-slip). Links are
-// created, never followed. Errors name the archive's entry; the caller
-// adds the bundle.
-func extract(archive, dst string, p packing, limit int64) error {
-	f, err := os.Open(archive)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var r io.Reader
-	switch p {
-	case packTgz:
-		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
-		if err != nil {
-			return truncated{err}
-		}
-		defer zr.Close()
-		r = zr
-	case packZstd:
-		zr, err := zstd.NewReader(bufio.NewReaderSize(f, 1<<20), zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return truncated{err}
-		}
-		defer zr.Close()
-		r = zr
-	}
-	tr := tar.NewReader(r)
-	seen := map[string]byte{} // rel -> tar type flag
-	var total int64
-	buf := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(buf)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			// Read the compressed stream to its end so that its
-			// trailer (sizes, checksums) is checked too.
-			if _, err := io.Copy(io.Discard, r); err != nil {
-				return truncated{err}
-			}
-			return nil
-		}
-		if err != nil && !errors.Is(err, tar.ErrInsecurePath) {
-			return truncated{err}
-		}
-		if h.Typeflag == tar.TypeXGlobalHeader {
-			continue
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		if h.Typeflag == tar.TypeDir {
-			name = strings.TrimSuffix(name, "/")
-			if name == "" || name == "." {
-				continue
-			}
-		}
-		if err := validRel(name); err != nil {
-			return fmt.Errorf("archive entry %w: it would be written outside the bundle", err)
-		}
-		if err := extractParents(dst, name, seen); err != nil {
-			return err
-		}
-		if t, dup := seen[name]; dup && !(t == tar.TypeDir && h.Typeflag == tar.TypeDir) {
-			return fmt.Errorf("archive entry %s appears twice", name)
-		}
-		target := filepath.Join(dst, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if _, dup := seen[name]; !dup {
-				if err := os.Mkdir(target, 0o700); err != nil {
-					return err
-				}
-			}
-		case tar.TypeSymlink:
-			if h.Linkname == "" {
-				return fmt.Errorf("archive entry %s is a symbolic link to nothing", name)
-			}
-			if err := os.Symlink(h.Linkname, target); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if total += h.Size; limit > 0 && total > limit {
-				return fmt.Errorf("the archive expands to more than %d bytes (at %s)", limit, name)
-			}
-			out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-			if err != nil {
-				return err
-			}
-			_, err = io.CopyBuffer(out, tr, *buf)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				if isWriteErr(err) {
-					return err
-				}
-				return truncated{err}
-			}
-		default:
-			return fmt.Errorf("archive entry %s is of tar type %q: bundles hold only regular files, symbolic links and directories", name, h.Typeflag)
-		}
-		seen[name] = h.Typeflag
-	}
-}
-
-// extractParents creates name's missing parent directories and refuses a
-// parent that is a symbolic link or a file in the archive.
-func extractParents(dst, name string, seen map[string]byte) error {
-	for i := 0; i < len(name); i++ {
-		if name[i] != '/' {
-			continue
-		}
-		parent := name[:i]
-		switch t, ok := seen[parent]; {
-		case !ok:
-			if err := os.Mkdir(filepath.Join(dst, filepath.FromSlash(parent)), 0o700); err != nil {
-				return err
-			}
-			seen[parent] = tar.TypeDir
-		case t == tar.TypeSymlink:
-			return fmt.Errorf("archive entry %s passes through the symbolic link %s: it would be written outside the bundle", name, parent)
-		case t != tar.TypeDir:
-			return fmt.Errorf("archive entry %s is below %s, which is not a directory", name, parent)
-		}
-	}
-	return nil
 }
 
 // truncated marks a failure to decode the archive itself.

@@ -84,8 +84,8 @@ func TestArchiveLayouts(t *testing.T) {
 	// A cap on extracted bytes stops a decompression bomb early.
 	p := filepath.Join(t.TempDir(), "run.tar.zst")
 	makeBundle(t, p)
-	_, err := Open(p, OpenOptions{MaxExtractBytes: 10})
-	wantBundleErr(t, err, ErrCorrupt, p)
+	_, err := Open(p, OpenOptions{Limits: ExtractLimits{MaxBytes: 10}})
+	wantBundleErr(t, err, ErrLimit, p)
 	if !strings.Contains(err.Error(), "expands to more than 10 bytes") {
 		t.Fatalf("error %q", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -204,15 +205,36 @@ func TestTreeChanges(t *testing.T) {
 			os.Rename(filepath.Join(d, ManifestFile), filepath.Join(d, "m"))
 			return os.Symlink("m", filepath.Join(d, ManifestFile))
 		}, ManifestFile},
-		{"replays is a file", func(d string) error { return os.WriteFile(filepath.Join(d, ReplaysDir), nil, 0o644) }, ReplaysDir},
-		{"stray file in replays", func(d string) error {
-			os.Mkdir(filepath.Join(d, ReplaysDir), 0o755)
-			return os.WriteFile(filepath.Join(d, ReplaysDir, "notes"), nil, 0o644)
-		}, "replays/notes"},
-		{"bad replay outcome", func(d string) error {
-			os.Mkdir(filepath.Join(d, ReplaysDir), 0o755)
-			return os.WriteFile(filepath.Join(d, ReplaysDir, "0001.json"), []byte(`{"fidelity": 2}`), 0o644)
-		}, "replays/0001.json"},
+		{"manifest is a directory", func(d string) error {
+			os.Remove(filepath.Join(d, ManifestFile))
+			return os.Mkdir(filepath.Join(d, ManifestFile), 0o755)
+		}, ManifestFile},
+		{"manifest is a fifo", func(d string) error { // opening it must not block
+			os.Remove(filepath.Join(d, ManifestFile))
+			return mkfifo(filepath.Join(d, ManifestFile))
+		}, ManifestFile},
+		{"signature is a symlink", func(d string) error {
+			os.Rename(filepath.Join(d, SignatureFile), filepath.Join(d, "s"))
+			return os.Symlink("s", filepath.Join(d, SignatureFile))
+		}, SignatureFile},
+		{"signature is a fifo", func(d string) error {
+			os.Remove(filepath.Join(d, SignatureFile))
+			return mkfifo(filepath.Join(d, SignatureFile))
+		}, SignatureFile},
+		{"directory where a file should be", func(d string) error {
+			os.Remove(filepath.Join(d, "logs/stdout"))
+			return os.Mkdir(filepath.Join(d, "logs/stdout"), 0o755)
+		}, "logs/stdout"},
+		{"directory with content where a file should be", func(d string) error {
+			os.Remove(filepath.Join(d, "logs/stdout"))
+			os.Mkdir(filepath.Join(d, "logs/stdout"), 0o755)
+			return os.WriteFile(filepath.Join(d, "logs/stdout/x"), nil, 0o644)
+		}, "logs/stdout"},
+		{"file where a directory should be", func(d string) error {
+			os.RemoveAll(filepath.Join(d, "fs-diff/sub"))
+			return os.WriteFile(filepath.Join(d, "fs-diff/sub"), nil, 0o644)
+		}, "fs-diff/sub"},
+		{"non-UTF-8 file name", func(d string) error { return os.WriteFile(filepath.Join(d, "fs-diff/\xff\xfe.txt"), nil, 0o644) }, "fs-diff/\xff\xfe.txt"}, // named escaped
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -223,7 +245,7 @@ func TestTreeChanges(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Open(dir, OpenOptions{})
-			wantBundleErr(t, err, ErrCorrupt, c.file)
+			wantBundleErr(t, err, ErrCorrupt, strings.Trim(strconv.Quote(c.file), `"`))
 			var be *Error
 			errors.As(err, &be)
 			if be.File != c.file {

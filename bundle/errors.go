@@ -15,9 +15,12 @@ var (
 	// ErrCorrupt: a file of the bundle was modified, added, removed or
 	// damaged, or the signature does not verify. Error.File names it.
 	ErrCorrupt = errors.New("bundle modified or corrupted")
-	// ErrUntrusted: the bundle is intact but signed by another key than
-	// OpenOptions.TrustedKey.
+	// ErrUntrusted: the bundle is intact but signed by a key the reader
+	// does not trust (OpenOptions.TrustedKey, OpenOptions.Trust).
 	ErrUntrusted = errors.New("bundle signed by an untrusted key")
+	// ErrLimit: an archive bundle exceeds an extraction limit
+	// (OpenOptions.Limits); nothing of it is kept.
+	ErrLimit = errors.New("bundle exceeds an extraction limit")
 	// ErrExists: the output (a bundle, an archive or a key) already exists.
 	ErrExists = errors.New("already exists")
 )
@@ -27,7 +30,7 @@ var (
 type Error struct {
 	Bundle string // the bundle's path as given
 	File   string // slash-separated path inside the bundle ("" for the bundle as a whole)
-	Kind   error  // ErrNotBundle, ErrVersion, ErrCorrupt or ErrUntrusted
+	Kind   error  // ErrNotBundle, ErrVersion, ErrCorrupt, ErrUntrusted or ErrLimit
 	Err    error  // underlying cause, or nil
 	msg    string
 }

@@ -32,7 +32,7 @@ func FuzzOpen(f *testing.F) {
 		}
 		x := filepath.Join(dir, "x")
 		os.Mkdir(x, 0o700)
-		b, err := Open(p, OpenOptions{TempDir: x, MaxExtractBytes: 16 << 20})
+		b, err := Open(p, OpenOptions{TempDir: x, Limits: ExtractLimits{MaxBytes: 16 << 20}})
 		if err == nil {
 			b.Close()
 		}

@@ -25,16 +25,44 @@ const (
 // OpenOptions tune Open.
 type OpenOptions struct {
 	// TrustedKey, when set, is the only key the bundle may be signed
-	// with (`dal-exec verify --key`). Without it, Open checks the
-	// signature under the key the manifest names, which proves the
-	// bundle intact but not who recorded it.
+	// with (`dal-exec verify --key`); it is also trusted for replay
+	// outcomes.
 	TrustedKey ed25519.PublicKey
+	// Trust, when set, is the set of keys the reader trusts (LoadTrust):
+	// Open refuses a bundle signed by any other key (ErrUntrusted, naming
+	// the signer's fingerprint and TrustSignerFlag) unless AllowUntrusted
+	// is set. Replay outcomes count only when signed by a key of Trust
+	// (or TrustedKey). Without Trust and TrustedKey, Open checks the
+	// signature under the key the manifest names, which proves the
+	// bundle intact but not who recorded it, and counts no replay.
+	Trust *Trust
+	// AllowUntrusted opens a bundle whose signer is not in Trust; its
+	// Signer.Trusted says so (`dal-exec verify` without --key).
+	AllowUntrusted bool
 	// TempDir is where archives are extracted ("" = os.TempDir()).
 	TempDir string
-	// MaxExtractBytes, when positive, caps the bytes an archive may
-	// extract to (a guard against decompression bombs from untrusted
-	// sources). Zero: only the disk limits it.
-	MaxExtractBytes int64
+	// Limits bound archive extraction; the zero value is the defaults.
+	Limits ExtractLimits
+}
+
+// Signer is who signed a bundle or a replay outcome.
+type Signer struct {
+	Key         ed25519.PublicKey
+	Fingerprint string // Fingerprint(Key)
+	Trusted     bool
+	// Source says why the key is trusted ("your key …", "--key …",
+	// "<trusted_keys> line 3 (alice)"); "" when it is not.
+	Source string
+}
+
+func (o OpenOptions) signer(pub ed25519.PublicKey) Signer {
+	s := Signer{Key: pub, Fingerprint: Fingerprint(pub)}
+	if o.TrustedKey != nil && bytes.Equal(pub, o.TrustedKey) {
+		s.Trusted, s.Source = true, "the key given"
+	} else if k, ok := o.Trust.Lookup(pub); ok {
+		s.Trusted, s.Source = true, k.Source
+	}
+	return s
 }
 
 // Bundle is an opened, verified bundle. Close releases it.
@@ -43,24 +71,40 @@ type Bundle struct {
 	Dir       string    // root directory on disk: Path, or a private extracted copy of an archive
 	Manifest  *Manifest // the verified manifest
 	PublicKey ed25519.PublicKey
-	// Replays are the outcomes in replays/, oldest first.
+	// Signer is who signed manifest.sig, and whether the reader trusts
+	// them.
+	Signer Signer
+	// Replays are the outcomes in replays/ signed by a trusted key for
+	// this bundle, oldest first. Only these count (ReplayStatus).
 	Replays []ReplayOutcome
+	// Unverified are the other outcomes of replays/: unsigned, signed
+	// by a key the reader does not trust, signed for another bundle, or
+	// unreadable. They are shown, never counted.
+	Unverified []UnverifiedReplay
+	// Warnings are problems that do not stop the bundle from opening:
+	// stray files in replays/ (which the signature does not cover).
+	Warnings []string
 
-	packing packing
-	tmp     string // extraction directory, removed by Close
+	opts           OpenOptions
+	manifestDigest string // digest of manifest.json, which replay outcomes name
+	packing        packing
+	tmp            string // extraction directory, removed by Close
 }
 
 // Open opens and verifies the bundle at path: a directory, or a .tgz or
 // .tar.zst archive (recognized by content), which is extracted into a
-// private temporary directory that Close removes. It checks, in order:
-// manifest.json parses; its format version is one this package reads;
-// it conforms to the execution-snapshot schema; manifest.sig is a valid
-// signature of manifest.json's bytes under the manifest's public key
-// (which must be opts.TrustedKey when that is set); every file, link and
-// empty directory the manifest lists exists with its hash, and nothing
-// else exists but manifest.json, manifest.sig and replays/; and the
-// replay outcomes in replays/ parse. The error is an *Error naming the
-// first bad file in one sentence.
+// private temporary directory that Close removes, within opts.Limits. It
+// checks, in order: manifest.json parses; its format version is one this
+// package reads; it conforms to the execution-snapshot schema;
+// manifest.sig is a valid signature of manifest.json's bytes under the
+// manifest's public key; that key is trusted (opts.TrustedKey,
+// opts.Trust); every file, link and empty directory the manifest lists
+// exists with its hash, and nothing else exists but manifest.json,
+// manifest.sig and replays/. For an archive written by dal the first
+// four checks run before anything but manifest.json and manifest.sig is
+// extracted. Then it reads the replay outcomes of replays/ and checks
+// their signatures; nothing in replays/ makes Open fail. The error is an
+// *Error naming the first bad file in one sentence.
 func Open(path string, opts OpenOptions) (*Bundle, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -69,17 +113,17 @@ func Open(path string, opts OpenOptions) (*Bundle, error) {
 		}
 		return nil, &Error{Bundle: path, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("bundle %s: %v", path, err)}
 	}
-	b := &Bundle{Path: path}
+	b := &Bundle{Path: path, opts: opts}
 	if fi.IsDir() {
 		if b.Dir, err = filepath.EvalSymlinks(path); err != nil {
 			return nil, &Error{Bundle: path, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("bundle %s: %v", path, err)}
 		}
 	} else {
-		if err := b.unpack(opts.TempDir, opts.MaxExtractBytes); err != nil {
+		if err := b.unpack(); err != nil {
 			return nil, err
 		}
 	}
-	if err := b.verify(opts); err != nil {
+	if err := b.verify(); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -87,7 +131,7 @@ func Open(path string, opts OpenOptions) (*Bundle, error) {
 }
 
 // unpack extracts an archive bundle into a private temporary directory.
-func (b *Bundle) unpack(tempDir string, limit int64) error {
+func (b *Bundle) unpack() error {
 	p, err := sniff(b.Path)
 	if err != nil {
 		return &Error{Bundle: b.Path, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("bundle %s: %v", b.Path, err)}
@@ -96,24 +140,54 @@ func (b *Bundle) unpack(tempDir string, limit int64) error {
 		return &Error{Bundle: b.Path, Kind: ErrNotBundle,
 			msg: fmt.Sprintf("%s is not a dal bundle: expected a directory, a .tgz or a .tar.zst archive", b.Path)}
 	}
-	tmp, err := os.MkdirTemp(tempDir, "dal-bundle-")
+	tmp, err := os.MkdirTemp(b.opts.TempDir, "dal-bundle-")
 	if err != nil {
 		return fmt.Errorf("bundle %s: creating a directory to extract it: %w", b.Path, err)
 	}
 	b.packing, b.tmp, b.Dir = p, tmp, tmp
-	if err := extract(b.Path, tmp, p, limit); err != nil {
+	head := func(dir string) (map[string]entryKind, error) {
+		b.Dir = dir
+		if err := b.verifyHead(); err != nil {
+			return nil, err
+		}
+		return b.listed(), nil
+	}
+	prefix, early, warnings, err := extract(b.Path, tmp, p, b.opts.Limits, head)
+	if err != nil {
 		b.Close()
-		var tr truncated
+		var (
+			tr truncated
+			be *Error
+			le *limitError
+			se *spaceError
+			ee *entryError
+		)
 		switch {
+		case errors.As(err, &be):
+			return be
+		case errors.As(err, &le):
+			return &Error{Bundle: b.Path, Kind: ErrLimit, Err: err, msg: fmt.Sprintf("bundle %s %s", b.Path, le.msg)}
+		case errors.As(err, &se):
+			return fmt.Errorf("bundle %s %s", b.Path, se.msg)
 		case errors.As(err, &tr):
 			return &Error{Bundle: b.Path, File: filepath.Base(b.Path), Kind: ErrCorrupt, Err: err,
 				msg: fmt.Sprintf("bundle %s is truncated or corrupt (%v): the bundle was modified or corrupted", b.Path, tr.err)}
 		case errors.Is(err, syscall.ENOSPC), isWriteErr(err):
 			return fmt.Errorf("bundle %s: extracting into %s: %w: free space there or set TMPDIR", b.Path, filepath.Dir(tmp), err)
+		case errors.As(err, &ee):
+			return &Error{Bundle: b.Path, File: ee.rel, Kind: ErrCorrupt, Err: err,
+				msg: fmt.Sprintf("bundle %s: %v: the bundle was modified or corrupted", b.Path, err)}
 		}
 		return &Error{Bundle: b.Path, Kind: ErrCorrupt, Err: err,
 			msg: fmt.Sprintf("bundle %s: %v: the bundle was modified or corrupted", b.Path, err)}
 	}
+	b.Warnings = append(b.Warnings, warnings...)
+	if early {
+		b.Dir = filepath.Join(tmp, filepath.FromSlash(prefix))
+		return nil
+	}
+	b.Dir = tmp
+	b.Manifest = nil // checked after extraction
 	// An archive of a directory (tar czf b.tgz bundle/) has the bundle
 	// one level down.
 	if _, err := os.Lstat(filepath.Join(tmp, ManifestFile)); err != nil {
@@ -187,13 +261,20 @@ func (b *Bundle) ReadJSON(rel string, v any) error {
 	return nil
 }
 
-// readSmall reads the regular file rel of the bundle root, refusing links
-// and files larger than limit.
+// readSmall reads the regular file rel of the bundle root, refusing
+// links, anything but a regular file (without opening a fifo or a
+// device) and files larger than limit.
 func (b *Bundle) readSmall(rel string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(b.File(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	p := b.File(rel)
+	if fi, err := os.Lstat(p); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("is %s, not a regular file", describeMode(fi.Mode()))
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			return nil, errors.New("is not a regular file")
+			return nil, errors.New("is a symbolic link, not a regular file")
 		}
 		return nil, err
 	}
@@ -208,7 +289,33 @@ func (b *Bundle) readSmall(rel string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, limit))
 }
 
-func (b *Bundle) verify(opts OpenOptions) error {
+// describeMode names a file type for a message.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "a " + kindName(m)
+}
+
+func (b *Bundle) verify() error {
+	if b.Manifest == nil {
+		if err := b.verifyHead(); err != nil {
+			return err
+		}
+	}
+	if err := b.verifyFiles(); err != nil {
+		return err
+	}
+	b.loadReplays()
+	return nil
+}
+
+// verifyHead checks manifest.json and manifest.sig: parse, version,
+// schema, signature, trust. It sets Manifest, PublicKey and Signer.
+func (b *Bundle) verifyHead() error {
 	data, err := b.readSmall(ManifestFile, maxManifestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Error{Bundle: b.Path, Kind: ErrNotBundle, Err: err,
@@ -259,16 +366,50 @@ func (b *Bundle) verify(opts OpenOptions) error {
 	if !ed25519.Verify(pub, data, sig) {
 		return corrupt(b.Path, SignatureFile, nil, "does not verify manifest.json (one of the two was changed)")
 	}
-	if opts.TrustedKey != nil && !bytes.Equal(pub, opts.TrustedKey) {
+	signer := b.opts.signer(pub)
+	if b.opts.TrustedKey != nil && !bytes.Equal(pub, b.opts.TrustedKey) {
 		return &Error{Bundle: b.Path, File: SignatureFile, Kind: ErrUntrusted,
 			msg: fmt.Sprintf("bundle %s is signed by key %s, not by the trusted key %s: it was not recorded with that key", b.Path,
-				m.Dal.PublicKey, base64.StdEncoding.EncodeToString(opts.TrustedKey))}
+				m.Dal.PublicKey, base64.StdEncoding.EncodeToString(b.opts.TrustedKey))}
 	}
-	b.Manifest, b.PublicKey = &m, ed25519.PublicKey(pub)
-	if err := b.verifyFiles(); err != nil {
-		return err
+	if b.opts.Trust != nil && !signer.Trusted && !b.opts.AllowUntrusted {
+		return &Error{Bundle: b.Path, File: SignatureFile, Kind: ErrUntrusted,
+			msg: fmt.Sprintf("bundle %s is signed by key %s, which you do not trust: if you know whose key it is, pass %s %s, or add the line %q to %s",
+				b.Path, signer.Fingerprint, TrustSignerFlag, signer.Fingerprint, m.Dal.PublicKey+" NAME", b.opts.Trust.trustedKeysFile())}
 	}
-	return b.loadReplays()
+	b.Manifest, b.PublicKey, b.Signer = &m, ed25519.PublicKey(pub), signer
+	b.manifestDigest = digestOf(data)
+	return nil
+}
+
+// listed is the kind of every path the manifest lists, their parent
+// directories included.
+func (b *Bundle) listed() map[string]entryKind {
+	d := b.Manifest.Dal
+	out := make(map[string]entryKind, len(d.Files)+len(d.Symlinks)+len(d.EmptyDirs))
+	addParents := func(rel string) {
+		for i := len(rel) - 1; i > 0; i-- {
+			if rel[i] == '/' {
+				if _, ok := out[rel[:i]]; ok {
+					return
+				}
+				out[rel[:i]] = kindDir
+			}
+		}
+	}
+	for rel := range d.Files {
+		out[rel] = kindFile
+		addParents(rel)
+	}
+	for rel := range d.Symlinks {
+		out[rel] = kindSymlink
+		addParents(rel)
+	}
+	for _, rel := range d.EmptyDirs {
+		out[rel] = kindDir
+		addParents(rel)
+	}
+	return out
 }
 
 // verifyFiles compares the tree on disk with the manifest's lists: first

@@ -1,9 +1,12 @@
 package bundle
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,77 +20,200 @@ import (
 )
 
 // ReplayOutcome is one replay of a bundle, stored as replays/NNNN.json
-// (the schema's $defs/replay_outcome). Outcomes are added after the
-// bundle is signed and are not covered by the signature.
+// (the schema's $defs/replay_outcome) with its signature beside it in
+// replays/NNNN.json.sig. Outcomes are added after the bundle is signed
+// and are not covered by the bundle's signature: each is signed by
+// whoever replayed, and readers count only those signed by a key they
+// trust, for this bundle.
 type ReplayOutcome struct {
-	At          time.Time         `json:"at"`           // when the replay ended; AddReplay fills now when zero
+	At          time.Time         `json:"at"`           // when the replay ended; AddSignedReplay fills now when zero
 	Fidelity    float64           `json:"fidelity"`     // matching / compared components, in [0, 1]
-	MatchStatus string            `json:"match_status"` // AddReplay fills MatchStatusFor(Fidelity) when empty
+	MatchStatus string            `json:"match_status"` // AddSignedReplay fills MatchStatusFor(Fidelity) when empty
 	Components  map[string]bool   `json:"components,omitempty"`
 	Divergences map[string]string `json:"divergences,omitempty"` // component -> first divergence
 	DurationMS  int64             `json:"duration_ms,omitempty"`
-	CreatedBy   string            `json:"created_by,omitempty"` // AddReplay fills this build when empty
-	Seq         int               `json:"-"`                    // NNNN of its file, set by Open and AddReplay
+	CreatedBy   string            `json:"created_by,omitempty"` // AddSignedReplay fills this build when empty
+	// Manifest is the digest ("sha256:<hex>") of the manifest.json that
+	// was replayed, so an outcome cannot be moved to another bundle;
+	// AddSignedReplay sets it.
+	Manifest string `json:"manifest,omitempty"`
+	// Signer is the replayer's ed25519 public key (standard base64),
+	// whose signature of this file's bytes is NNNN.json.sig;
+	// AddSignedReplay sets it.
+	Signer string `json:"signer,omitempty"`
+
+	Seq      int    `json:"-"` // NNNN of its file, set by Open and AddSignedReplay
+	SignedBy Signer `json:"-"` // who signed it, set by Open and AddSignedReplay
 }
+
+// UnverifiedReplay is a file of replays/ that does not count as a
+// replay: Reason says why, in words for a user ("is not signed", "is
+// signed by key SHA256:… which you do not trust", "was signed for
+// another bundle", …).
+type UnverifiedReplay struct {
+	File    string         // "replays/NNNN.json"
+	Reason  string         // why it does not count
+	Outcome *ReplayOutcome // as the file says, or nil when it cannot be read
+}
+
+// SigSuffix is appended to an outcome's file name to name its signature.
+const SigSuffix = ".sig"
 
 var replayName = regexp.MustCompile(`^([0-9]{4,9})\.json$`)
 
-// loadReplays reads replays/: files NNNN.json, each a replay outcome.
-// Names starting with "." (an interrupted AddReplay) are ignored.
-func (b *Bundle) loadReplays() error {
+// Bounds of replays/ as read by Open.
+const maxWarnings = 20
+
+// warn adds a warning, keeping at most maxWarnings and a count of the rest.
+func (b *Bundle) warn(format string, args ...any) {
+	switch n := len(b.Warnings); {
+	case n < maxWarnings:
+		b.Warnings = append(b.Warnings, fmt.Sprintf(format, args...))
+	case n == maxWarnings:
+		b.Warnings = append(b.Warnings, "more warnings about replays/ were left out")
+	}
+}
+
+// loadReplays reads replays/: NNNN.json outcomes and their NNNN.json.sig
+// signatures. Names starting with "." (an interrupted AddSignedReplay)
+// are ignored; anything else is a warning. Nothing here fails Open:
+// replays/ is not covered by the bundle's signature, so anyone could
+// have put anything there.
+func (b *Bundle) loadReplays() {
 	dir := filepath.Join(b.Dir, ReplaysDir)
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return
 	}
 	if err != nil || !fi.IsDir() {
-		return corrupt(b.Path, ReplaysDir, err, "is not a directory")
+		b.warn("%s is not a directory: replay outcomes there were ignored", ReplaysDir)
+		return
 	}
-	ents, err := os.ReadDir(dir)
+	f, err := os.Open(dir)
 	if err != nil {
-		return corrupt(b.Path, ReplaysDir, err, "cannot be read (%v)", err)
+		b.warn("%s cannot be read (%v): replay outcomes there were ignored", ReplaysDir, err)
+		return
 	}
+	ents, err := f.ReadDir(maxReplayFiles + 1)
+	f.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.warn("%s cannot be read (%v): replay outcomes there were ignored", ReplaysDir, err)
+		return
+	}
+	if len(ents) > maxReplayFiles {
+		b.warn("%s holds more than %d files: only the first %d were read", ReplaysDir, maxReplayFiles, maxReplayFiles)
+		ents = ents[:maxReplayFiles]
+	}
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	slices.SortFunc(ents, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
 	seen := map[int]bool{}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") {
+		name := e.Name()
+		rel := ReplaysDir + "/" + name
+		switch {
+		case strings.HasPrefix(name, "."):
+			continue
+		case strings.HasSuffix(name, SigSuffix) && replayName.MatchString(strings.TrimSuffix(name, SigSuffix)):
+			if !names[strings.TrimSuffix(name, SigSuffix)] {
+				b.warn("%s is a signature without its outcome: ignored", rel)
+			}
+			continue
+		case !replayName.MatchString(name):
+			b.warn("%s is not a replay outcome (%s holds only NNNN.json and NNNN.json.sig): ignored", rel, ReplaysDir)
 			continue
 		}
-		rel := ReplaysDir + "/" + e.Name()
-		m := replayName.FindStringSubmatch(e.Name())
-		if m == nil {
-			return &Error{Bundle: b.Path, File: rel, Kind: ErrCorrupt,
-				msg: fmt.Sprintf("bundle %s: %s is not a replay outcome (replays/ holds only NNNN.json files): remove it", b.Path, rel)}
+		seq, _ := strconv.Atoi(replayName.FindStringSubmatch(name)[1])
+		o, reason := b.readReplay(rel)
+		if reason == "" && seen[seq] {
+			reason = "has a number another outcome has"
 		}
-		seq, _ := strconv.Atoi(m[1])
-		data, err := b.readSmall(rel, maxReplayBytes)
-		if err == nil {
-			err = validateReplay(data)
-		}
-		var o ReplayOutcome
-		if err == nil {
-			err = json.Unmarshal(data, &o)
-		}
-		if err == nil && seen[seq] {
-			err = errors.New("its number is used twice")
-		}
-		if err != nil {
-			return &Error{Bundle: b.Path, File: rel, Kind: ErrCorrupt, Err: err,
-				msg: fmt.Sprintf("bundle %s: %s is not a valid replay outcome (%v): remove it", b.Path, rel, err)}
+		if reason != "" {
+			b.Unverified = append(b.Unverified, UnverifiedReplay{File: rel, Reason: reason, Outcome: o})
+			continue
 		}
 		seen[seq] = true
 		o.Seq = seq
-		b.Replays = append(b.Replays, o)
+		b.Replays = append(b.Replays, *o)
 	}
 	slices.SortFunc(b.Replays, func(x, y ReplayOutcome) int { return x.Seq - y.Seq })
-	return nil
 }
 
-// AddReplay stores o as the next replays/NNNN.json, atomically (temporary
-// file, fsync, rename), without touching manifest.json or manifest.sig:
-// the signature stays valid. For an archive bundle it then rewrites the
-// archive atomically (concurrent AddReplay calls on one archive: the last
-// rewrite wins). o is appended to b.Replays.
+// readReplay reads and checks one outcome. It returns the outcome (nil
+// when it cannot be read) and, when it does not count, why.
+func (b *Bundle) readReplay(rel string) (*ReplayOutcome, string) {
+	data, err := b.readSmall(rel, maxReplayBytes)
+	if err == nil {
+		err = validateReplay(data)
+	}
+	var o ReplayOutcome
+	if err == nil {
+		err = json.Unmarshal(data, &o)
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("is not a valid replay outcome (%v)", err)
+	}
+	if o.Signer == "" {
+		return &o, "is not signed"
+	}
+	pub, err := base64.StdEncoding.Strict().DecodeString(o.Signer)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return &o, "names a malformed signer key"
+	}
+	sigText, err := b.readSmall(rel+SigSuffix, maxSigBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &o, "has no signature (" + rel + SigSuffix + ")"
+	}
+	var sig []byte
+	if err == nil {
+		sig, err = decodeSignature(sigText)
+	}
+	if err != nil {
+		return &o, fmt.Sprintf("has a bad signature file (%s %v)", rel+SigSuffix, err)
+	}
+	if !ed25519.Verify(pub, data, sig) {
+		return &o, "does not match its signature (it was changed after signing)"
+	}
+	o.SignedBy = b.opts.signer(pub)
+	if o.Manifest != b.manifestDigest {
+		return &o, "was signed for another bundle"
+	}
+	if !o.SignedBy.Trusted {
+		return &o, fmt.Sprintf("is signed by key %s, which you do not trust", o.SignedBy.Fingerprint)
+	}
+	return &o, ""
+}
+
+// AddReplay stores o signed with the key at DefaultKeyPath() (created
+// when missing).
+//
+// Deprecated: use AddSignedReplay with the replayer's key.
 func (b *Bundle) AddReplay(o ReplayOutcome) error {
+	key, _, err := LoadOrCreateKey(DefaultKeyPath())
+	if err != nil {
+		return err
+	}
+	return b.AddSignedReplay(o, key)
+}
+
+// AddSignedReplay stores o, signed with key (the replayer's), as the
+// next replays/NNNN.json and its signature NNNN.json.sig, each written
+// atomically (temporary file, fsync, rename without replacing), without
+// touching manifest.json or manifest.sig: the bundle's signature stays
+// valid. It fills o's Manifest (this bundle's manifest digest) and
+// Signer. The signature is published first, claiming the number, so
+// concurrent AddSignedReplay calls never share one; a crash between the
+// two renames leaves a signature without an outcome, which Open warns
+// about and ignores. For an archive bundle it then rewrites the archive
+// atomically (concurrent calls on one archive: the last rewrite wins).
+// o is appended to b.Replays when Open would count it (key trusted),
+// else to b.Unverified.
+func (b *Bundle) AddSignedReplay(o ReplayOutcome, key ed25519.PrivateKey) error {
+	if len(key) != ed25519.PrivateKeySize {
+		return fmt.Errorf("bundle %s: the replay outcome's signing key is not an ed25519 private key", b.Path)
+	}
 	if o.At.IsZero() {
 		o.At = time.Now().UTC()
 	}
@@ -97,6 +223,8 @@ func (b *Bundle) AddReplay(o ReplayOutcome) error {
 	if o.CreatedBy == "" {
 		o.CreatedBy = defaultCreatedBy()
 	}
+	pub := key.Public().(ed25519.PublicKey)
+	o.Manifest, o.Signer = b.manifestDigest, EncodePublicKey(pub)
 	data, err := json.MarshalIndent(o, "", "  ")
 	if err != nil {
 		return fmt.Errorf("bundle %s: encoding the replay outcome: %w", b.Path, err)
@@ -105,6 +233,7 @@ func (b *Bundle) AddReplay(o ReplayOutcome) error {
 	if err := validateReplay(data); err != nil {
 		return fmt.Errorf("bundle %s: the replay outcome does not conform to the schema: %w", b.Path, err)
 	}
+	sig := encodeSignature(ed25519.Sign(key, data))
 	dir := filepath.Join(b.Dir, ReplaysDir)
 	created := false
 	if err := os.Mkdir(dir, 0o755); err == nil {
@@ -112,40 +241,38 @@ func (b *Bundle) AddReplay(o ReplayOutcome) error {
 	} else if !errors.Is(err, fs.ErrExist) {
 		return writeErr(b.Path, ReplaysDir, err)
 	} else if !isDir(dir) {
-		return corrupt(b.Path, ReplaysDir, nil, "is not a directory")
+		return fmt.Errorf("bundle %s: %s is not a directory: remove it to store replay outcomes", b.Path, ReplaysDir)
 	}
-	tmp, err := os.CreateTemp(dir, ".replay-*")
+	tmpSig, err := writeTemp(dir, ".replay-*", sig)
 	if err != nil {
 		return writeErr(b.Path, ReplaysDir, err)
 	}
-	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
+	defer os.Remove(tmpSig) // fails harmlessly once renamed
+	tmpData, err := writeTemp(dir, ".replay-*", data)
 	if err != nil {
 		return writeErr(b.Path, ReplaysDir, err)
 	}
-	seq := 1
-	for _, r := range b.Replays {
-		seq = max(seq, r.Seq+1)
-	}
+	defer os.Remove(tmpData)
+	seq := nextReplaySeq(dir)
 	var final string
 	for {
 		final = filepath.Join(dir, fmt.Sprintf("%04d.json", seq))
-		err = renameNoReplace(tmp.Name(), final)
+		err = renameNoReplace(tmpSig, final+SigSuffix)
+		if err == nil {
+			if err = renameNoReplace(tmpData, final); errors.Is(err, unix.EEXIST) {
+				// a stray outcome holds the number: give it back
+				if rerr := os.Rename(final+SigSuffix, tmpSig); rerr != nil {
+					return writeErr(b.Path, ReplaysDir, rerr)
+				}
+			}
+		}
 		if !errors.Is(err, unix.EEXIST) {
 			break
 		}
 		seq++ // another process added one meanwhile
 	}
 	if err != nil {
+		os.Remove(final + SigSuffix)
 		return writeErr(b.Path, ReplaysDir, err)
 	}
 	if err := syncDir(dir); err != nil {
@@ -163,12 +290,56 @@ func (b *Bundle) AddReplay(o ReplayOutcome) error {
 		}
 		if err != nil {
 			os.Remove(final)
+			os.Remove(final + SigSuffix)
 			return err
 		}
 	}
-	o.Seq = seq
-	b.Replays = append(b.Replays, o)
+	o.Seq, o.SignedBy = seq, b.opts.signer(pub)
+	if o.SignedBy.Trusted {
+		b.Replays = append(b.Replays, o)
+	} else {
+		b.Unverified = append(b.Unverified, UnverifiedReplay{File: ReplaysDir + "/" + filepath.Base(final),
+			Reason: fmt.Sprintf("is signed by key %s, which you do not trust", o.SignedBy.Fingerprint), Outcome: &o})
+	}
 	return nil
+}
+
+// nextReplaySeq is one more than the highest number used in dir by an
+// outcome or a signature, or 1.
+func nextReplaySeq(dir string) int {
+	seq := 1
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if m := replayName.FindStringSubmatch(strings.TrimSuffix(e.Name(), SigSuffix)); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			seq = max(seq, n+1)
+		}
+	}
+	return seq
+}
+
+// writeTemp writes data to a new file in dir named by pattern, fsynced,
+// mode 0644, and returns its path.
+func writeTemp(dir, pattern string, data []byte) (string, error) {
+	tmp, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
 }
 
 // ReplayStatus summarizes the replays the way the snapshot schema's
