@@ -13,7 +13,9 @@
 //	cmd := agent.Command("python3", "child.py") // child gets the next stream name
 //
 // Outside dal-exec (no DAL_SESSION) every function falls back to the real
-// clock and crypto/rand, so the same binary runs anywhere. Reads in strict
+// clock and crypto/rand, so the same binary runs anywhere. The process joins
+// its session with the DAL_SESSION_TOKEN dal-exec gave it; without the
+// token dald refuses it and it runs on real time, saying so on stderr. Reads in strict
 // mode are one atomic add: no system call, no IPC. The package keeps one
 // connection to dald, used at start, for spawn names, for batched tick
 // uploads (seeded and logged modes) and prefetches (replay), and at Close.
@@ -75,12 +77,12 @@ func get() *state {
 }
 
 func connect() *state {
-	sock, sess := os.Getenv("DAL_SOCKET"), os.Getenv("DAL_SESSION")
+	sock, sess := os.Getenv(wire.EnvSocket), os.Getenv(wire.EnvSession)
 	if sock == "" || sess == "" {
 		return nil
 	}
-	c, rep, err := wire.Dial(sock, wire.Request{Role: wire.RoleShim, Session: sess,
-		Stream: os.Getenv("DAL_STREAM"), Runtime: runtime.Version()})
+	c, rep, err := wire.Dial(sock, wire.Request{Role: wire.RoleShim, Session: sess, Token: os.Getenv(wire.EnvToken),
+		Stream: os.Getenv(wire.EnvStream), Runtime: runtime.Version()})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dal: this Go process runs without virtual time: %v\n", err)
 		return nil
@@ -88,7 +90,7 @@ func connect() *state {
 	s := &state{client: c, session: sess, stream: rep.Stream, mode: rep.Mode, seed: rep.Seed,
 		replay: rep.Replay, batch: max(rep.Batch, 1)}
 	s.roundTrips.Add(1)
-	os.Setenv("DAL_STREAM", rep.Stream)
+	os.Setenv(wire.EnvStream, rep.Stream)
 	cfg := vclock.Config{EpochNS: rep.EpochNS, MonoNS: rep.MonoNS, QuantumNS: rep.QuantumNS}
 	switch {
 	case rep.Replay:
@@ -312,7 +314,7 @@ func Command(name string, args ...string) *exec.Cmd {
 		fmt.Fprintf(os.Stderr, "dal: reserve a stream for %s: %v\n", name, err)
 		return cmd
 	}
-	cmd.Env = append(os.Environ(), "DAL_STREAM="+rep.Child)
+	cmd.Env = append(os.Environ(), wire.EnvStream+"="+rep.Child)
 	return cmd
 }
 

@@ -1,10 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +23,11 @@ var sessionID string
 // TestMain opens a strict session (seed 7) on an in-process dald and points
 // the package at it, as dal-exec would.
 func TestMain(m *testing.M) {
+	if os.Getenv("AGENT_TEST_PROBE") == "1" {
+		// A child of TestTokenIsRequired: which stream did it get?
+		fmt.Printf("stream %q\n", Stream())
+		os.Exit(0)
+	}
 	dir, _ := os.MkdirTemp("", "agent-test-")
 	srv, err := daemon.Listen(filepath.Join(dir, "dald.sock"), daemon.Options{})
 	if err != nil {
@@ -35,6 +44,7 @@ func TestMain(m *testing.M) {
 	sessionID = rep.Session
 	os.Setenv("DAL_SOCKET", srv.Path())
 	os.Setenv("DAL_SESSION", rep.Session)
+	os.Setenv("DAL_SESSION_TOKEN", rep.Token)
 	os.Setenv("DAL_STREAM", "0")
 	code := m.Run()
 	Close()
@@ -120,5 +130,28 @@ func BenchmarkNowStrict(b *testing.B) {
 func BenchmarkTimeNow(b *testing.B) {
 	for b.Loop() {
 		time.Now()
+	}
+}
+
+// TestTokenIsRequired: a process with the session's id but not its token is
+// refused by dald and runs on real time, saying why; with the token it
+// joins.
+func TestTokenIsRequired(t *testing.T) {
+	probe := func(token string) (string, string) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "AGENT_TEST_PROBE=1", "DAL_SESSION_TOKEN="+token)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("probe: %v %s", err, errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	out, stderr := probe("")
+	if out != "stream \"\"\n" || !strings.Contains(stderr, "dal: this Go process runs without virtual time") || !strings.Contains(stderr, "DAL_SESSION_TOKEN") {
+		t.Fatalf("without the token: stdout %q stderr %q", out, stderr)
+	}
+	if out, stderr := probe(os.Getenv("DAL_SESSION_TOKEN")); !strings.HasPrefix(out, "stream \"0.") || stderr != "" {
+		t.Fatalf("with the token: stdout %q stderr %q", out, stderr)
 	}
 }

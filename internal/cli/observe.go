@@ -3,7 +3,6 @@ package cli
 import (
 	"time"
 
-	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/metrics"
 	ucli "github.com/urfave/cli/v2"
@@ -77,15 +76,21 @@ func (f *figures) network(outcome string, n int) {
 
 // publish writes the textfile and tells a running dald, best effort for
 // the daemon (it may not run), strictly for the file (it was asked for).
+// dald takes figures only from the connection that opened the session they
+// belong to, so they go through a figures session of their own.
 func (f *figures) publish() error {
 	if len(f.send) > 0 {
 		sock := f.socket
 		if sock == "" {
-			sock = runner.DefaultSocket()
+			sock = wire.DefaultSocket()
 		}
 		if cl, _, err := wire.Dial(sock, wire.Request{Role: wire.RoleExec}); err == nil {
-			for _, r := range f.send {
-				cl.Call(r)
+			if open, err := cl.Call(wire.Request{Op: wire.OpSessionOpen, Figures: true}); err == nil {
+				for _, r := range f.send {
+					r.Session = open.Session
+					cl.Call(r)
+				}
+				cl.Call(wire.Request{Op: wire.OpSessionClose, Session: open.Session})
 			}
 			cl.Close()
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/wire"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -16,13 +15,15 @@ func StatusCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "status",
 		Usage: "show a running dald's version, uptime and open sessions",
-		Description: `Asks the dald at --socket (default: the default socket) for its status.
+		Description: `Asks the dald at --socket (default: the default socket) for its status. It lists the
+sessions your user opened (root sees every session); a session id alone grants nothing: a
+process joins a session only with the token dal-exec gave its agent.
 
 Examples:
    dal-exec status
    dal-exec status --socket /tmp/dald.sock --json`,
 		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "socket", Value: runner.DefaultSocket(), EnvVars: []string{"DAL_SOCKET"}, Usage: "dald socket"},
+			&ucli.StringFlag{Name: "socket", Value: wire.DefaultSocket(), EnvVars: []string{"DAL_SOCKET"}, Usage: "dald socket"},
 			&ucli.BoolFlag{Name: "json", Usage: "print the status as JSON"},
 		},
 		Action: func(c *ucli.Context) error {

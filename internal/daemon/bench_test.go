@@ -21,7 +21,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	ex, _, _ := wire.Dial(srv.Path(), wire.Request{Role: wire.RoleExec})
 	defer ex.Close()
 	rep, _ := ex.Call(wire.Request{Op: wire.OpSessionOpen, Mode: "strict"})
-	sh, _, _ := wire.Dial(srv.Path(), wire.Request{Role: wire.RoleShim, Session: rep.Session})
+	sh, _, _ := wire.Dial(srv.Path(), wire.Request{Role: wire.RoleShim, Session: rep.Session, Token: rep.Token})
 	defer sh.Close()
 	req := wire.Request{Op: wire.OpTicksFetch, Session: rep.Session, Max: 16}
 	lat := make([]time.Duration, 0, b.N)
@@ -52,7 +52,7 @@ func BenchmarkSession(b *testing.B) {
 			b.Fatal(err)
 		}
 		rep, _ := ex.Call(wire.Request{Op: wire.OpSessionOpen, Mode: "strict"})
-		sh, _, err := wire.Dial(srv.Path(), wire.Request{Role: wire.RoleShim, Session: rep.Session})
+		sh, _, err := wire.Dial(srv.Path(), wire.Request{Role: wire.RoleShim, Session: rep.Session, Token: rep.Token})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/version"
 	"github.com/dal-runtime/dal/internal/wire"
@@ -14,7 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// conn is one client connection. Its goroutine owns every field.
+// conn is one client connection. Its goroutine owns every field; the
+// session a shim joined may close c.c from another goroutine when it ends.
 type conn struct {
 	srv   *Server
 	c     *net.UnixConn
@@ -22,11 +25,18 @@ type conn struct {
 	peer  *unix.Ucred
 	hello bool
 	role  string
-	// shim connections
+	// shim connections: the session and stream granted at hello, which
+	// authorize every later op on the connection
 	sess   *session
 	stream *stream
 	// exec connections own the session they opened
 	owned *session
+	// refuse is the answer to the first request of a connection that
+	// arrived while dald was full (serveRefusal)
+	refuse error
+	// deadline is whether a read deadline is set (the connection holds no
+	// open session)
+	deadline bool
 }
 
 // errClose marks an error after which the connection is dropped.
@@ -39,11 +49,21 @@ func (c *conn) serve() {
 	defer c.bye()
 	w := bufio.NewWriter(c.c)
 	for {
-		body, err := wire.ReadFrame(c.r, c.srv.opts.MaxFrame)
+		c.armIdle()
+		limit := c.srv.opts.MaxFrame
+		if !c.hello {
+			limit = min(limit, handshakeFrame)
+		}
+		body, err := wire.ReadFrame(c.r, limit)
 		if err != nil {
-			if errors.Is(err, wire.ErrFrameSize) {
+			switch {
+			case errors.Is(err, wire.ErrFrameSize):
 				c.reply(w, wire.Reply{Err: err.Error() + ": the connection is closed"})
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				// ID 0: about the connection, not a request.
+				c.reply(w, wire.Reply{Err: fmt.Sprintf("dald closed this connection after %s without a request while it held no open session (dald --idle-timeout)", c.srv.lim.IdleTimeout)})
+				c.srv.opts.Log.Debug("idle connection closed", "role", c.role, "uid", credUID(c.peer))
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				c.srv.opts.Log.Debug("read", "err", err)
 			}
 			return
@@ -70,6 +90,21 @@ func (c *conn) serve() {
 	}
 }
 
+// armIdle sets a read deadline while the connection holds no open session
+// and clears it once it does. A shim's session closes its connection when
+// it ends, so no connection outlives both.
+func (c *conn) armIdle() {
+	holds := c.owned != nil || c.sess != nil
+	switch {
+	case !holds:
+		c.c.SetReadDeadline(time.Now().Add(c.srv.lim.IdleTimeout))
+		c.deadline = true
+	case c.deadline:
+		c.c.SetReadDeadline(time.Time{})
+		c.deadline = false
+	}
+}
+
 func (c *conn) reply(w *bufio.Writer, rep wire.Reply) error {
 	body, err := wire.Encode(&rep)
 	if err == nil {
@@ -86,6 +121,7 @@ func (c *conn) bye() {
 	if c.stream != nil {
 		c.sess.mu.Lock()
 		c.stream.live = false
+		delete(c.sess.conns, c)
 		c.sess.mu.Unlock()
 	}
 }
@@ -101,7 +137,7 @@ func (c *conn) handle(req wire.Request) (wire.Reply, error) {
 	case wire.OpHello:
 		return wire.Reply{}, errors.New("hello was already said on this connection")
 	case wire.OpStatus:
-		return c.srv.status(), nil
+		return c.srv.status(c.peer), nil
 	}
 	switch c.role {
 	case wire.RoleShim:
@@ -124,7 +160,18 @@ func (c *conn) handleHello(req wire.Request) (wire.Reply, error) {
 		if err != nil {
 			return rep, errClose{err}
 		}
-		name, err := ss.claim(req.Stream, req.PID, req.Runtime)
+		if !ss.tokenMatches(req.Token) {
+			c.srv.opts.Log.Warn("refused hello: wrong session token", "session", ss.id, "uid", credUID(c.peer), "pid", credPID(c.peer))
+			what := "is wrong"
+			if req.Token == "" {
+				what = "is missing"
+			}
+			return rep, errClose{fmt.Errorf("hello for session %s: the session token %s: a process joins a session only with the %s dal-exec gave the agent", ss.id, what, wire.EnvToken)}
+		}
+		if ss.figures {
+			return rep, errClose{fmt.Errorf("session %s only reports figures: no process may join it", ss.id)}
+		}
+		name, err := ss.claim(c, req.Stream, req.PID, req.Runtime)
 		if err != nil {
 			return rep, errClose{err}
 		}
@@ -141,7 +188,8 @@ func (c *conn) handleHello(req wire.Request) (wire.Reply, error) {
 	return rep, nil
 }
 
-// own checks that a shim request names its own session and stream.
+// own checks that a shim request names its own session and stream. The
+// connection is the credential: it proved the session's token at hello.
 func (c *conn) own(req wire.Request) error {
 	if req.Session != c.sess.id {
 		return fmt.Errorf("request names session %q, this connection belongs to %q", req.Session, c.sess.id)
@@ -158,13 +206,24 @@ func (c *conn) handleShim(req wire.Request) (wire.Reply, error) {
 	}
 	ss, st := c.sess, c.stream
 	if req.Op == wire.OpSpawn {
-		return wire.Reply{Child: ss.spawn(st.name)}, nil
+		child, err := ss.spawn(st.name)
+		return wire.Reply{Child: child}, err
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	switch req.Op {
 	case wire.OpTicksPut:
-		return wire.Reply{}, st.log.Append(req.Kinds, req.Values)
+		if len(req.Kinds) != len(req.Values) {
+			return wire.Reply{}, fmt.Errorf("tick batch has %d kinds for %d values", len(req.Kinds), len(req.Values))
+		}
+		if err := ss.addTicksLocked(st.name, len(req.Values)); err != nil {
+			return wire.Reply{}, err
+		}
+		if err := st.log.Append(req.Kinds, req.Values); err != nil {
+			ss.ticks -= len(req.Values)
+			return wire.Reply{}, err
+		}
+		return wire.Reply{}, nil
 	case wire.OpTicksFetch:
 		if st.recorded == nil {
 			return wire.Reply{End: true}, nil
@@ -172,24 +231,16 @@ func (c *conn) handleShim(req wire.Request) (wire.Reply, error) {
 		k, v, end := st.recorded.Page(req.From, clampPage(req.Max))
 		return wire.Reply{Kinds: k, Values: v, End: end}, nil
 	case wire.OpDrawsPut:
-		if st.draws == nil {
-			st.draws = make(map[string][]byte)
-		}
-		st.draws[req.Label] = append(st.draws[req.Label], req.Data...)
-		return wire.Reply{}, nil
+		return wire.Reply{}, ss.addDrawsLocked(st.name, &st.draws, req.Label, req.Data)
 	case wire.OpDrawsFetch:
 		data := st.served[req.Label]
 		from := min(max(req.From, 0), len(data))
 		to := min(from+clampPage(req.Max), len(data))
 		return wire.Reply{Data: data[from:to], End: to == len(data)}, nil
 	case wire.OpReport:
-		r := req
-		r.Kinds, r.Values, r.Data = nil, nil, nil
-		st.report = &r
-		return wire.Reply{}, nil
+		return wire.Reply{}, ss.setReportLocked(st, req)
 	case wire.OpDrift:
-		ss.drift = append(ss.drift, wire.Drift{Stream: st.name, What: req.What, Detail: req.Detail})
-		return wire.Reply{}, nil
+		return wire.Reply{}, ss.addDriftLocked(wire.Drift{Stream: st.name, What: req.What, Detail: req.Detail})
 	case wire.OpScheduleFetch:
 		return wire.Reply{Timers: st.schedule}, nil
 	}
@@ -210,40 +261,60 @@ func (c *conn) handleExec(req wire.Request) (wire.Reply, error) {
 		}
 		switch req.Mode {
 		case "strict", "seeded", "logged", "default":
+		case "":
+			if !req.Figures {
+				return wire.Reply{}, errors.New("session.open needs a mode: strict, seeded, logged or default")
+			}
 		default:
 			return wire.Reply{}, fmt.Errorf("unknown mode %q: use strict, seeded, logged or default", req.Mode)
 		}
-		c.owned = c.srv.newSession(req)
-		return wire.Reply{Session: c.owned.id}, nil
-	}
-	if req.Op == wire.OpObserve {
-		return wire.Reply{}, c.srv.observe(req)
+		ss, err := c.srv.newSession(req, c.peer)
+		if err != nil {
+			return wire.Reply{}, err
+		}
+		c.owned = ss
+		return wire.Reply{Session: ss.id, Token: string(ss.token)}, nil
 	}
 	ss := c.owned
 	if ss == nil || req.Session != ss.id {
-		return wire.Reply{}, fmt.Errorf("session %q is not owned by this connection", req.Session)
+		return wire.Reply{}, fmt.Errorf("session %q is not owned by this connection: only the connection that opened a session may use %s on it", req.Session, req.Op)
 	}
 	switch req.Op {
+	case wire.OpObserve:
+		return wire.Reply{}, c.srv.observe(ss, req)
 	case wire.OpSessionLoad:
 		if err := vclock.ValidStream(req.Stream); err != nil {
 			return wire.Reply{}, err
 		}
+		if len(req.Stream) > maxStreamName {
+			return wire.Reply{}, fmt.Errorf("stream name of %d bytes: stream names are at most %d bytes", len(req.Stream), maxStreamName)
+		}
+		if len(req.Kinds) != len(req.Values) {
+			return wire.Reply{}, fmt.Errorf("tick batch has %d kinds for %d values", len(req.Kinds), len(req.Values))
+		}
 		ss.mu.Lock()
 		defer ss.mu.Unlock()
+		if err := ss.addTicksLocked(req.Stream, len(req.Values)+len(req.Timers)); err != nil {
+			return wire.Reply{}, err
+		}
 		st := ss.streamLocked(req.Stream)
 		if st.recorded == nil {
 			st.recorded = &vclock.Log{}
 		}
+		if req.Label != "" {
+			if err := ss.addDrawsLocked(req.Stream, &st.served, req.Label, req.Data); err != nil {
+				ss.ticks -= len(req.Values) + len(req.Timers)
+				return wire.Reply{}, err
+			}
+		}
+		if err := st.recorded.Append(req.Kinds, req.Values); err != nil {
+			ss.ticks -= len(req.Values) + len(req.Timers)
+			return wire.Reply{}, err
+		}
 		if len(req.Timers) > 0 {
 			st.schedule = append(st.schedule, req.Timers...)
 		}
-		if req.Label != "" {
-			if st.served == nil {
-				st.served = make(map[string][]byte)
-			}
-			st.served[req.Label] = append(st.served[req.Label], req.Data...)
-		}
-		return wire.Reply{}, st.recorded.Append(req.Kinds, req.Values)
+		return wire.Reply{}, nil
 	case wire.OpSessionDump:
 		streams, drift := ss.dump()
 		return wire.Reply{Streams: streams, Drift: drift}, nil
@@ -279,4 +350,18 @@ func (c *conn) handleExec(req wire.Request) (wire.Reply, error) {
 
 	}
 	return wire.Reply{}, fmt.Errorf("unknown op %q", req.Op)
+}
+
+// serveRefusal answers a client that arrived while dald was full: its first
+// request gets c.refuse, then the connection closes. The caller set a
+// deadline on c.c.
+func (c *conn) serveRefusal() {
+	defer c.srv.wg.Done()
+	defer c.c.Close()
+	body, err := wire.ReadFrame(c.r, handshakeFrame)
+	if err != nil {
+		return
+	}
+	req, _ := wire.DecodeRequest(body)
+	c.reply(bufio.NewWriter(c.c), wire.Reply{ID: req.ID, Err: c.refuse.Error()})
 }

@@ -19,7 +19,7 @@ import (
 
 func start(t *testing.T) *Server {
 	t.Helper()
-	srv, err := Listen(filepath.Join(t.TempDir(), "dald.sock"), Options{MaxFrame: 1 << 16})
+	srv, err := Listen(filepath.Join(t.TempDir(), "dald.sock"), Options{MaxFrame: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,23 +27,42 @@ func start(t *testing.T) *Server {
 	return srv
 }
 
+// tokens holds the token of every session the tests opened, by id, as a
+// shim would find it in DAL_SESSION_TOKEN.
+var tokens sync.Map
+
 func execClient(t *testing.T, srv *Server) (*wire.Client, string) {
+	t.Helper()
+	return execClientMode(t, srv, "strict")
+}
+
+func execClientMode(t *testing.T, srv *Server, mode string) (*wire.Client, string) {
 	t.Helper()
 	c, _, err := wire.Dial(srv.Path(), wire.Request{Role: wire.RoleExec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	rep, err := c.Call(wire.Request{Op: wire.OpSessionOpen, Mode: "strict", Seed: 7})
+	rep, err := c.Call(wire.Request{Op: wire.OpSessionOpen, Mode: mode, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(rep.Token) != 2*wire.TokenLen {
+		t.Fatalf("session token %q is not %d hex bytes", rep.Token, wire.TokenLen)
+	}
+	tokens.Store(rep.Session, rep.Token)
 	return c, rep.Session
+}
+
+func tokenOf(id string) string {
+	tok, _ := tokens.Load(id)
+	s, _ := tok.(string)
+	return s
 }
 
 func shim(t *testing.T, srv *Server, session, hint string) (*wire.Client, wire.Reply) {
 	t.Helper()
-	c, rep, err := wire.Dial(srv.Path(), wire.Request{Role: wire.RoleShim, Session: session, Stream: hint, Runtime: "test"})
+	c, rep, err := wire.Dial(srv.Path(), wire.Request{Role: wire.RoleShim, Session: session, Token: tokenOf(session), Stream: hint, Runtime: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +186,10 @@ func TestBadClientsGetClearErrorsAndOthersCarryOn(t *testing.T) {
 		{"no hello", frame(notHello), "first request must be hello"},
 		{"unknown role", frame(mustEncode(wire.Request{Op: "hello", Proto: 1, Role: "root"})), "unknown role"},
 		{"unknown session", frame(mustEncode(wire.Request{Op: "hello", Proto: 1, Role: "shim", Session: "nope"})), "is not open"},
-		{"bad stream", frame(mustEncode(wire.Request{Op: "hello", Proto: 1, Role: "shim", Session: id, Stream: "7.1"})), "does not start at the root"},
+		{"no token", frame(mustEncode(wire.Request{Op: "hello", Proto: 1, Role: "shim", Session: id, Stream: "0.9"})), "token is missing"},
+		{"bad stream", frame(mustEncode(wire.Request{Op: "hello", Proto: 1, Role: "shim", Session: id, Token: tokenOf(id), Stream: "7.1"})), "does not start at the root"},
+		{"long stream", frame(mustEncode(wire.Request{Op: "hello", Proto: 1, Role: "shim", Session: id, Token: tokenOf(id), Stream: "0" + strings.Repeat(".1", 200)})), "at most 256 bytes"},
+		{"oversized hello", frame(mustEncode(wire.Request{Op: "hello", Proto: 1, Role: "ctl", Detail: strings.Repeat("x", 70000)})), "limit 65536"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,7 +269,7 @@ func session200(path string, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	sh, hello, err := wire.Dial(path, wire.Request{Role: wire.RoleShim, Session: rep.Session, Stream: "0"})
+	sh, hello, err := wire.Dial(path, wire.Request{Role: wire.RoleShim, Session: rep.Session, Token: rep.Token, Stream: "0"})
 	if err != nil {
 		return err
 	}

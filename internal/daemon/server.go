@@ -1,7 +1,3 @@
-// Package daemon is dald: the Unix-socket server that names process streams,
-// hands out clock configuration, keeps tick logs and timer schedules, and
-// reports status. It serves internal/wire's protocol; cmd/dald runs it as a
-// daemon and dal-exec embeds it in-process when no daemon is given.
 package daemon
 
 import (
@@ -15,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +32,7 @@ const maxPage = 65536
 // Options configure a Server.
 type Options struct {
 	MaxFrame int          // frame limit; wire.DefaultMaxFrame if zero
+	Limits   Limits       // zero fields take DefaultLimits
 	Log      *slog.Logger // dald's own log; discarded if nil
 	// Metrics, when set, is kept up to date: sessions, clock reads,
 	// syscalls by category, and what dal-exec reports (replays, coverage,
@@ -49,6 +47,7 @@ type Options struct {
 // Server is a running dald. Create it with Listen; stop it with Shutdown.
 type Server struct {
 	opts    Options
+	lim     Limits
 	path    string
 	ln      *net.UnixListener
 	started time.Time
@@ -57,6 +56,7 @@ type Server struct {
 	nextNum  uint32 // the last session number handed out (the tracer's key)
 	sessions map[string]*session
 	conns    map[*conn]struct{}
+	refusing int // connections being told dald is full
 	closing  bool
 	wg       sync.WaitGroup
 	idle     chan struct{} // closed when closing and no conns remain
@@ -100,7 +100,7 @@ func Serve(ln *net.UnixListener, opts Options) *Server {
 		path = a.Name
 	}
 	s := &Server{
-		opts: opts, path: path, ln: ln, started: time.Now(),
+		opts: opts, lim: opts.Limits.withDefaults(), path: path, ln: ln, started: time.Now(),
 		sessions: make(map[string]*session),
 		conns:    make(map[*conn]struct{}),
 		idle:     make(chan struct{}),
@@ -170,6 +170,28 @@ func (s *Server) accept() {
 			c.Close()
 			continue
 		}
+		if len(s.conns) >= s.lim.Conns {
+			// Full: answer the client's first request with why, unless
+			// too many are already being told.
+			if s.refusing >= maxRefusing {
+				s.mu.Unlock()
+				c.Close()
+				continue
+			}
+			s.refusing++
+			s.mu.Unlock()
+			s.opts.Log.Warn("refused client: at the connection limit", "limit", s.lim.Conns, "uid", credUID(cred), "pid", credPID(cred))
+			cn.refuse = limitError(fmt.Sprintf("dald already serves %d clients", s.lim.Conns), s.lim.Conns, "max-conns")
+			s.wg.Add(1)
+			go func() {
+				c.SetDeadline(time.Now().Add(min(s.lim.IdleTimeout, 5*time.Second)))
+				cn.serveRefusal()
+				s.mu.Lock()
+				s.refusing--
+				s.mu.Unlock()
+			}()
+			continue
+		}
 		s.conns[cn] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -182,6 +204,13 @@ func credUID(c *unix.Ucred) int {
 		return -1
 	}
 	return int(c.Uid)
+}
+
+func credPID(c *unix.Ucred) int {
+	if c == nil {
+		return -1
+	}
+	return int(c.Pid)
 }
 
 func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
@@ -251,19 +280,31 @@ func (s *Server) Clients() int {
 	return len(s.conns)
 }
 
-func (s *Server) newSession(req wire.Request) *session {
-	var b [8]byte
-	rand.Read(b[:])
-	ss := newSession(hex.EncodeToString(b[:]), req)
+// newSession opens a session for the exec client peer, minting its id and
+// token.
+func (s *Server) newSession(req wire.Request, peer *unix.Ucred) (*session, error) {
+	var id [8]byte
+	token := make([]byte, wire.TokenLen)
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("draw a session id: %w", err)
+	}
+	if _, err := rand.Read(token); err != nil {
+		return nil, fmt.Errorf("draw a session token: %w", err)
+	}
+	ss := newSession(hex.EncodeToString(id[:]), hex.EncodeToString(token), uint32(credUID(peer)), &s.lim, req)
 	s.mu.Lock()
+	if len(s.sessions) >= s.lim.Sessions {
+		s.mu.Unlock()
+		return nil, limitError(fmt.Sprintf("dald already has %d sessions open", len(s.sessions)), s.lim.Sessions, "max-sessions")
+	}
 	s.nextNum++
 	ss.num = s.nextNum
 	s.sessions[ss.id] = ss
 	s.mu.Unlock()
-	if m := s.opts.Metrics; m != nil {
+	if m := s.opts.Metrics; m != nil && !ss.figures {
 		m.SessionStarted()
 	}
-	return ss
+	return ss, nil
 }
 
 // endSessionLocked forgets a session (closed, or its dal-exec gone) and
@@ -274,13 +315,19 @@ func (s *Server) endSessionLocked(ss *session) {
 	}
 	delete(s.sessions, ss.id)
 	ss.mu.Lock()
+	ss.closed = true
 	traced := ss.traced
+	// Its processes' connections end with it: what they would still send
+	// has nowhere to go, and nothing else bounds their lifetime.
+	for c := range ss.conns {
+		c.c.Close()
+	}
 	ss.mu.Unlock()
 	if s.opts.Tracer != nil && traced {
 		s.opts.Tracer.Forget(ss.num)
 	}
 	m := s.opts.Metrics
-	if m == nil {
+	if m == nil || ss.figures {
 		return
 	}
 	m.SessionEnded()
@@ -302,11 +349,16 @@ func (s *Server) session(id string) (*session, error) {
 	return ss, nil
 }
 
-func (s *Server) status() wire.Reply {
+// status lists the sessions peer may see: those its uid opened, or every
+// session for root.
+func (s *Server) status(peer *unix.Ucred) wire.Reply {
+	uid := credUID(peer)
 	s.mu.Lock()
 	list := make([]*session, 0, len(s.sessions))
 	for _, ss := range s.sessions {
-		list = append(list, ss)
+		if !ss.figures && (uid == 0 || int(ss.owner) == uid) {
+			list = append(list, ss)
+		}
 	}
 	s.mu.Unlock()
 	rep := wire.Reply{OK: true, Proto: wire.Proto, Version: version.Version, PID: os.Getpid(),
@@ -314,5 +366,6 @@ func (s *Server) status() wire.Reply {
 	for _, ss := range list {
 		rep.Sessions = append(rep.Sessions, ss.status())
 	}
+	sort.Slice(rep.Sessions, func(i, j int) bool { return rep.Sessions[i].ID < rep.Sessions[j].ID })
 	return rep
 }

@@ -78,8 +78,36 @@ func (s *Server) traceReport(ss *session) (wire.Reply, error) {
 	return wire.Reply{Tracing: true, Syscalls: counts, Events: events, Drops: drops}, nil
 }
 
-// observe takes a figure dal-exec measured into the metrics.
-func (s *Server) observe(req wire.Request) error {
+// observe takes a figure dal-exec measured into the metrics. It arrives on
+// the connection that opened ss, and each figure (each network outcome) is
+// taken once per session: a client adds to /metrics only what its own
+// session measured, once.
+func (s *Server) observe(ss *session, req wire.Request) error {
+	key := req.What
+	switch req.What {
+	case "replay", "coverage", "revert":
+	case "network":
+		if len(req.Counts) != 1 {
+			return fmt.Errorf("observe: a network figure carries one outcome, got %d", len(req.Counts))
+		}
+		for k := range req.Counts {
+			key += "/" + k
+		}
+	default:
+		return fmt.Errorf("observe: unknown figure %q (replay, coverage, revert or network)", req.What)
+	}
+	ss.mu.Lock()
+	seen, full := ss.observed[key], len(ss.observed) >= maxLabels
+	if !seen && !full {
+		ss.observed[key] = true
+	}
+	ss.mu.Unlock()
+	switch {
+	case seen:
+		return fmt.Errorf("observe: session %s already reported its %s figure: a session reports each figure once", ss.id, key)
+	case full:
+		return fmt.Errorf("observe: session %s already reported %d figures, the most a session may", ss.id, maxLabels)
+	}
 	m := s.opts.Metrics
 	if m == nil {
 		return nil
@@ -101,8 +129,6 @@ func (s *Server) observe(req wire.Request) error {
 				return err
 			}
 		}
-	default:
-		return fmt.Errorf("observe: unknown figure %q (replay, coverage, revert or network)", req.What)
 	}
 	return nil
 }

@@ -1,5 +1,8 @@
-// Package dald is the dald command line: flags, signals and logging around
-// internal/daemon.
+// Package dald is dald's command line: flags, signals, logging, socket
+// activation and the eBPF tracer around the server in internal/daemon. It
+// is what cmd/dald runs; it holds no protocol logic of its own. It imports
+// nothing of dal-exec's (runner, shims), so the dald binary does not carry
+// the embedded Python and Node shims.
 package dald
 
 import (
@@ -16,7 +19,6 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/daemon"
-	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sdnotify"
 	"github.com/dal-runtime/dal/internal/trace"
 	"github.com/dal-runtime/dal/internal/version"
@@ -36,6 +38,11 @@ uses it when it is running at the default socket or named with --socket; otherwi
 embeds one. SIGTERM or SIGINT stops accepting and drains: running sessions finish (up to
 --drain-timeout), then dald exits.
 
+Sessions are kept apart by a capability: a process joins a session only with the token
+dal-exec gave its agent (DAL_SESSION_TOKEN), and status lists a user's own sessions. What a
+client can make dald hold is capped (the --max-* flags and --idle-timeout; at the defaults one
+session holds at most about 220 MiB); a refusal names the flag that raises it.
+
 It traces every session's process tree with eBPF (boundary coverage, DESIGN §8) when it may
 (root, or CAP_BPF and CAP_PERFMON, on a kernel with BTF); otherwise it says once why tracing is
 off and serves everything else. Prometheus metrics are served at http://--metrics-addr/metrics
@@ -52,10 +59,24 @@ Examples:
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "socket", Value: runner.DefaultSocket(), EnvVars: []string{"DAL_SOCKET"},
+			&ucli.StringFlag{Name: "socket", Value: wire.DefaultSocket(), EnvVars: []string{"DAL_SOCKET"},
 				Usage: "Unix socket path to listen on"},
 			&ucli.IntFlag{Name: "max-frame", Value: wire.DefaultMaxFrame, EnvVars: []string{"DAL_MAX_FRAME"},
 				Usage: "largest request frame accepted, in bytes; larger frames get an error and the client is dropped"},
+			&ucli.IntFlag{Name: "max-conns", Value: daemon.DefaultLimits.Conns, EnvVars: []string{"DAL_MAX_CONNS"},
+				Usage: "connected clients at once (every agent process holds one); past it a client is told so and dropped"},
+			&ucli.IntFlag{Name: "max-sessions", Value: daemon.DefaultLimits.Sessions, EnvVars: []string{"DAL_MAX_SESSIONS"},
+				Usage: "sessions open at once (one per running dal-exec)"},
+			&ucli.IntFlag{Name: "max-streams", Value: daemon.DefaultLimits.Streams, EnvVars: []string{"DAL_MAX_STREAMS"},
+				Usage: "shimmed processes per session; past it a process runs on the real clock and the run reports drift"},
+			&ucli.IntFlag{Name: "max-spawns", Value: daemon.DefaultLimits.Spawns, EnvVars: []string{"DAL_MAX_SPAWNS"},
+				Usage: "child names a session may hold reserved and unclaimed (every subprocess a shimmed process starts reserves one)"},
+			&ucli.IntFlag{Name: "max-ticks", Value: daemon.DefaultLimits.Ticks, EnvVars: []string{"DAL_MAX_TICKS"},
+				Usage: "clock ticks and timer entries a session holds (9 bytes each); past it uploads are refused and the run reports drift"},
+			&ucli.IntFlag{Name: "max-draw-bytes", Value: daemon.DefaultLimits.DrawBytes, EnvVars: []string{"DAL_MAX_DRAW_BYTES"},
+				Usage: "bytes of random draws a session holds (logged mode, and draws loaded for replay)"},
+			&ucli.DurationFlag{Name: "idle-timeout", Value: daemon.DefaultLimits.IdleTimeout, EnvVars: []string{"DAL_IDLE_TIMEOUT"},
+				Usage: "close a connection that holds no open session after this long without a request (a session's own connections live as long as it)"},
 			&ucli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"DAL_DRAIN_TIMEOUT"},
 				Usage: "on SIGTERM, how long running sessions may take to finish before they are cut off"},
 			&ucli.BoolFlag{Name: "debug", EnvVars: []string{"DAL_DEBUG"}, Usage: "log every dropped client and refused peer"},
@@ -81,13 +102,24 @@ func serve(c *ucli.Context) error {
 	if c.Int("max-frame") < 64 {
 		return fmt.Errorf("--max-frame %d is too small: use at least 64 bytes", c.Int("max-frame"))
 	}
+	lim := daemon.Limits{Conns: c.Int("max-conns"), Sessions: c.Int("max-sessions"), Streams: c.Int("max-streams"),
+		Spawns: c.Int("max-spawns"), Ticks: c.Int("max-ticks"), DrawBytes: c.Int("max-draw-bytes"), IdleTimeout: c.Duration("idle-timeout")}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max-conns", lim.Conns}, {"max-sessions", lim.Sessions}, {"max-streams", lim.Streams}, {"max-spawns", lim.Spawns},
+		{"max-ticks", lim.Ticks}, {"max-draw-bytes", lim.DrawBytes}, {"idle-timeout", int(lim.IdleTimeout / time.Millisecond)}} {
+		if f.v < 1 {
+			return fmt.Errorf("--%s must be positive: it is a limit, not a switch", f.name)
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create the socket directory: %w: pick a --socket path in a directory you own", err)
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	opts := daemon.Options{MaxFrame: c.Int("max-frame"), Log: log}
+	opts := daemon.Options{MaxFrame: c.Int("max-frame"), Limits: lim, Log: log}
 	tracer, off := trace.Open(c.Bool("no-trace"), c.Bool("bpf-stats"))
 	if tracer != nil {
 		defer tracer.Close()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -104,19 +105,13 @@ type UsageError struct{ Err error }
 func (e UsageError) Error() string { return e.Err.Error() }
 func (e UsageError) Unwrap() error { return e.Err }
 
-// DefaultSocket is where dald listens unless told otherwise.
-func DefaultSocket() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "dal", "dald.sock")
-	}
-	if os.Getuid() == 0 {
-		return "/run/dal/dald.sock"
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("dal-%d", os.Getuid()), "dald.sock")
-}
+// DefaultSocket is where dald listens unless told otherwise; it is
+// wire.DefaultSocket, kept here for existing callers.
+func DefaultSocket() string { return wire.DefaultSocket() }
 
 type session struct {
 	id, socket, clockFile string
+	token                 string // the agent's DAL_SESSION_TOKEN; never in Result.Env
 	client                *wire.Client
 }
 
@@ -211,7 +206,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open a session: %w", err)
 	}
-	sess := session{id: rep.Session, client: client, clockFile: spec.ClockOut}
+	sess := session{id: rep.Session, token: rep.Token, client: client, clockFile: spec.ClockOut}
 	if where == "embedded" {
 		sess.socket = filepath.Join(tmp, "dald.sock")
 	} else {
@@ -254,7 +249,11 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		}
 		res.Trace = &Trace{Tracing: rep.Tracing, Reason: rep.Reason}
 	}
-	if err := execute(ctx, &spec, path, env, res); err != nil {
+	// The session's capability goes to the agent only: not into Result.Env,
+	// so never into env.json or a bundle.
+	agentEnv := maps.Clone(env)
+	agentEnv[wire.EnvToken] = sess.token
+	if err := execute(ctx, &spec, path, agentEnv, res); err != nil {
 		return nil, err
 	}
 	if res.Trace != nil && res.Trace.Tracing {

@@ -68,6 +68,10 @@ func (c *Client) Call(req Request) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
+	if rep.ID == 0 && !rep.OK {
+		// About the connection, not this request (e.g. closed when idle).
+		return rep, fmt.Errorf("%w: %s", ErrRemote, rep.Err)
+	}
 	if rep.ID != req.ID {
 		return rep, fmt.Errorf("reply id %d to request %d: the connection is out of step", rep.ID, req.ID)
 	}

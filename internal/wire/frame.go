@@ -1,5 +1,7 @@
 // Package wire is dald's protocol: length-prefixed frames carrying msgpack
-// maps, and the request and reply messages of docs/protocol.md.
+// maps, the request and reply messages of docs/protocol.md, the DAL_*
+// variables that carry a session to its processes, and where dald listens
+// by default (DefaultSocket).
 //
 // It knows nothing of sessions or clocks; internal/daemon serves it and
 // dal-exec and the Go client speak it.
@@ -22,10 +24,16 @@ const DefaultMaxFrame = 4 << 20
 // ErrFrameSize reports a frame whose declared length is zero or over the limit.
 var ErrFrameSize = errors.New("frame size out of range")
 
+// eagerFrame is the largest body ReadFrame allocates before its bytes
+// arrive. A larger declared length is read in doubling steps, so a peer
+// that announces 4 MiB and sends nothing costs 64 KiB, not 4 MiB.
+const eagerFrame = 64 << 10
+
 // ReadFrame reads one frame body from r. Its length prefix must be in
 // [1, max]; otherwise it returns an error wrapping ErrFrameSize without
 // reading the body. A connection closed inside a frame is io.ErrUnexpectedEOF;
-// closed between frames, io.EOF.
+// closed between frames, io.EOF. Memory grows with the bytes received, not
+// with the length announced.
 func ReadFrame(r io.Reader, max int) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -35,14 +43,20 @@ func ReadFrame(r io.Reader, max int) ([]byte, error) {
 	if n == 0 || uint64(n) > uint64(max) {
 		return nil, fmt.Errorf("frame of %d bytes (limit %d): %w", n, max, ErrFrameSize)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	body := make([]byte, min(int(n), eagerFrame))
+	for got := 0; ; {
+		if _, err := io.ReadFull(r, body[got:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
 		}
-		return nil, err
+		got = len(body)
+		if got == int(n) {
+			return body, nil
+		}
+		body = append(body, make([]byte, min(int(n)-got, got))...)
 	}
-	return body, nil
 }
 
 // AppendFrame appends the frame for body to dst.

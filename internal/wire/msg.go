@@ -57,6 +57,9 @@ type Request struct {
 	PID     int    `msgpack:"pid,omitempty"`
 	PPID    int    `msgpack:"ppid,omitempty"`
 	Runtime string `msgpack:"runtime,omitempty"`
+	// Token is the session's capability: required in a shim's hello (from
+	// DAL_SESSION_TOKEN), bound to the connection from then on.
+	Token string `msgpack:"token,omitempty"`
 
 	// session.open
 	Mode      string `msgpack:"mode,omitempty"`
@@ -64,6 +67,9 @@ type Request struct {
 	EpochNS   int64  `msgpack:"epoch_ns,omitempty"`
 	QuantumNS int64  `msgpack:"quantum_ns,omitempty"`
 	Replay    bool   `msgpack:"replay,omitempty"`
+	// Figures opens a session that only reports figures (observe): no
+	// process may join it and dald's session metrics do not count it.
+	Figures bool `msgpack:"figures,omitempty"`
 
 	// ticks and draws
 	Kinds  []byte `msgpack:"kinds,omitempty"`
@@ -86,9 +92,9 @@ type Request struct {
 
 	// trace.start: the peer's process lineage counts from its n-th exec.
 	FromExec int `msgpack:"from_exec,omitempty"`
-	// observe: What is replay, coverage, revert or network; Value the
-	// fidelity, coverage ratio, revert seconds; Counts the escapes by
-	// category or network outcomes.
+	// observe (on the connection that opened Session): What is replay,
+	// coverage, revert or network; Value the fidelity, coverage ratio,
+	// revert seconds; Counts the escapes by category or network outcomes.
 	Value  float64          `msgpack:"value,omitempty"`
 	Counts map[string]int64 `msgpack:"counts,omitempty"`
 }
@@ -114,6 +120,9 @@ type Reply struct {
 
 	Child   string `msgpack:"child,omitempty"`
 	Session string `msgpack:"session,omitempty"`
+	// Token (session.open) is the new session's capability, for its
+	// processes' DAL_SESSION_TOKEN.
+	Token string `msgpack:"token,omitempty"`
 
 	Kinds  []byte     `msgpack:"kinds,omitempty"`
 	Values Int64s     `msgpack:"values,omitempty"`

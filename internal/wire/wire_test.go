@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 )
 
@@ -113,6 +114,32 @@ func BenchmarkDecodeTicksPut(b *testing.B) {
 	for b.Loop() {
 		if _, err := DecodeRequest(body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestAnnouncedFrameCostsOnlyWhatArrives: a peer that announces a 4 MiB
+// frame and hangs up after a few bytes makes the reader allocate about
+// 64 KiB, not 4 MiB; a frame that does arrive is read whole.
+func TestAnnouncedFrameCostsOnlyWhatArrives(t *testing.T) {
+	announce := AppendFrame(nil, make([]byte, 4<<20))[:4+100]
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		if _, err := ReadFrame(bytes.NewReader(announce), DefaultMaxFrame); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("truncated frame: %v", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / 10; per > 128<<10 {
+		t.Fatalf("an announced 4 MiB frame allocated %d KiB", per>>10)
+	}
+	for _, n := range []int{1, eagerFrame - 1, eagerFrame, eagerFrame + 1, 3*eagerFrame + 7, DefaultMaxFrame} {
+		body := bytes.Repeat([]byte{7}, n)
+		body[n-1] = 9
+		got, err := ReadFrame(bytes.NewReader(AppendFrame(nil, body)), DefaultMaxFrame)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("frame of %d bytes: %d bytes back, %v", n, len(got), err)
 		}
 	}
 }

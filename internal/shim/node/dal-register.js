@@ -111,6 +111,8 @@ function start(say, KEY) {
       proto: 1,
       role: 'shim',
       session,
+      // The session's capability: dald refuses a hello without it.
+      token: env.DAL_SESSION_TOKEN || '',
       stream: env.DAL_STREAM || '0',
       pid: process.pid,
       ppid: process.ppid,
@@ -469,7 +471,7 @@ function patchAtomicsWait(clock, native) {
 // child name with the `spawn` op and sets DAL_STREAM to it, so names follow
 // spawn order even when children start concurrently. When a custom env
 // dropped the variables that keep a child shimmed (DAL_SOCKET, DAL_SESSION,
-// NODE_OPTIONS, PYTHONPATH), they are added back from this process's
+// DAL_SESSION_TOKEN, NODE_OPTIONS, PYTHONPATH), they are added back from this process's
 // environment, as the Python shim does.
 //
 // spawnSync/execSync/execFileSync do not go through ChildProcess: their
@@ -482,7 +484,7 @@ function patchSpawn(childProcess, call, say) {
     say('child_process.ChildProcess.prototype.spawn is missing: children are named in hello order');
     return;
   }
-  const PROPAGATE = ['DAL_SOCKET', 'DAL_SESSION', 'NODE_OPTIONS', 'PYTHONPATH'];
+  const PROPAGATE = ['DAL_SOCKET', 'DAL_SESSION', 'DAL_SESSION_TOKEN', 'NODE_OPTIONS', 'PYTHONPATH'];
   const originalSpawn = proto.spawn;
   proto.spawn = function spawn(options) {
     try {

@@ -278,6 +278,26 @@ test('the shim adds no warning, even under --pending-deprecation', () => {
   assert.strictEqual(out.trim(), 'a,b,c,d');
 });
 
+test('a child without its session token is refused by dald and runs unvirtualized', () => {
+  // spawnSync takes the env as given: no DAL_SESSION_TOKEN put back.
+  const out = JSON.parse(ok([], ['-e', `
+    const cp = require('child_process');
+    const code = 'console.log(Date.now() - Date.UTC(2026, 0, 1) < 1000)';
+    const child = (env) => cp.spawnSync(process.execPath, ['-e', code], { env, encoding: 'utf8' });
+    const forged = child({ ...process.env, DAL_SESSION_TOKEN: 'f'.repeat(64) });
+    const missing = child({ ...process.env, DAL_SESSION_TOKEN: '' });
+    const own = child(process.env);
+    console.log(JSON.stringify({ forged, missing, own }));
+  `]));
+  assert.strictEqual(out.own.stdout, 'true\n', 'with the token the child is on virtual time');
+  assert.strictEqual(out.own.stderr, '');
+  for (const [name, want] of [['forged', 'is wrong'], ['missing', 'is missing']]) {
+    const r = out[name];
+    assert.strictEqual(r.stdout, 'false\n', `${name}: the child runs on the real clock`);
+    assert.match(r.stderr, new RegExp(`^dal: cannot use dald at .*: .*the session token ${want}: .*DAL_SESSION_TOKEN.*runs unvirtualized\n$`), name);
+  }
+});
+
 test('without dald the process runs unpatched and says so in one line', () => {
   const env = {
     PATH: process.env.PATH,

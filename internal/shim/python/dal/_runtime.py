@@ -379,8 +379,11 @@ def _runtime_name():
 
 
 def _hello(conn, session, hint):
+    # DAL_SESSION_TOKEN is the session's capability: dald refuses a hello
+    # without it. The connection is authorized from then on.
     return conn.call({
         "op": "hello", "proto": PROTO, "role": "shim", "session": session,
+        "token": os.environ.get("DAL_SESSION_TOKEN", ""),
         "stream": hint or "", "pid": os.getpid(), "ppid": os.getppid(),
         "runtime": _runtime_name(),
     })
@@ -1200,7 +1203,7 @@ def _reserve(locked=False):
     return str(child) if child else None
 
 
-_PROPAGATE = ("DAL_SOCKET", "DAL_SESSION", "PYTHONPATH", "NODE_OPTIONS")
+_PROPAGATE = ("DAL_SOCKET", "DAL_SESSION", "DAL_SESSION_TOKEN", "PYTHONPATH", "NODE_OPTIONS")
 _SHIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -1220,7 +1223,8 @@ def _node_require():
 def _child_env(env, child):
     """A copy of env (os.environ when None) with DAL_STREAM=child. A custom
     env that dropped what keeps a child under dal (DAL_SOCKET, DAL_SESSION,
-    the shims in PYTHONPATH and NODE_OPTIONS) gets it back."""
+    DAL_SESSION_TOKEN, the shims in PYTHONPATH and NODE_OPTIONS) gets it
+    back."""
     if env is None:
         e = dict(os.environ)
         e["DAL_STREAM"] = child

@@ -22,6 +22,25 @@ EXAMPLE = os.path.join(ROOT, "examples", "python", "agent.py")
 PARENT = os.path.join(ROOT, "examples", "multiproc", "parent.py")
 
 
+# Three children: with the session token, a forged one and none. The parent
+# drops the variable from os.environ first, so the shim's spawn patch has
+# nothing to put back.
+TOKEN_AGENT = """
+import json, os, subprocess, sys
+code = "import time; print(time.time() < 1767225601)"
+def child(token):
+    env = dict(os.environ)
+    env.pop("DAL_SESSION_TOKEN", None)
+    if token is not None:
+        env["DAL_SESSION_TOKEN"] = token
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    return {"stdout": r.stdout, "stderr": r.stderr}
+own = os.environ["DAL_SESSION_TOKEN"]
+del os.environ["DAL_SESSION_TOKEN"]
+print(json.dumps({"own": child(own), "forged": child("f" * 64), "missing": child(None)}))
+"""
+
+
 def agent(name):
     return os.path.join(AGENTS, name)
 
@@ -58,6 +77,7 @@ class EndToEnd(unittest.TestCase):
             "default": (["--mode", "default"], [PY, agent("probe.py")], None),
             "logged": (["--mode", "logged"], [PY, agent("probe.py")], None),
             "seeded": (["--mode", "seeded", "--seed", "7", "--clock-out", clock_out], [PY, agent("timers.py"), "0.2"], None),
+            "token": ([], [PY, "-c", TOKEN_AGENT], None),
         }
 
         def one(item):
@@ -89,6 +109,18 @@ class EndToEnd(unittest.TestCase):
                 if a.read() != b.read():
                     stale.append(rel)
         self.assertEqual(stale, [], "%s embeds a stale copy of these shim files: rebuild it (go build -o bin/ ./cmd/...)" % DAL_EXEC)
+
+    def test_a_child_needs_its_session_token(self):
+        out = self.js("token")
+        self.assertEqual(out["own"], {"stdout": "True\n", "stderr": ""})
+        for name, want in (("forged", "the session token is wrong"), ("missing", "the session token is missing")):
+            with self.subTest(child=name):
+                r = out[name]
+                self.assertEqual(r["stdout"], "False\n", "%s: the child runs on the real clock" % name)
+                self.assertTrue(r["stderr"].startswith("dal: dald refused hello: hello for session "), r["stderr"])
+                self.assertIn(want, r["stderr"])
+                self.assertIn("DAL_SESSION_TOKEN", r["stderr"])
+                self.assertEqual(len(r["stderr"].splitlines()), 1, r["stderr"])
 
     def test_same_seed_is_byte_identical(self):
         a, b = self.ok("probe7a"), self.ok("probe7b")

@@ -47,6 +47,7 @@ class Offline(unittest.TestCase):
     def test_custom_child_env_keeps_the_child_under_dal(self):
         e = self.result("child_env")["env"]
         self.assertEqual(e["DAL_STREAM"], "0.7")
+        self.assertEqual(e["DAL_SESSION_TOKEN"], "t0k")  # put back: the child must say hello with it
         self.assertEqual(e["PATH"], "/bin")
         self.assertEqual(e["PYTHONPATH"], SHIM + os.pathsep + "/user")
         self.assertEqual(e["NODE_OPTIONS"], '--require "/x y/node/dal-register.js" --trace-warnings')

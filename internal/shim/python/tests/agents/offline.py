@@ -257,6 +257,7 @@ def check_foreign_loop():
 
 def check_child_env():
     os.environ["NODE_OPTIONS"] = '--require "/x y/node/dal-register.js" --max-old-space-size=100'
+    os.environ["DAL_SESSION_TOKEN"] = "t0k"
     e = _runtime._child_env({"PATH": "/bin", "PYTHONPATH": "/user", "NODE_OPTIONS": "--trace-warnings"}, "0.7")
     out["env"] = e
 
