@@ -31,6 +31,11 @@ const (
 // maxMetaSize bounds what is read into memory from an archive's metadata.
 const maxMetaSize = 64 << 20
 
+// maxTrailing bounds what may follow the tar's end inside the compressed
+// stream (a tar writer pads to 10 KiB records); more is damage, and is not
+// decompressed to find out how much there is.
+const maxTrailing = 1 << 20
+
 // decoderMaxWindow bounds a damaged or foreign archive's memory use; dal
 // writes 8 MiB windows.
 const decoderMaxWindow = 64 << 20
@@ -219,6 +224,9 @@ func extract(r io.Reader, id string, e *Entry, want func(int) bool, put func(int
 		switch {
 		case hdr.Name == metaMember && !seenMeta:
 			seenMeta = true
+			if hdr.Size > maxMetaSize {
+				return nil, damaged("%s in its archive claims %d bytes, more than %d", metaMember, hdr.Size, maxMetaSize)
+			}
 			b, err := io.ReadAll(io.LimitReader(tr, maxMetaSize))
 			if err != nil {
 				return nil, damaged("its archive cannot be decompressed (%v)", err)
@@ -230,6 +238,9 @@ func extract(r io.Reader, id string, e *Entry, want func(int) bool, put func(int
 			metaAgrees = sameArtifacts(meta.Checkpoint.Artifacts, e.Artifacts)
 		case hdr.Name == stateMember && !seenState:
 			seenState = true
+			if hdr.Size != e.StateSize {
+				return nil, damaged("the state is %d bytes in its archive, the manifest says %d", hdr.Size, e.StateSize)
+			}
 			b, err := io.ReadAll(io.LimitReader(tr, e.StateSize+1))
 			if err != nil {
 				return nil, damaged("its archive cannot be decompressed (%v)", err)
@@ -245,8 +256,11 @@ func extract(r io.Reader, id string, e *Entry, want func(int) bool, put func(int
 			}
 			seen[i] = true
 			a := e.Artifacts[i]
+			if hdr.Size != a.Size {
+				return nil, damaged("artifact %s is %d bytes, the manifest says %d", a.Path, hdr.Size, a.Size)
+			}
 			h := sha256.New()
-			cr := &countReader{r: io.TeeReader(tr, h)}
+			cr := &countReader{r: io.TeeReader(io.LimitReader(tr, a.Size), h)}
 			if put != nil && (want == nil || want(i)) {
 				if err := put(i, cr); err != nil {
 					var de *DamagedError
@@ -282,8 +296,10 @@ func extract(r io.Reader, id string, e *Entry, want func(int) bool, put func(int
 		return nil, damaged("artifact %s is missing from its archive", e.Artifacts[i].Path)
 	}
 	// Read to the end so trailing damage in the compressed stream shows.
-	if _, err := io.Copy(io.Discard, zr); err != nil {
+	if n, err := io.Copy(io.Discard, io.LimitReader(zr, maxTrailing+1)); err != nil {
 		return nil, damaged("its archive cannot be decompressed (%v)", err)
+	} else if n > maxTrailing {
+		return nil, damaged("its archive holds more than %d bytes after its end", maxTrailing)
 	}
 	// Checked last: a precise message about one artifact is more useful.
 	if !metaAgrees {

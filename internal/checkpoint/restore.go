@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // RestoreOptions tunes Restore.
@@ -21,7 +23,13 @@ type RestoreOptions struct {
 	// Paths restores only these artifacts: exact artifact paths or
 	// directories holding some. Empty: all of them.
 	Paths []string
+	// MaxBytes refuses a restore of more bytes than this (0:
+	// DefaultRestoreMaxBytes), before anything is decompressed.
+	MaxBytes int64
 }
+
+// DefaultRestoreMaxBytes is the most a restore writes unless told more.
+const DefaultRestoreMaxBytes = 16 << 30
 
 // Restored is what Restore did.
 type Restored struct {
@@ -35,7 +43,8 @@ type Restored struct {
 // workspace, created if missing) at their paths, and returns its state.
 // Everything is checked before the destination is touched: the archive's
 // and every artifact's SHA-256, and that no path leaves dest (an absolute
-// path, "..", or a symlink out of dest is refused, ErrOutside). The
+// path, "..", or any symlink on the way is refused, ErrOutside: dest is a
+// workspace an agent wrote, and nothing there is followed). The
 // artifacts are decompressed into a staging directory inside dest and each
 // is then renamed into place, so every file is either its old or its
 // restored content. Files of the destination that are not in the
@@ -65,6 +74,19 @@ func (s *Store) Restore(id, dest string, opts RestoreOptions) (*Restored, error)
 			return nil, fmt.Errorf("%w: artifact %s of checkpoint %s would be written outside %s; nothing was restored (name the other artifacts to restore only them)", ErrOutside, a.Path, c.ID, dest)
 		}
 	}
+	max := opts.MaxBytes
+	if max <= 0 {
+		max = DefaultRestoreMaxBytes
+	}
+	var total int64
+	for i, a := range c.Artifacts {
+		if sel[i] {
+			total += a.Size
+		}
+	}
+	if total > max {
+		return nil, fmt.Errorf("checkpoint %s would restore %d bytes, more than the limit of %d; nothing was restored (raise the limit, or name fewer artifacts)", c.ID, total, max)
+	}
 	if err := checkArchiveHash(&c); err != nil {
 		return nil, err
 	}
@@ -72,7 +94,7 @@ func (s *Store) Restore(id, dest string, opts RestoreOptions) (*Restored, error)
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return nil, writeErr(cannot, err)
 	}
-	root, err := os.OpenRoot(dest)
+	root, err := safefs.Open(dest)
 	if err != nil {
 		return nil, writeErr(cannot, err)
 	}
@@ -159,29 +181,25 @@ func localPath(p string) bool {
 }
 
 // checkTarget refuses a target that is a directory, a parent that is not
-// one, or a parent reached through a symlink that leaves the root, before
+// one, or a parent that is a symlink (wherever it points), before
 // anything is written.
-func checkTarget(root *os.Root, p, dest string) error {
+func checkTarget(root *safefs.Dir, p, dest string) error {
 	parts := strings.Split(p, "/")
 	for i := range parts {
 		q := strings.Join(parts[:i+1], "/")
-		stat := root.Stat
-		if i == len(parts)-1 {
-			stat = root.Lstat // a symlink there is replaced, not followed
-		}
-		fi, err := stat(q)
+		fi, err := root.Lstat(q) // a symlink last is replaced, not followed
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		if err != nil {
-			if isEscape(err) {
-				return fmt.Errorf("%w: %s in %s is reached through a symlink that leaves it; nothing was restored", ErrOutside, q, dest)
-			}
 			return writeErr("cannot restore into "+dest, err)
 		}
 		last := i == len(parts)-1
 		if last && fi.IsDir() {
 			return fmt.Errorf("cannot restore %s into %s: a directory is in the way; nothing was restored", p, dest)
+		}
+		if !last && fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %s in %s is reached through a symlink, and dal follows none there (a symlink that leaves it could write anywhere); nothing was restored: replace %s by a directory", ErrOutside, p, dest, q)
 		}
 		if !last && !fi.IsDir() {
 			return fmt.Errorf("cannot restore %s into %s: %s is not a directory; nothing was restored", p, dest, q)
@@ -190,14 +208,8 @@ func checkTarget(root *os.Root, p, dest string) error {
 	return nil
 }
 
-// isEscape reports os.Root's refusal of a path leaving it.
-func isEscape(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes")
-}
-
-func stageFile(root *os.Root, name string, r io.Reader) error {
-	f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+func stageFile(root *safefs.Dir, name string, r io.Reader) error {
+	f, err := root.Create(name, 0o600)
 	if err != nil {
 		return err
 	}
@@ -213,7 +225,7 @@ func stageFile(root *os.Root, name string, r io.Reader) error {
 }
 
 // place renames the staged file over the artifact's path.
-func place(root *os.Root, staged string, a Artifact) error {
+func place(root *safefs.Dir, staged string, a Artifact) error {
 	dir := path.Dir(a.Path)
 	if dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
@@ -244,7 +256,7 @@ func place(root *os.Root, staged string, a Artifact) error {
 	return nil
 }
 
-func copyInRoot(root *os.Root, src, dst string, mode fs.FileMode) error {
+func copyInRoot(root *safefs.Dir, src, dst string, mode fs.FileMode) error {
 	in, err := root.Open(src)
 	if err != nil {
 		return err
