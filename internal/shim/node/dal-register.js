@@ -471,8 +471,8 @@ function patchAtomicsWait(clock, native) {
 // child name with the `spawn` op and sets DAL_STREAM to it, so names follow
 // spawn order even when children start concurrently. When a custom env
 // dropped the variables that keep a child shimmed (DAL_SOCKET, DAL_SESSION,
-// DAL_SESSION_TOKEN, NODE_OPTIONS, PYTHONPATH), they are added back from this process's
-// environment, as the Python shim does.
+// DAL_SESSION_TOKEN, NODE_OPTIONS, PYTHONPATH), they are added back from
+// this process's environment, as the Python shim does.
 //
 // spawnSync/execSync/execFileSync do not go through ChildProcess: their
 // children say hello with the parent's DAL_STREAM and dald grants the next
