@@ -7,17 +7,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dal-runtime/dal/internal/atomicfile"
 	"hash"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sandbox"
 )
 
@@ -46,6 +47,9 @@ func newMarksDir(stage string) (string, sandbox.Mount, error) {
 type Iterations struct {
 	Selection *iterate.Selection
 	Marks     []*marks.Mark
+	// root is the marks directory the agent wrote; it is read through
+	// safefs only (the agent may have planted symlinks there).
+	root string
 }
 
 // selectIterations reads the iteration marks in dir and judges them. It
@@ -65,7 +69,7 @@ func selectIterations(dir string, p iterate.Policy) (*Iterations, error) {
 	for _, i := range inc {
 		sel.Warnings = append(sel.Warnings, i.String())
 	}
-	return &Iterations{Selection: sel, Marks: ms}, nil
+	return &Iterations{Selection: sel, Marks: ms, root: dir}, nil
 }
 
 // apply places the selected iteration's artifacts with place and lists
@@ -82,12 +86,17 @@ func (its *Iterations) apply(place func(rel string, r io.Reader, mode fs.FileMod
 	if m == nil {
 		return nil
 	}
+	root, err := safefs.Open(its.root)
+	if err != nil {
+		return fmt.Errorf("read the marks: %w", err)
+	}
+	defer root.Close()
 	for _, a := range m.Artifacts {
 		if filepath.IsAbs(a.Path) {
 			sel.Warnings = append(sel.Warnings, fmt.Sprintf("iteration %d's artifact %s is outside the workspace: preserved, not applied", m.Seq, a.Path))
 			continue
 		}
-		f, err := m.Open(a)
+		f, err := its.open(root, m, a)
 		if err != nil {
 			sel.Warnings = append(sel.Warnings, fmt.Sprintf("iteration %d's copy of %s is missing (%v): not applied", m.Seq, a.Path, err))
 			continue
@@ -109,6 +118,26 @@ func (its *Iterations) apply(place func(rel string, r io.Reader, mode fs.FileMod
 		sel.Applied = append(sel.Applied, a.Path)
 	}
 	return nil
+}
+
+// open opens the copy of a in the mark m without following a symlink in
+// the marks directory.
+func (its *Iterations) open(root *safefs.Dir, m *marks.Mark, a marks.Artifact) (*os.File, error) {
+	rel, err := its.markRel(m)
+	if err != nil {
+		return nil, err
+	}
+	return root.Open(path.Join(rel, a.File))
+}
+
+// markRel is the mark's directory relative to the marks directory.
+func (its *Iterations) markRel(m *marks.Mark) (string, error) {
+	rel, err := filepath.Rel(its.root, m.Dir)
+	rel = filepath.ToSlash(rel)
+	if err != nil || safefs.CheckPath(rel) != nil || rel == "." {
+		return "", fmt.Errorf("mark %d lies outside the marks directory", m.Seq)
+	}
+	return rel, nil
 }
 
 // placeIn places files into the capture layer of a finished sandbox run.
@@ -147,16 +176,34 @@ func short(h string) string {
 }
 
 // preserve copies the complete marks and the selection into dst
-// (iterations/ of a bundle, or a directory of the user's state).
+// (iterations/ of a bundle, or a directory of the user's state). The marks
+// are read without following symlinks; a symlink in a mark is copied as a
+// symlink, fifos, sockets and devices are left out.
 func (its *Iterations) preserve(dst string) error {
+	root, err := safefs.Open(its.root)
+	if err != nil {
+		return fmt.Errorf("read the marks: %w", err)
+	}
+	defer root.Close()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	out, err := safefs.Open(dst)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
 	for _, m := range its.Marks {
-		d := filepath.Join(dst, fmt.Sprintf("%04d", m.Seq))
-		if err := copyTree(m.Dir, d, nil); err != nil {
+		rel, err := its.markRel(m)
+		if err == nil {
+			err = copyMark(root, rel, out, fmt.Sprintf("%04d", m.Seq))
+		}
+		if err != nil {
 			return fmt.Errorf("preserve iteration %d: %w", m.Seq, err)
 		}
 		// A writer that died after the rename left no temp file; one that
 		// the agent left behind is not part of the mark.
-		os.Remove(filepath.Join(d, "mark.json.tmp"))
+		out.Remove(fmt.Sprintf("%04d", m.Seq) + "/mark.json.tmp")
 	}
 	b, err := json.MarshalIndent(its.Selection, "", "  ")
 	if err != nil {
@@ -166,6 +213,47 @@ func (its *Iterations) preserve(dst string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dst, "selection-report.md"), []byte(its.Selection.Markdown()), 0o644)
+}
+
+// copyMark copies the directory srel of src (a mark) to the new directory
+// drel of dst: directories, regular files with their permission bits, and
+// symlinks as symlinks.
+func copyMark(src *safefs.Dir, srel string, dst *safefs.Dir, drel string) error {
+	return src.Walk(srel, func(rel string, fi fs.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		target := drel
+		if rel != srel {
+			target = path.Join(drel, strings.TrimPrefix(rel, srel+"/"))
+		}
+		switch {
+		case fi.IsDir():
+			return dst.Mkdir(target, fi.Mode().Perm()|0o700)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			link, err := src.Readlink(rel)
+			if err != nil {
+				return err
+			}
+			return dst.Symlink(link, target)
+		case fi.Mode().IsRegular():
+			in, err := src.Open(rel)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			o, err := dst.Create(target, fi.Mode().Perm())
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(o, in); err != nil {
+				o.Close()
+				return err
+			}
+			return o.Close()
+		}
+		return nil
+	})
 }
 
 // report prints the selection in a few lines.
@@ -307,18 +395,46 @@ func (r *RunMarks) FinishIterations(p iterate.Policy, keep string, log io.Writer
 	return its.Selection, nil
 }
 
-// writeInto replaces the file rel of ws with src, atomically.
+// writeInto replaces the file rel of ws with src, atomically: it writes
+// a new file under a random name beside rel (O_EXCL|O_NOFOLLOW) and renames
+// it over rel. Nothing on the way is followed: a symlink where a parent
+// directory should be is refused, one at rel is replaced.
 func writeInto(ws, rel string, src io.Reader, mode fs.FileMode) error {
-	clean := filepath.Clean(filepath.FromSlash(rel))
-	if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+	clean := path.Clean(filepath.ToSlash(rel))
+	if safefs.CheckPath(clean) != nil || clean == "." {
 		return fmt.Errorf("%q is not a path inside the workspace", rel)
 	}
-	target := filepath.Join(ws, clean)
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+	d, err := safefs.Open(ws)
+	if err != nil {
 		return err
 	}
-	return atomicfile.Write(target, mode, func(w io.Writer) error {
-		_, err := io.Copy(w, src)
+	defer d.Close()
+	if err := d.MkdirAll(path.Dir(clean), 0o755); err != nil {
 		return err
-	})
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	tmp := path.Join(path.Dir(clean), "."+path.Base(clean)+".partial-"+hex.EncodeToString(b[:]))
+	f, err := d.Create(tmp, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, src)
+	if err == nil {
+		err = f.Chmod(mode.Perm())
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = d.Rename(tmp, clean)
+	}
+	if err != nil {
+		d.Remove(tmp)
+		return err
+	}
+	return nil
 }

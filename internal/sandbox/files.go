@@ -11,63 +11,88 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // Export writes a capture for a bundle:
 //
 //	diffDir/changes.json  the changes ([WriteChanges])
 //	diffDir/files/...     created and modified files, symlinks and
-//	                      directories, with modes, owners and mtimes
+//	                      directories, with modes and mtimes
 //	preDir/files/...      pre-images of modified and deleted entries, from
 //	                      the lower view (the untouched workspace)
 //
 // Files of the mirror may be hard links to the upper layer, which must not
-// change afterwards (it is discarded). Both directories are created; they
-// should be empty. Preconditions as for [Capture].
+// change afterwards (it is discarded); a file whose setuid, setgid or file
+// capabilities were stripped ([Change.Stripped]) is copied instead, without
+// them. Both directories are created; they should be empty. Preconditions
+// as for [Capture].
 func Export(cfg Config, changes []Change, diffDir, preDir string) error {
-	if err := export(Upper(cfg), view(cfg.lowers()), changes, diffDir, preDir); err != nil {
+	if err := exportCfg(cfg, changes, diffDir, preDir); err != nil {
 		return fmt.Errorf("export the workspace changes: %w", err)
 	}
 	return nil
 }
 
-func export(upper string, lower view, changes []Change, diffDir, preDir string) error {
+func exportCfg(cfg Config, changes []Change, diffDir, preDir string) error {
+	upper, err := safefs.OpenOneMount(Upper(cfg))
+	if err != nil {
+		return err
+	}
+	defer upper.Close()
+	lower, err := openView(cfg.lowers())
+	if err != nil {
+		return err
+	}
+	defer lower.close()
+	return export(upper, lower, changes, diffDir, preDir)
+}
+
+func export(upper *safefs.Dir, lower view, changes []Change, diffDir, preDir string) error {
 	if err := Validate(changes); err != nil {
 		return err
 	}
-	files, pre := filepath.Join(diffDir, "files"), filepath.Join(preDir, "files")
-	for _, d := range []string{files, pre} {
+	var mirrors [2]*safefs.Dir
+	for i, d := range []string{filepath.Join(diffDir, "files"), filepath.Join(preDir, "files")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
+		m, err := safefs.OpenOneMount(d)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		mirrors[i] = m
 	}
+	files, pre := mirrors[0], mirrors[1]
 	var dirs dirMetas
 	for _, c := range changes {
-		rel := filepath.FromSlash(c.Path)
 		if a := c.after(); a != nil {
-			src := filepath.Join(upper, rel)
-			fi, err := os.Lstat(src)
+			fi, err := upper.Lstat(c.Path)
 			if err != nil || kindOf(fi) != a.Kind {
 				return fmt.Errorf("the upper layer no longer holds %s as captured", c.Path)
 			}
-			if err := copyInto(src, fi, filepath.Join(files, rel), true, &dirs); err != nil {
+			link := len(c.Stripped) == 0 && fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) == 0
+			m := metaOf(fi)
+			m.mode = a.Mode
+			if a.Kind == KindFile {
+				m.mode &^= fs.ModeSetuid | fs.ModeSetgid
+			}
+			if err := copyInto(upper, c.Path, fi, files, link, m, &dirs); err != nil {
 				return err
 			}
 		}
 		if b := c.before(); b != nil {
-			src, fi, err := lower.find(c.Path)
+			d, fi, err := lower.find(c.Path)
 			if err != nil {
 				return err
 			}
 			if fi == nil || kindOf(fi) != b.Kind {
 				return fmt.Errorf("the workspace changed during the run at %s: its pre-image is gone", c.Path)
 			}
-			if err := copyInto(src, fi, filepath.Join(pre, rel), false, &dirs); err != nil {
+			if err := copyInto(d, c.Path, fi, pre, false, metaOf(fi), &dirs); err != nil {
 				return err
 			}
 		}
@@ -78,102 +103,139 @@ func export(upper string, lower view, changes []Change, diffDir, preDir string) 
 	return WriteChanges(filepath.Join(diffDir, "changes.json"), changes)
 }
 
-// copyInto copies the entry src (lstat'ed as fi) to the new path dst,
-// creating dst's parents; a directory's metadata is queued in dirs.
-func copyInto(src string, fi fs.FileInfo, dst string, link bool, dirs *dirMetas) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+// meta is what is set on an entry dal puts somewhere: mode bits (not on a
+// symlink), times, and, with chown, the invoking user as its owner.
+type meta struct {
+	mode         fs.FileMode
+	atime, mtime time.Time
+	chown        bool
+}
+
+func metaOf(fi fs.FileInfo) meta {
+	m := meta{mode: fi.Mode() & modeBits, mtime: fi.ModTime(), atime: fi.ModTime()}
+	if st := safefs.Stat(fi); st != nil {
+		m.atime = time.Unix(st.Atim.Unix())
+	}
+	return m
+}
+
+// invoker is the owner of what Apply and Revert create in a workspace: the
+// real uid and gid of this process, the user who ran dal-exec (never the
+// owner the entry had in the capture layer, which is the agent's).
+// change is false when the process creates files as that user anyway.
+func invoker() (uid, gid int, change bool) {
+	uid, gid = os.Getuid(), os.Getgid()
+	return uid, gid, uid != os.Geteuid() || gid != os.Getegid()
+}
+
+// copyInto copies the entry rel of src (lstat'ed as fi) to the new path
+// rel of dst, creating dst's parents; a directory's metadata is queued in
+// dirs.
+func copyInto(src *safefs.Dir, rel string, fi fs.FileInfo, dst *safefs.Dir, link bool, m meta, dirs *dirMetas) error {
+	if err := dst.MkdirAll(path.Dir(rel), 0o755); err != nil {
 		return err
 	}
 	if fi.IsDir() {
-		if err := os.Mkdir(dst, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := dst.Mkdir(rel, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
-		*dirs = append(*dirs, dirMeta{dst, fi})
+		*dirs = append(*dirs, dirMeta{dst, rel, m})
 		return nil
 	}
-	_, err := copyEntry(src, fi, dst, link)
+	_, err := copyEntry(src, rel, fi, dst, rel, link, m)
 	return err
 }
 
-// copyEntry creates dst (which must not exist) as a copy of the file or
-// symlink src, lstat'ed as fi: content, mode, owner (when root) and mtime.
-// With link it first tries a hard link. It returns the content hash it
-// copied ("" when linked).
-func copyEntry(src string, fi fs.FileInfo, dst string, link bool) (string, error) {
+// copyEntry creates drel in dst (which must not exist) as a copy of the
+// file or symlink srel of src, lstat'ed as fi, with the metadata m. With
+// link it first tries a hard link (and m is not applied). It returns the
+// content hash it copied ("" when linked).
+func copyEntry(src *safefs.Dir, srel string, fi fs.FileInfo, dst *safefs.Dir, drel string, link bool, m meta) (string, error) {
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		t, err := os.Readlink(src)
+		t, err := src.Readlink(srel)
 		if err != nil {
 			return "", err
 		}
-		if err := os.Symlink(t, dst); err != nil {
+		if err := dst.Symlink(t, drel); err != nil {
 			return "", err
 		}
-		return hashBytes([]byte(t)), setMeta(dst, fi, false)
+		if m.chown {
+			uid, gid, _ := invoker()
+			if err := dst.Lchown(drel, uid, gid); err != nil {
+				return "", err
+			}
+		}
+		return hashBytes([]byte(t)), dst.Lutimes(drel, m.atime, m.mtime)
 	}
-	if link && os.Link(src, dst) == nil {
+	if link && src.Link(srel, dst, drel) == nil {
 		return "", nil
 	}
-	in, err := os.Open(src)
+	in, err := src.Open(srel)
 	if err != nil {
 		return "", err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	out, err := dst.Create(drel, 0o600)
 	if err != nil {
 		return "", err
 	}
+	h, err := fill(out, in, m)
+	if err != nil {
+		dst.Remove(drel)
+		return "", err
+	}
+	return h, nil
+}
+
+// fill copies in to the new or truncated file out, sets m on it, closes
+// it, and returns the hash of what it wrote.
+func fill(out, in *os.File, m meta) (string, error) {
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), in)
+	_, err := io.Copy(io.MultiWriter(out, h), in)
+	if err == nil && m.chown {
+		// Before the mode: chown clears setuid and setgid.
+		uid, gid, _ := invoker()
+		err = out.Chown(uid, gid)
+	}
+	if err == nil {
+		err = out.Chmod(m.mode)
+	}
+	if err == nil {
+		err = safefs.SetTimes(out, m.atime, m.mtime)
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(dst)
 		return "", err
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), setMeta(dst, fi, true)
-}
-
-// setMeta gives p fi's owner (when root), mode bits (not for symlinks) and
-// times.
-func setMeta(p string, fi fs.FileInfo, chmod bool) error {
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if st != nil && os.Geteuid() == 0 {
-		if err := os.Lchown(p, int(st.Uid), int(st.Gid)); err != nil && !errors.Is(err, fs.ErrPermission) {
-			return err
-		}
-	}
-	if chmod {
-		if err := unix.Chmod(p, unixMode(fi.Mode())); err != nil {
-			return &os.PathError{Op: "chmod", Path: p, Err: err}
-		}
-	}
-	mt := fi.ModTime()
-	at := mt
-	if st != nil {
-		at = time.Unix(st.Atim.Unix())
-	}
-	ts := []unix.Timespec{unix.NsecToTimespec(at.UnixNano()), unix.NsecToTimespec(mt.UnixNano())}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return &os.PathError{Op: "utimes", Path: p, Err: err}
-	}
-	return nil
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // dirMeta is a directory whose metadata is set once its content is in.
 type dirMeta struct {
-	path string
-	fi   fs.FileInfo
+	d   *safefs.Dir
+	rel string
+	m   meta
 }
 
 type dirMetas []dirMeta
 
 // apply sets the queued metadata, deepest first (a directory's mtime
 // changes with its content, and a read-only one cannot receive it).
-func (d dirMetas) apply() error {
-	sort.SliceStable(d, func(i, j int) bool { return d[i].path > d[j].path })
-	for _, m := range d {
-		if err := setMeta(m.path, m.fi, true); err != nil {
+func (ds dirMetas) apply() error {
+	sort.SliceStable(ds, func(i, j int) bool { return ds[i].rel > ds[j].rel })
+	for _, x := range ds {
+		if x.m.chown {
+			uid, gid, _ := invoker()
+			if err := x.d.Lchown(x.rel, uid, gid); err != nil {
+				return err
+			}
+		}
+		if err := x.d.Chmod(x.rel, x.m.mode); err != nil {
+			return err
+		}
+		if err := x.d.Lutimes(x.rel, x.m.atime, x.m.mtime); err != nil {
 			return err
 		}
 	}
@@ -181,13 +243,12 @@ func (d dirMetas) apply() error {
 }
 
 // Apply applies a capture exported to diffDir to workspace, as an ordinary
-// run would have left it. It refuses, changing nothing, when the workspace
-// is not at the run's pre-run state on every changed path ([AtPre]).
+// run would have left it, except that no file gets setuid, setgid or file
+// capabilities, and what Apply creates belongs to the user who runs it. It
+// refuses, changing nothing, when the workspace is not at the run's
+// pre-run state on every changed path ([AtPre]).
 func Apply(workspace, diffDir string, changes []Change) error {
-	if err := AtPre(workspace, changes); err != nil {
-		return fmt.Errorf("apply the run's changes to %s: %w", workspace, err)
-	}
-	if err := replace(workspace, filepath.Join(diffDir, "files"), changes, OpDeleted, Change.after); err != nil {
+	if err := applyTo(workspace, filepath.Join(diffDir, "files"), changes, true); err != nil {
 		return fmt.Errorf("apply the run's changes to %s: %w", workspace, err)
 	}
 	return nil
@@ -197,30 +258,47 @@ func Apply(workspace, diffDir string, changes []Change) error {
 // pre-images in preDir. It refuses, changing nothing, when the workspace is
 // not exactly at the run's post-run state on every changed path ([AtPost]).
 func Revert(workspace, preDir string, changes []Change) error {
-	if err := AtPost(workspace, changes); err != nil {
-		return fmt.Errorf("revert %s: %w", workspace, err)
-	}
-	if err := replace(workspace, filepath.Join(preDir, "files"), changes, OpCreated, Change.before); err != nil {
+	if err := applyTo(workspace, filepath.Join(preDir, "files"), changes, false); err != nil {
 		return fmt.Errorf("revert %s: %w", workspace, err)
 	}
 	return nil
 }
 
+// applyTo checks the workspace's state and moves it to the other one:
+// forward (Apply) from the mirror of the run's results, or back (Revert)
+// from the mirror of pre-images.
+func applyTo(workspace, mirror string, changes []Change, forward bool) error {
+	ws, err := safefs.Open(workspace)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	check, gone, want := atPost, OpCreated, Change.before
+	if forward {
+		check, gone, want = atPre, OpDeleted, Change.applied
+	}
+	if err := check(ws, changes); err != nil {
+		return err
+	}
+	src, err := safefs.OpenOneMount(mirror)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	return replace(ws, src, changes, gone, want)
+}
+
 // replace removes the entries of changes with operation gone (deepest
 // first), then puts want(change) from the mirror src at every other path
-// (parents first), then sets directory metadata.
-func replace(ws, src string, changes []Change, gone string, want func(Change) *Entry) error {
-	safe := safeDirs{root: ws, ok: map[string]bool{}}
+// (parents first), then sets directory metadata. The state was checked
+// ([atState]): every parent on the way is a real directory.
+func replace(ws, src *safefs.Dir, changes []Change, gone string, want func(Change) *Entry) error {
 	for i := len(changes) - 1; i >= 0; i-- {
 		c := changes[i]
 		if c.Op != gone {
 			continue
 		}
-		if err := safe.check(c.Path); err != nil {
-			return err
-		}
-		p := filepath.Join(ws, filepath.FromSlash(c.Path))
-		if err := os.Remove(p); err != nil && !isAbsent(err) {
+		if err := ws.Remove(c.Path); err != nil && !isAbsent(err) {
 			return err
 		}
 	}
@@ -230,47 +308,53 @@ func replace(ws, src string, changes []Change, gone string, want func(Change) *E
 		if w == nil {
 			continue
 		}
-		if err := safe.check(c.Path); err != nil {
-			return err
-		}
-		if err := place(ws, c.Path, filepath.Join(src, filepath.FromSlash(c.Path)), *w, &dirs); err != nil {
+		if err := place(ws, src, c.Path, *w, &dirs); err != nil {
 			return err
 		}
 	}
 	return dirs.apply()
 }
 
-// place puts the entry w, whose copy is at src, at root/rel, replacing
-// what is there (an empty directory, or a non-directory).
-func place(root, rel, src string, w Entry, dirs *dirMetas) error {
-	dst := filepath.Join(root, filepath.FromSlash(rel))
-	fi, err := os.Lstat(src)
+// place puts the entry w, whose copy is rel in src, at rel in ws,
+// replacing what is there (an empty directory, or a non-directory). Its
+// mode is w's; its times are the copy's.
+func place(ws, src *safefs.Dir, rel string, w Entry, dirs *dirMetas) error {
+	fi, err := src.Lstat(rel)
 	if err != nil || kindOf(fi) != w.Kind {
-		return fmt.Errorf("the copy of %s is missing from %s", rel, filepath.Dir(strings.TrimSuffix(src, filepath.FromSlash(rel))))
+		return fmt.Errorf("the copy of %s is missing from %s", rel, src.Name())
 	}
-	cur, err := os.Lstat(dst)
+	m := metaOf(fi)
+	m.mode, m.chown = w.Mode, true
+	cur, err := ws.Lstat(rel)
 	if err != nil && !isAbsent(err) {
 		return err
 	}
+	if err != nil {
+		cur = nil
+	}
 	if w.Kind == KindDir {
 		if cur != nil && !cur.IsDir() {
-			if err := os.Remove(dst); err != nil {
+			if err := ws.Remove(rel); err != nil {
 				return err
 			}
 			cur = nil
 		}
+		m.chown = cur == nil
 		if cur == nil {
-			if err := os.Mkdir(dst, 0o700); err != nil {
+			if err := ws.Mkdir(rel, 0o700); err != nil {
 				return err
 			}
 		}
-		*dirs = append(*dirs, dirMeta{dst, fi})
+		*dirs = append(*dirs, dirMeta{ws, rel, m})
 		return nil
 	}
-	if w.Kind == KindFile && cur != nil && cur.Mode().IsRegular() {
-		// Rewrite in place: the file keeps its inode, as when a program
-		// edits it, and ext4 rewrites far faster than it creates.
-		h, err := rewrite(src, fi, dst)
+	if w.Kind == KindFile && cur != nil && cur.Mode().IsRegular() && nlink(cur) == 1 {
+		// Rewrite in place: the file keeps its inode and owner, as when
+		// a program edits it, and ext4 rewrites far faster than it
+		// creates. A file with other hard links is replaced instead, so
+		// they keep their content.
+		m.chown = false
+		h, err := rewrite(src, ws, rel, m)
 		if err != nil {
 			return err
 		}
@@ -280,11 +364,11 @@ func place(root, rel, src string, w Entry, dirs *dirMetas) error {
 		return nil
 	}
 	if cur != nil {
-		if err := os.Remove(dst); err != nil {
+		if err := ws.Remove(rel); err != nil {
 			return err
 		}
 	}
-	h, err := copyEntry(src, fi, dst, false)
+	h, err := copyEntry(src, rel, fi, ws, rel, false, m)
 	if err != nil {
 		return err
 	}
@@ -294,49 +378,26 @@ func place(root, rel, src string, w Entry, dirs *dirMetas) error {
 	return nil
 }
 
+func nlink(fi fs.FileInfo) uint64 {
+	if st := safefs.Stat(fi); st != nil {
+		return uint64(st.Nlink)
+	}
+	return 0
+}
+
 // rewrite replaces the content and metadata of the existing regular file
-// dst with those of src, lstat'ed as fi, and returns the hash it wrote.
-func rewrite(src string, fi fs.FileInfo, dst string) (string, error) {
-	in, err := os.Open(src)
+// rel of ws with those of rel in src, and returns the hash it wrote.
+func rewrite(src, ws *safefs.Dir, rel string, m meta) (string, error) {
+	in, err := src.Open(rel)
 	if err != nil {
 		return "", err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_TRUNC, 0)
+	out, err := ws.OpenFile(rel, os.O_WRONLY|os.O_TRUNC)
 	if err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", err
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), setMeta(dst, fi, true)
-}
-
-// safeDirs makes sure the parents of a changed path are real directories
-// inside root, so a crafted change list cannot write through a symlink.
-type safeDirs struct {
-	root string
-	ok   map[string]bool
-}
-
-func (s *safeDirs) check(rel string) error {
-	dir := path.Dir(rel)
-	for dir != "." && !s.ok[dir] {
-		fi, err := os.Lstat(filepath.Join(s.root, filepath.FromSlash(dir)))
-		if err == nil && !fi.IsDir() {
-			return fmt.Errorf("%s: a parent of %s is not a directory", dir, rel)
-		}
-		if err == nil {
-			s.ok[dir] = true
-		}
-		dir = path.Dir(dir)
-	}
-	return nil
+	return fill(out, in, m)
 }
 
 // Restore prepares the pre-run state of workspace for a replay without
@@ -351,17 +412,27 @@ func Restore(workspace, preDir string, changes []Change, layer string) (string, 
 	if err := os.MkdirAll(layer, 0o700); err != nil {
 		return "", fmt.Errorf("create the replay layer: %w", err)
 	}
-	rfi, err := os.Lstat(workspace)
+	ld, err := safefs.OpenOneMount(layer)
+	if err != nil {
+		return "", fmt.Errorf("create the replay layer: %w", err)
+	}
+	defer ld.Close()
+	ws, err := safefs.Open(workspace)
+	if err != nil {
+		return "", fmt.Errorf("the workspace %s is not readable: %w", workspace, err)
+	}
+	defer ws.Close()
+	rfi, err := ws.Lstat(".")
 	if err != nil {
 		return "", fmt.Errorf("the workspace %s is not readable: %w", workspace, err)
 	}
 	// The top layer's root gives the overlay root its attributes.
-	root := dirMetas{{layer, rfi}}
-	preErr := AtPre(workspace, changes)
+	root := dirMetas{{ld, ".", metaOf(rfi)}}
+	preErr := atPre(ws, changes)
 	if preErr == nil {
 		return "pre-run", root.apply()
 	}
-	postErr := AtPost(workspace, changes)
+	postErr := atPost(ws, changes)
 	if postErr != nil {
 		var pe, qe *StateError
 		if errors.As(preErr, &pe) && errors.As(postErr, &qe) {
@@ -370,13 +441,18 @@ func Restore(workspace, preDir string, changes []Change, layer string) (string, 
 		}
 		return "", postErr
 	}
-	if err := buildLayer(workspace, filepath.Join(preDir, "files"), changes, layer); err != nil {
+	pre, err := safefs.OpenOneMount(filepath.Join(preDir, "files"))
+	if err != nil {
+		return "", fmt.Errorf("build the replay layer: %w", err)
+	}
+	defer pre.Close()
+	if err := buildLayer(ws, pre, changes, ld); err != nil {
 		return "", fmt.Errorf("build the replay layer: %w", err)
 	}
 	return "post-run", root.apply()
 }
 
-func buildLayer(ws, pre string, changes []Change, layer string) error {
+func buildLayer(ws, pre *safefs.Dir, changes []Change, layer *safefs.Dir) error {
 	byPath := make(map[string]Change, len(changes))
 	for _, c := range changes {
 		byPath[c.Path] = c
@@ -399,14 +475,14 @@ func buildLayer(ws, pre string, changes []Change, layer string) error {
 		}
 		for i := len(todo) - 1; i >= 0; i-- {
 			d := todo[i]
-			fi, err := os.Lstat(filepath.Join(ws, filepath.FromSlash(d)))
+			fi, err := ws.Lstat(d)
 			if err != nil || !fi.IsDir() {
 				return fmt.Errorf("the workspace has no directory %s", d)
 			}
-			if err := os.Mkdir(filepath.Join(layer, filepath.FromSlash(d)), 0o700); err != nil {
+			if err := layer.Mkdir(d, 0o700); err != nil {
 				return err
 			}
-			dirs = append(dirs, dirMeta{filepath.Join(layer, filepath.FromSlash(d)), fi})
+			dirs = append(dirs, dirMeta{layer, d, metaOf(fi)})
 			made[d] = true
 		}
 		return nil
@@ -418,51 +494,42 @@ func buildLayer(ws, pre string, changes []Change, layer string) error {
 		if err := parents(c.Path); err != nil {
 			return err
 		}
-		dst := filepath.Join(layer, filepath.FromSlash(c.Path))
 		b := c.before()
 		if b == nil {
-			if err := unix.Mknod(dst, unix.S_IFCHR, 0); err != nil {
-				return &os.PathError{Op: "mknod whiteout", Path: dst, Err: err}
+			if err := layer.Mknod(c.Path, whiteoutMode, 0); err != nil {
+				return fmt.Errorf("make the whiteout of %s: %w", c.Path, err)
 			}
 			continue
 		}
-		src := filepath.Join(pre, filepath.FromSlash(c.Path))
-		fi, err := os.Lstat(src)
+		fi, err := pre.Lstat(c.Path)
 		if err != nil || kindOf(fi) != b.Kind {
 			return fmt.Errorf("the pre-image of %s is missing", c.Path)
 		}
+		// Modes come from the change list, not from the pre-image on
+		// disk: an extracted archive does not keep them.
+		m := metaOf(fi)
+		m.mode = b.Mode
 		if b.Kind == KindDir {
-			if err := os.Mkdir(dst, 0o700); err != nil {
+			if err := layer.Mkdir(c.Path, 0o700); err != nil {
 				return err
 			}
-			dirs = append(dirs, dirMeta{dst, fi})
+			dirs = append(dirs, dirMeta{layer, c.Path, m})
 			made[c.Path] = true
 			if c.Op == OpModified && c.Kind != KindDir {
-				if err := unix.Setxattr(dst, "trusted.overlay.opaque", []byte("y"), 0); err != nil {
-					return &os.PathError{Op: "mark opaque", Path: dst, Err: err}
+				if err := layer.Setxattr(c.Path, "trusted.overlay.opaque", []byte("y")); err != nil {
+					return fmt.Errorf("mark %s opaque: %w", c.Path, err)
 				}
 			}
 			continue
 		}
-		// A copy, not a link: the recorded mode is set below, and the
-		// bundle's own files must not change.
-		if _, err := copyEntry(src, fi, dst, false); err != nil {
+		// A copy, not a link: the bundle's own files must not change.
+		h, err := copyEntry(pre, c.Path, fi, layer, c.Path, false, m)
+		if err != nil {
 			return err
 		}
-	}
-	if err := dirs.apply(); err != nil {
-		return err
-	}
-	// Modes come from the change list, not from the pre-image on disk: an
-	// extracted archive does not keep them.
-	for _, c := range changes {
-		b := c.before()
-		if b == nil || b.Kind == KindSymlink || hidden(c.Path) {
-			continue
-		}
-		if err := os.Chmod(filepath.Join(layer, filepath.FromSlash(c.Path)), b.Mode); err != nil {
-			return err
+		if h != b.Hash {
+			return fmt.Errorf("the pre-image of %s does not match its recorded hash", c.Path)
 		}
 	}
-	return nil
+	return dirs.apply()
 }

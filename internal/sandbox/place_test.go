@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,4 +79,77 @@ func TestPlaceRefuses(t *testing.T) {
 			t.Errorf("Place(%q) was accepted", rel)
 		}
 	}
+}
+
+// TestPlacePlantedLinks: the agent plants symlinks to host paths where
+// Place will write (its temporary name, the target, a parent directory);
+// Place writes the workspace's capture layer only, and nothing on the host
+// changes (issue 12, attack 1).
+func TestPlacePlantedLinks(t *testing.T) {
+	t.Parallel()
+	host := t.TempDir()
+	hostFile := filepath.Join(host, "authorized_keys")
+	if err := os.WriteFile(hostFile, []byte("host\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hostDir := filepath.Join(host, "dir")
+	if err := os.Mkdir(hostDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := newConfig(t, map[string]string{"report.md": "v0\n", "notes.md": "n\n", "sub/x": "x"})
+	script := `set -e
+ln -s ` + hostFile + ` report.md.dal-place
+ln -s ` + hostFile + ` notes.md.dal-place
+rm notes.md && ln -s ` + hostFile + ` notes.md
+ln -s ` + hostDir + ` out
+rm -r sub && ln -s ` + hostDir + ` sub
+`
+	if r := run(t, cfg, script); r.code != 0 {
+		t.Fatalf("agent failed: exit %d, %s", r.code, r.stderr)
+	}
+	before := snapshotTree(t, host)
+	for _, rel := range []string{"report.md", "notes.md", "out/report.md", "sub/x"} {
+		if err := Place(cfg, rel, strings.NewReader("placed "+rel+"\n"), 0o644); err != nil {
+			t.Errorf("Place %s: %v", rel, err)
+		}
+	}
+	if after := snapshotTree(t, host); after != before {
+		t.Errorf("Place changed the host:\nbefore %s\nafter  %s", before, after)
+	}
+	for _, rel := range []string{"report.md", "notes.md", "out/report.md", "sub/x"} {
+		b, err := os.ReadFile(filepath.Join(Upper(cfg), rel))
+		if err != nil || string(b) != "placed "+rel+"\n" {
+			t.Errorf("%s in the capture layer: %q, %v", rel, b, err)
+		}
+	}
+	if l, err := os.Readlink(filepath.Join(Upper(cfg), "report.md.dal-place")); err != nil || l != hostFile {
+		t.Errorf("the agent's own report.md.dal-place is %q, %v; want it left as the agent made it", l, err)
+	}
+}
+
+// snapshotTree describes every entry under dir (kind, mode, size,
+// content, mtime) in one string.
+func snapshotTree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %v %d %d", p, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		if fi.Mode().IsRegular() {
+			c, _ := os.ReadFile(p)
+			fmt.Fprintf(&b, " %q", c)
+		}
+		b.WriteString("; ")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dal-runtime/dal/internal/atomicfile"
 	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/dal-runtime/dal/internal/atomicfile"
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // StateError says that a workspace is not at the state an operation needs,
@@ -28,22 +29,44 @@ func (e *StateError) Error() string {
 // AtPre checks that workspace is at the run's pre-run state on every path
 // of changes, and names the first that is not.
 func AtPre(workspace string, changes []Change) error {
-	return atState(workspace, changes, "pre-run", Change.before, nil)
+	ws, err := safefs.Open(workspace)
+	if err != nil {
+		return fmt.Errorf("check the workspace: %w", err)
+	}
+	defer ws.Close()
+	return atPre(ws, changes)
 }
 
 // AtPost checks that workspace is at the run's post-run state on every path
 // of changes (and that directories the run created hold nothing else), and
 // names the first that is not.
 func AtPost(workspace string, changes []Change) error {
-	return atState(workspace, changes, "post-run", Change.after, func(c Change) bool {
+	ws, err := safefs.Open(workspace)
+	if err != nil {
+		return fmt.Errorf("check the workspace: %w", err)
+	}
+	defer ws.Close()
+	return atPost(ws, changes)
+}
+
+func atPre(ws *safefs.Dir, changes []Change) error {
+	return atState(ws, changes, "pre-run", Change.before, nil)
+}
+
+// atPost compares with the state Apply leaves (Change.applied): the same
+// as after the run but for setuid and setgid, which Apply never sets.
+func atPost(ws *safefs.Dir, changes []Change) error {
+	return atState(ws, changes, "post-run", Change.applied, func(c Change) bool {
 		return c.Kind == KindDir && (c.Op == OpCreated || c.Op == OpModified && c.Pre != nil && c.Pre.Kind != KindDir)
 	})
 }
 
 // atState compares each changed path with want(change); for the changes
 // where whole is true it also lists the directory and requires each entry
-// to be a change.
-func atState(ws string, changes []Change, state string, want func(Change) *Entry, whole func(Change) bool) error {
+// to be a change. Every parent of a changed path that is not itself a
+// change must be a directory (not a symlink to one): the run did not
+// change it, and Apply and Revert write below it.
+func atState(ws *safefs.Dir, changes []Change, state string, want func(Change) *Entry, whole func(Change) bool) error {
 	if err := Validate(changes); err != nil {
 		return err
 	}
@@ -51,14 +74,34 @@ func atState(ws string, changes []Change, state string, want func(Change) *Entry
 	for _, c := range changes {
 		listed[c.Path] = true
 	}
+	dirOK := map[string]bool{}
+	for _, c := range changes {
+		for d := path.Dir(c.Path); d != "." && !listed[d] && !dirOK[d]; d = path.Dir(d) {
+			fi, err := ws.Lstat(d)
+			switch {
+			case err != nil && (isAbsent(err) || errors.Is(err, safefs.ErrSymlink)):
+				// The first parent that is not a directory says why.
+				continue
+			case err != nil:
+				return fmt.Errorf("check %s: %w", ws.Join(d), err)
+			case !fi.IsDir():
+				return &StateError{Path: d, State: state, Why: fmt.Sprintf("it is a %s, expected the directory it was during the run", describeKind(kindOf(fi)))}
+			}
+			dirOK[d] = true
+		}
+	}
 	for _, c := range changes {
 		w := want(c)
-		p := filepath.Join(ws, filepath.FromSlash(c.Path))
-		fi, err := os.Lstat(p)
-		if err != nil && !isAbsent(err) {
-			return fmt.Errorf("check %s: %w", p, err)
-		}
 		bad := func(why string) error { return &StateError{Path: c.Path, State: state, Why: why} }
+		fi, err := ws.Lstat(c.Path)
+		switch {
+		case errors.Is(err, safefs.ErrSymlink):
+			return bad("a parent of it is a symlink")
+		case err != nil && !isAbsent(err):
+			return fmt.Errorf("check %s: %w", ws.Join(c.Path), err)
+		case err != nil:
+			fi = nil
+		}
 		switch {
 		case w == nil && fi == nil:
 			continue
@@ -78,21 +121,21 @@ func atState(ws string, changes []Change, state string, want func(Change) *Entry
 			return bad("its content changed")
 		}
 		if w.Kind != KindDir {
-			e, err := entryOf(p, fi)
+			e, err := entryOf(ws, c.Path, fi)
 			if err != nil {
-				return fmt.Errorf("check %s: %w", p, err)
+				return fmt.Errorf("check %s: %w", ws.Join(c.Path), err)
 			}
 			if e.Hash != w.Hash {
 				return bad("its content changed")
 			}
 		}
 		if whole != nil && whole(c) {
-			ents, err := os.ReadDir(p)
+			names, err := ws.ReadDirNames(c.Path)
 			if err != nil {
-				return fmt.Errorf("check %s: %w", p, err)
+				return fmt.Errorf("check %s: %w", ws.Join(c.Path), err)
 			}
-			for _, e := range ents {
-				if r := path.Join(c.Path, e.Name()); !listed[r] {
+			for _, n := range names {
+				if r := path.Join(c.Path, n); !listed[r] {
 					return &StateError{Path: r, State: state, Why: "it was added since"}
 				}
 			}
@@ -147,6 +190,9 @@ func Validate(changes []Change) error {
 			return bad("the path is listed twice")
 		}
 		seen[p] = true
+		if c.RenamedFrom != "" && safefs.CheckPath(c.RenamedFrom) != nil {
+			return bad("renamed_from is not a clean relative path")
+		}
 		switch c.Op {
 		case OpCreated, OpDeleted:
 			if c.Pre != nil {
@@ -164,6 +210,37 @@ func Validate(changes []Change) error {
 		}
 		if err := entryOK(c.Entry()); err != nil {
 			return bad(err.Error())
+		}
+	}
+	return validateTree(changes)
+}
+
+// validateTree checks that each state the list describes is a tree: no
+// entry of the pre-run (or post-run) state lies below a path that is a
+// file or a symlink in that same state. A list that asks for one would
+// have Revert or Apply write through the symlink it just made.
+func validateTree(changes []Change) error {
+	byPath := make(map[string]*Change, len(changes))
+	for i := range changes {
+		byPath[changes[i].Path] = &changes[i]
+	}
+	for _, st := range []struct {
+		name string
+		at   func(Change) *Entry
+	}{{"pre-run", Change.before}, {"post-run", Change.after}} {
+		for _, c := range changes {
+			if st.at(c) == nil {
+				continue
+			}
+			for d := path.Dir(c.Path); d != "."; d = path.Dir(d) {
+				p, ok := byPath[d]
+				if !ok {
+					continue
+				}
+				if e := st.at(*p); e != nil && e.Kind != KindDir {
+					return fmt.Errorf("change %q is invalid: in the %s state it lies below %s, which is a %s then", c.Path, st.name, d, e.Kind)
+				}
+			}
 		}
 	}
 	return nil

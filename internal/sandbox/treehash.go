@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
+	"io/fs"
 	"path"
 	"runtime"
 	"sync"
+
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // TreeHash hashes the tree under dir: every file, directory and symlink
@@ -22,7 +24,12 @@ func TreeHash(dir string) (string, error) {
 // first), e.g. (Upper(cfg), cfg.Workspace) for the run's post-run state
 // before it is applied. TreeHashLayers(d) == TreeHash(d).
 func TreeHashLayers(layers ...string) (string, error) {
-	h, err := treeHash(view(layers))
+	v, err := openView(layers)
+	if err != nil {
+		return "", fmt.Errorf("hash the tree %s: %w", layers[0], err)
+	}
+	defer v.close()
+	h, err := treeHash(v)
 	if err != nil {
 		return "", fmt.Errorf("hash the tree %s: %w", layers[0], err)
 	}
@@ -30,31 +37,32 @@ func TreeHashLayers(layers ...string) (string, error) {
 }
 
 type hashed struct {
-	rel  string
-	real string
-	e    Entry
-	done chan struct{}
-	err  error
+	rel   string
+	layer *safefs.Dir
+	fi    fs.FileInfo
+	e     Entry
+	done  chan struct{}
+	err   error
 }
 
 func treeHash(v view) (string, error) {
 	var items []*hashed
 	var walk func(rel string) error
 	walk = func(rel string) error {
-		names, err := v.list(rel)
+		ents, err := v.list(rel)
 		if err != nil {
 			return err
 		}
-		for _, n := range names {
-			r := path.Join(rel, n)
-			p, fi, err := v.find(r)
+		for _, n := range ents {
+			r := path.Join(rel, n.name)
+			layer, fi, err := v.entry(r, n)
 			if err != nil {
 				return err
 			}
 			if fi == nil || kindOf(fi) == "" {
 				continue
 			}
-			it := &hashed{rel: r, real: p, e: Entry{Kind: kindOf(fi), Mode: fi.Mode() & modeBits, Size: fi.Size()}}
+			it := &hashed{rel: r, layer: layer, fi: fi, e: Entry{Kind: kindOf(fi), Mode: fi.Mode() & modeBits, Size: fi.Size()}}
 			items = append(items, it)
 			if it.e.Kind == KindDir {
 				if err := walk(r); err != nil {
@@ -77,11 +85,7 @@ func treeHash(v view) (string, error) {
 			defer wg.Done()
 			for it := range work {
 				if it.e.Kind != KindDir {
-					fi, err := os.Lstat(it.real)
-					if err == nil {
-						it.e, err = entryOf(it.real, fi)
-					}
-					it.err = err
+					it.e, it.err = entryOf(it.layer, it.rel, it.fi)
 				}
 				close(it.done)
 			}
