@@ -67,6 +67,9 @@ func runInit(arg string) int {
 	if err := mountAll(&sp); err != nil {
 		return fail(err)
 	}
+	if err := unix.Sethostname([]byte(hostname)); err != nil {
+		return fail(fmt.Errorf("sandbox: set the host name: %v", err))
+	}
 	if sp.Network {
 		if err := loopbackUp(); err != nil {
 			return fail(err)
@@ -104,15 +107,28 @@ func runInit(arg string) int {
 	}
 	gate.Close()
 
-	fg := foreground()
+	// The agent leads a session of its own: the caller's terminal is not
+	// its controlling terminal, and when the caller has one, the agent
+	// gets a pty of the sandbox instead (see terminal).
+	term, err := openTerminal()
+	if err != nil {
+		return fail(err)
+	}
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if term != nil {
+		attr.Setctty, attr.Ctty = true, term.ctty()
+	}
 	pid, err := syscall.ForkExec(path, sp.Argv, &syscall.ProcAttr{
 		Dir:   sp.Dir,
 		Env:   os.Environ(),
-		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Foreground: fg, Ctty: 0},
+		Files: term.files(),
+		Sys:   attr,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("start %s in the sandbox: %v", sp.Argv[0], err))
+	}
+	if term != nil {
+		term.start()
 	}
 	status.Close()
 
@@ -124,10 +140,16 @@ func runInit(arg string) int {
 		}
 	}()
 	code := reap(pid)
-	if fg {
-		// Give the terminal back to our group (dal-exec's).
-		signal.Ignore(unix.SIGTTOU)
-		unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, unix.Getpgrp())
+	if term != nil {
+		// What the agent left running holds the pty: end it now, as
+		// leaving PID 1 would, so its output drains and ends.
+		unix.Kill(-1, unix.SIGKILL)
+		for {
+			if _, err := unix.Wait4(-1, nil, 0, nil); err != nil && err != unix.EINTR {
+				break
+			}
+		}
+		term.finish()
 	}
 	return code
 }
@@ -152,13 +174,6 @@ func reap(agent int) int {
 		}
 		return ws.ExitStatus()
 	}
-}
-
-// foreground reports whether the init holds the terminal on stdin in the
-// foreground, in which case the agent takes it over.
-func foreground() bool {
-	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
-	return err == nil && pg == unix.Getpgrp()
 }
 
 // lookPath finds name in the agent's PATH, inside the sandbox.

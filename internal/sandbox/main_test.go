@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("DAL_SANDBOX_TEST_PARENT") != "" {
 		os.Exit(fakeDalExec())
 	}
+	if name := os.Getenv(agentEnv); name != "" {
+		os.Exit(runTestAgent(name, os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }
 
@@ -126,8 +129,11 @@ func hashOf(t testing.TB, dir string) string {
 func TestConfinement(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t, map[string]string{"in.txt": "x"})
-	shared := t.TempDir() // stands for the dald socket's directory, under the real /tmp
-	cfg.Binds = []string{shared}
+	shared := t.TempDir() // a writable bind, under the real /tmp
+	cfg.WritableBinds = []string{shared}
+	shown := t.TempDir() // a bind, read-only
+	writeTree(t, shown, map[string]string{"code.py": "print(1)\n"})
+	cfg.Binds = []string{shown}
 	cfg.Quiet = []string{"/usr/share"}
 	tmpName := fmt.Sprintf("dal-sandbox-test-%d", time.Now().UnixNano())
 	script := `
@@ -141,19 +147,26 @@ echo x > /tmp/` + tmpName + ` && echo "tmp ok"
 echo x > /dev/null && echo "devnull ok"
 head -c 4 /dev/urandom | wc -c
 echo hello > "$SHARED/from-agent" && echo "bind ok"
+echo 'import os' >> "$SHOWN/code.py" 2>/dev/null || echo "read-only bind denied"
+set -- $(cat /proc/$$/stat)
+[ "$6" = "$$" ] && echo "own session"
+[ "$7" = 0 ] && echo "no terminal"
+(: < /dev/tty) 2>/dev/null || echo "no /dev/tty"
+echo "hostname $(uname -n)"
 echo y > in.txt && echo "workspace ok"
 echo "parent $PPID"
 echo "procs $(ls /proc | grep -c '^[0-9]')"
 grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status
 echo x > /proc/sys/kernel/domainname 2>/dev/null || echo "sysctl denied"
 `
-	r := run(t, cfg, script, "SHARED="+shared)
+	r := run(t, cfg, script, "SHARED="+shared, "SHOWN="+shown)
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	want := []string{
 		"/etc/dal-test denied", "/root/dal-test denied", "/usr/dal-test denied",
 		"quiet denied", "mkdir read-only", "rm read-only", "tmp ok", "devnull ok", "4", "bind ok", "workspace ok",
+		"read-only bind denied", "own session", "no terminal", "no /dev/tty", "hostname " + hostname,
 		"parent 1",
 		"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
 		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1",
@@ -198,7 +211,10 @@ echo x > /proc/sys/kernel/domainname 2>/dev/null || echo "sysctl denied"
 	for _, d := range denied {
 		got[d.Path] = d.Op
 	}
-	for _, p := range []string{"/etc/dal-test", "/root/dal-test", "/usr/dal-test", "/usr/dal-test-dir", "/etc/hostname", "/proc/sys/kernel/domainname"} {
+	if b, _ := os.ReadFile(filepath.Join(shown, "code.py")); string(b) != "print(1)\n" {
+		t.Errorf("the agent changed a read-only bind: code.py = %q", b)
+	}
+	for _, p := range []string{"/etc/dal-test", "/root/dal-test", "/usr/dal-test", "/usr/dal-test-dir", "/etc/hostname", "/proc/sys/kernel/domainname", filepath.Join(shown, "code.py")} {
 		if got[p] == "" {
 			t.Errorf("denied writes miss %s: %v", p, denied)
 		}

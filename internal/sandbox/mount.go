@@ -19,9 +19,11 @@ type attach struct {
 }
 
 // mountAll builds the sandbox's mount tree in the init's fresh mount
-// namespace. Order matters: the overlay and the binds are made as detached
-// mounts while the real tree is still writable and visible (before /tmp is
-// covered), then / becomes read-only, then the writable mounts go on top.
+// namespace. Order matters: the overlay, the binds and the device nodes
+// are made as detached mounts while the real tree is still writable and
+// visible (before /tmp and /dev are covered), then / becomes read-only and
+// nodev, then the sandbox's own /tmp, /dev and /proc and the detached
+// mounts go on top.
 func mountAll(sp *spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("sandbox: make the mounts private: %v", err)
@@ -32,44 +34,53 @@ func mountAll(sp *spec) error {
 	}
 	atts := []attach{{fd: ovl, target: sp.Workspace}}
 	for _, b := range sp.Binds {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, b, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		a, err := bind(b, b, true, true)
 		if err != nil {
 			return fmt.Errorf("the bind path %s cannot be bound into the sandbox: %v", b, err)
 		}
-		fi, err := os.Stat(b)
+		atts = append(atts, a)
+	}
+	for _, b := range sp.WritableBinds {
+		a, err := bind(b, b, false, true)
 		if err != nil {
-			return fmt.Errorf("the bind path %s cannot be bound into the sandbox: %v", b, unwrapPath(err))
+			return fmt.Errorf("the bind path %s cannot be bound into the sandbox: %v", b, err)
 		}
-		atts = append(atts, attach{fd: fd, target: filepath.Clean(b), file: !fi.IsDir()})
+		atts = append(atts, a)
+	}
+	for _, s := range sp.Sockets {
+		a, err := bindSocket(s)
+		if err != nil {
+			return err
+		}
+		atts = append(atts, a)
 	}
 	for _, m := range sp.Mounts {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		a, err := bind(m.Source, m.Target, m.ReadOnly, false)
 		if err != nil {
 			return fmt.Errorf("sandbox: %s cannot be shown at %s: %v", m.Source, m.Target, err)
 		}
-		if m.ReadOnly {
-			if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-				return fmt.Errorf("sandbox: make %s read-only: %v", m.Target, err)
-			}
-		}
-		fi, err := os.Stat(m.Source)
-		if err != nil {
-			return fmt.Errorf("sandbox: %s cannot be shown at %s: %v", m.Source, m.Target, unwrapPath(err))
-		}
-		atts = append(atts, attach{fd: fd, target: filepath.Clean(m.Target), file: !fi.IsDir()})
+		atts = append(atts, a)
 	}
-	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+	devs, err := cloneDevices()
+	if err != nil {
+		return err
+	}
+	// nodev everywhere: a device node on the host's tree (or planted in
+	// the workspace) opens nothing; only the sandbox's /dev has devices.
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV}); err != nil {
+		closeDevices(devs)
 		return fmt.Errorf("sandbox: make the filesystem read-only: %v", err)
 	}
 	if sp.PrivateTmp {
-		for _, d := range []string{"/tmp", "/dev/shm"} {
-			if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-				continue
-			}
-			if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
-				return fmt.Errorf("sandbox: mount a private %s: %v", d, err)
+		if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() {
+			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+				closeDevices(devs)
+				return fmt.Errorf("sandbox: mount a private /tmp: %v", err)
 			}
 		}
+	}
+	if err := mountDev(devs); err != nil {
+		return err
 	}
 	if err := mountProc(); err != nil {
 		return err
@@ -89,6 +100,56 @@ func mountAll(sp *spec) error {
 		unix.Close(a.fd)
 	}
 	return nil
+}
+
+// bind clones source (with its submounts when recursive) as a detached
+// mount for target: nosuid and nodev, read-only when asked.
+func bind(source, target string, readOnly, recursive bool) (attach, error) {
+	flags := unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC
+	setFlags := uint(0)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+		setFlags = unix.AT_RECURSIVE
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, source, uint(flags))
+	if err != nil {
+		return attach{}, err
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if readOnly {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|setFlags, &attr); err != nil {
+		unix.Close(fd)
+		return attach{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return attach{}, err
+	}
+	return attach{fd: fd, target: filepath.Clean(target), file: st.Mode&unix.S_IFMT != unix.S_IFDIR}, nil
+}
+
+// bindSocket clones exactly the socket file at p, never its directory,
+// read-only as a mount (connecting needs no write access to the mount),
+// not following a final symbolic link.
+func bindSocket(p string) (attach, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return attach{}, fmt.Errorf("the socket %s cannot be shown in the sandbox: %v", p, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		unix.Close(fd)
+		return attach{}, fmt.Errorf("%s is not a Unix socket: pass the socket's own path", p)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return attach{}, fmt.Errorf("sandbox: make the socket %s read-only: %v", p, err)
+	}
+	return attach{fd: fd, target: filepath.Clean(p), file: true}, nil
 }
 
 // overlay creates the workspace overlay as a detached mount.
@@ -139,7 +200,7 @@ func overlay(sp *spec) (int, error) {
 		return -1, fmt.Errorf("the workspace overlay cannot be created over %s with its upper layer in %s: %v",
 			sp.Workspace, filepath.Dir(sp.Upper), fsError(fsfd, err))
 	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
 		return -1, fmt.Errorf("sandbox: mount the workspace overlay: %v", err)
 	}

@@ -120,3 +120,43 @@ func portOf(l net.Listener) string {
 	_, p, _ := net.SplitHostPort(l.Addr().String())
 	return p
 }
+
+// TestConnectReport: only IPv4/IPv6 connects off loopback are listed as
+// blocked. A Unix-socket connect that succeeds is not, nor an IPv4 address
+// handed to a Unix socket (the agent cannot make the list claim what did
+// not happen).
+func TestConnectReport(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t, nil)
+	cfg.Network = true
+	sock := filepath.Join(t.TempDir(), "svc.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	cfg.Sockets = []string{sock}
+	r := runAgent(t, cfg, "connect", sock, "192.0.2.1:80")
+	if want := "unix: ok\nunix socket, inet address: EINVAL\ninet: ENETUNREACH\n"; r.stdout != want {
+		t.Errorf("the agent's connects: %q, want %q", r.stdout, want)
+	}
+	blocked, err := Blocked(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocked) != 1 || blocked[0] != (BlockedConnect{Op: "connect", Addr: "192.0.2.1:80"}) {
+		t.Errorf("Blocked = %+v, want only 192.0.2.1:80", blocked)
+	}
+	if denied, _ := Denied(cfg); len(denied) != 0 {
+		t.Errorf("Denied = %+v, want nothing", denied)
+	}
+}

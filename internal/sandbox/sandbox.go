@@ -23,9 +23,21 @@ type Config struct {
 	// It must be on a filesystem that can hold an overlay upper layer and
 	// must not overlap Workspace. Created when missing.
 	Staging string
-	// Binds are absolute paths (directories or files) bound read-write at
-	// the same place, e.g. the dald socket's directory.
+	// Binds are absolute paths (directories or files) shown read-only at
+	// the same place, e.g. the shim directory or dal-exec itself when they
+	// live under the hidden /tmp. (Before issue 12 they were read-write;
+	// a socket's directory belongs in Sockets, as the socket alone.)
 	Binds []string
+	// WritableBinds are absolute paths bound read-write at the same
+	// place: what the agent writes there reaches the host, uncaptured.
+	// Nothing dal runs needs one today.
+	WritableBinds []string
+	// Sockets are absolute paths of Unix sockets, e.g. dald's, each shown
+	// at the same place as the socket file alone (never its directory),
+	// read-only as a mount, which connecting does not need. Under the
+	// private /tmp an empty file is made to mount it on. Each must exist
+	// when [Command] is called.
+	Sockets []string
 	// PrivateTmp mounts a fresh tmpfs on /tmp and /dev/shm.
 	PrivateTmp bool
 	// Lower, when set, are the overlay's lower layers, top first, instead
@@ -74,24 +86,30 @@ func (cfg Config) lowers() []string {
 // initArg is the hidden argv[0] of the re-executed init.
 const initArg = "dal-sandbox-init"
 
+// hostname is the agent's host name, in its own UTS namespace: the same
+// on every machine, so a replay sees what the record saw.
+const hostname = "dal"
+
 // setupExit is the init's exit status when the sandbox could not be set up.
 const setupExit = 125
 
 // spec is what the init is told, as JSON in argv[1]. The agent's
 // environment is the init's own.
 type spec struct {
-	Workspace  string   `json:"workspace"`
-	Lower      []string `json:"lower"`
-	Upper      string   `json:"upper"`
-	Work       string   `json:"work"`
-	Binds      []string `json:"binds"`
-	PrivateTmp bool     `json:"private_tmp"`
-	Argv       []string `json:"argv"`
-	Dir        string   `json:"dir"`
-	Quiet      []string `json:"quiet"`
-	Mounts     []Mount  `json:"mounts"`
-	Network    bool     `json:"network"`
-	Gate       bool     `json:"gate"`
+	Workspace     string   `json:"workspace"`
+	Lower         []string `json:"lower"`
+	Upper         string   `json:"upper"`
+	Work          string   `json:"work"`
+	Binds         []string `json:"binds"`
+	WritableBinds []string `json:"writable_binds"`
+	Sockets       []string `json:"sockets"`
+	PrivateTmp    bool     `json:"private_tmp"`
+	Argv          []string `json:"argv"`
+	Dir           string   `json:"dir"`
+	Quiet         []string `json:"quiet"`
+	Mounts        []Mount  `json:"mounts"`
+	Network       bool     `json:"network"`
+	Gate          bool     `json:"gate"`
 }
 
 // SetupError is a failure to build the sandbox: the agent never ran. Its
@@ -144,7 +162,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 		}
 	}
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
-		Binds: cfg.Binds, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
+		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
 		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil}
 	b, err := json.Marshal(sp)
 	if err != nil {
@@ -166,7 +184,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 		pw.Close()
 		return nil, fmt.Errorf("create the sandbox gate pipe: %w", err)
 	}
-	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID)
+	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
 	if cfg.Network {
 		flags |= syscall.CLONE_NEWNET
 	}
@@ -212,12 +230,24 @@ func (cfg Config) check() error {
 			return fmt.Errorf("the sandbox staging directory %s overlaps the workspace %s: put it elsewhere", cfg.Staging, l)
 		}
 	}
-	for _, b := range cfg.Binds {
+	for _, b := range append(append([]string(nil), cfg.Binds...), cfg.WritableBinds...) {
 		if !filepath.IsAbs(b) {
 			return fmt.Errorf("the bind path %q is not absolute", b)
 		}
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("the bind path %s does not exist: create it first", b)
+		}
+	}
+	for _, p := range cfg.Sockets {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("the socket path %q is not absolute", p)
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("the socket %s does not exist: start the service first", p)
+		}
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("%s is not a Unix socket: pass the socket's own path", p)
 		}
 	}
 	return nil
@@ -321,15 +351,18 @@ func Wait(cmd *exec.Cmd) error {
 }
 
 // DeniedWrite is one write the agent attempted outside the writable parts
-// of its sandbox.
+// of its sandbox, or a call refused whatever its target: io_uring_setup
+// (an io_uring would write past the watcher), with an empty Path.
 type DeniedWrite struct {
-	Op   string `json:"op"`   // the system call: openat, mkdir, unlinkat...
-	Path string `json:"path"` // absolute, as resolved in the sandbox
+	Op   string `json:"op"`   // the system call: openat, mkdir, unlinkat, io_uring_setup...
+	Path string `json:"path"` // absolute, as resolved in the sandbox; "" for io_uring_setup
 }
 
 // BlockedConnect is a connection the agent attempted, from a sandbox with
-// its own network namespace, to an address off the machine's loopback. It
-// failed (the namespace has no route out); nothing was sent.
+// its own network namespace, on an IPv4 or IPv6 socket to an address off
+// the machine's loopback. It failed (the namespace has no route out);
+// nothing was sent. Unix-socket connects are never listed: they reach
+// what the sandbox shows.
 type BlockedConnect struct {
 	Op   string `json:"op"`   // "connect"
 	Addr string `json:"addr"` // "ip:port"
@@ -372,9 +405,12 @@ func readList(cfg Config, fn func([]byte)) error {
 func Denied(cfg Config) ([]DeniedWrite, error) {
 	var out []DeniedWrite
 	err := readList(cfg, func(line []byte) {
-		var d DeniedWrite
-		if json.Unmarshal(line, &d) == nil && d.Path != "" {
-			out = append(out, d)
+		var d struct {
+			DeniedWrite
+			Addr string `json:"addr"` // a BlockedConnect
+		}
+		if json.Unmarshal(line, &d) == nil && d.Addr == "" && d.Op != "" {
+			out = append(out, d.DeniedWrite)
 		}
 	})
 	return out, err

@@ -79,10 +79,24 @@ const (
 	offArgs = 16 // args[i] at 16+8i; the low half first (little endian)
 )
 
+// Calls refused outright (EPERM) by the filter: the rest of io_uring
+// (without io_uring_setup, which the watcher refuses and lists, there is
+// no ring to enter), and the terminal ioctls that push input into a
+// terminal (TIOCSTI, TIOCLINUX's paste), as Flatpak refuses them: the
+// agent's terminal is a pty of its own, and this keeps it so should it
+// hold another.
+var refusedCalls = []int{unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER}
+var refusedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+
+// uringCall is io_uring_setup: an io_uring's writes are made by the
+// kernel on the agent's behalf, past the watcher, so none is set up.
+var uringCall = watched{nr: unix.SYS_IO_URING_SETUP, name: "io_uring_setup", dirfd: -1, path: -1, dirfd2: -1, path2: -1, flags: -1}
+
 // filter builds the program: the watched calls go to the listener, the
-// rest (and other ABIs) are allowed.
+// refused ones fail with EPERM, the rest (and other ABIs) are allowed.
 func filter(network bool) []unix.SockFilter {
-	var always, flagged []watched
+	always := []watched{uringCall}
+	var flagged []watched
 	if network {
 		always = append(always, connectCall)
 	}
@@ -93,8 +107,8 @@ func filter(network bool) []unix.SockFilter {
 			flagged = append(flagged, c)
 		}
 	}
-	n := 3 + len(always) + 3*len(flagged)
-	allow, notify := n, n+1
+	n := 3 + len(always) + 3*len(flagged) + len(refusedCalls) + 2 + len(refusedIoctls)
+	allow, notify, deny := n, n+1, n+2
 	var f []unix.SockFilter
 	jump := func(code uint16, k uint32, jt, jf int) {
 		pc := len(f)
@@ -118,8 +132,22 @@ func filter(network bool) []unix.SockFilter {
 		f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: uint32(offArgs + 8*c.flags)})
 		jump(bpfJsetK, writeFlags, notify, allow)
 	}
+	for _, nr := range refusedCalls {
+		jump(bpfJeqK, uint32(nr), deny, 0)
+	}
+	// ioctl's request is an unsigned int: its low half is all of it.
+	jump(bpfJeqK, unix.SYS_IOCTL, 0, allow)
+	f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: offArgs + 8*1})
+	for i, req := range refusedIoctls {
+		next := 0
+		if i == len(refusedIoctls)-1 {
+			next = allow
+		}
+		jump(bpfJeqK, req, deny, next)
+	}
 	f = append(f, unix.SockFilter{Code: bpfRetK, K: unix.SECCOMP_RET_ALLOW})
 	f = append(f, unix.SockFilter{Code: bpfRetK, K: unix.SECCOMP_RET_USER_NOTIF})
+	f = append(f, unix.SockFilter{Code: bpfRetK, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)})
 	return f
 }
 
@@ -257,6 +285,10 @@ func (w *watcher) serve(fd int) {
 			w.connect(fd, &n)
 			continue
 		}
+		if int(n.Nr) == uringCall.nr {
+			w.refuse(fd, &n, uringCall.name)
+			continue
+		}
 		c, ok := w.byNr[int(n.Nr)]
 		var paths []string
 		var open bool
@@ -368,7 +400,7 @@ func (w *watcher) denied(p string, open bool) bool {
 // record appends one denied write to the list, once per (op, path).
 func (w *watcher) record(op, p string) {
 	for _, q := range w.quiet {
-		if within(p, q) {
+		if p != "" && within(p, q) {
 			return
 		}
 	}
@@ -381,10 +413,20 @@ func (w *watcher) record(op, p string) {
 	w.out.Write(append(b, '\n'))
 }
 
+// refuse fails the call with EPERM, listed as a denied write without a
+// path.
+func (w *watcher) refuse(fd int, n *seccompNotif, op string) {
+	w.record(op, "")
+	resp := seccompNotifResp{ID: n.ID, Error: -int32(unix.EPERM)}
+	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+}
+
 // connect lists an attempt to reach an address outside the sandbox's
-// loopback (it fails: the namespace has no route), then lets the call go on.
+// loopback on an IPv4 or IPv6 socket (it fails: the namespace has no
+// route), then lets the call go on. A Unix socket's connect is not listed:
+// it goes where the sandbox's mounts lead, and may well succeed.
 func (w *watcher) connect(fd int, n *seccompNotif) {
-	if addr := remoteAddr(int(n.Pid), n.Args[1], n.Args[2]); addr != "" {
+	if addr := remoteAddr(int(n.Pid), n.Args[1], n.Args[2]); addr != "" && inetSocket(int(n.Pid), int(n.Args[0])) {
 		id := n.ID
 		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno == 0 {
 			w.recordConnect(addr)
@@ -394,10 +436,35 @@ func (w *watcher) connect(fd int, n *seccompNotif) {
 	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
 }
 
+// pidfdThread is PIDFD_THREAD (Linux 6.9): a pidfd for a thread that
+// need not lead its group, as the notification's pid may be.
+const pidfdThread = unix.O_EXCL
+
+// inetSocket reports whether thread tid's descriptor fd is an IPv4 or
+// IPv6 socket, asking the socket itself through a copy of the descriptor
+// (pidfd_getfd). False when that cannot be told: nothing is claimed then.
+func inetSocket(tid, fd int) bool {
+	pfd, err := unix.PidfdOpen(tid, pidfdThread)
+	if err == unix.EINVAL {
+		pfd, err = unix.PidfdOpen(tid, 0)
+	}
+	if err != nil {
+		return false
+	}
+	defer unix.Close(pfd)
+	sfd, err := unix.PidfdGetfd(pfd, fd, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(sfd)
+	d, err := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	return err == nil && (d == unix.AF_INET || d == unix.AF_INET6)
+}
+
 // remoteAddr reads a connect's sockaddr from pid's memory and returns
 // "ip:port" when it is an IPv4/IPv6 address off this host's loopback.
 func remoteAddr(pid int, ptr, size uint64) string {
-	if ptr == 0 || size < 8 || size > 128 {
+	if ptr == 0 || size < 16 || size > 128 {
 		return ""
 	}
 	buf := make([]byte, size)
