@@ -1,25 +1,42 @@
 // Package shim carries the Python and Node runtime shims inside the dal-exec
 // binary and installs them where an agent's interpreter will load them.
 //
-// Installation extracts the embedded files once into a content-addressed
+// Installation extracts the embedded files into a content-addressed
 // directory under the user's cache (or a private temporary directory when
-// there is no usable cache); later runs reuse it. Nothing is installed into
-// the agent's environment or site-packages: the runner points PYTHONPATH and
+// there is no usable cache). Nothing is installed into the agent's
+// environment or site-packages: the runner points PYTHONPATH and
 // NODE_OPTIONS at the directory.
+//
+// The shims are code every agent runs, first on its path, so the installed
+// tree is checked before each use ([Install]): every directory and file is
+// a real one (no symbolic link is followed), owned by the user and
+// writable by nobody else; every shipped file is byte for byte the
+// embedded one, every byte-compiled file the one compiled at installation
+// (its hash is in the tree's manifest, .complete), and nothing else is
+// there but the caches of other Python versions, which are removed. A tree
+// that differs (an agent appended to sitecustomize.py during an unsandboxed
+// run, say) is replaced by a fresh one in one rename. Limit: someone who
+// can write the user's cache can also rewrite the manifest with the
+// byte-compiled files; the sandbox shows the tree read-only.
 package shim
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 //go:embed all:python all:node
@@ -46,31 +63,46 @@ func shipped(p string) bool {
 	return !strings.HasSuffix(p, ".pyc")
 }
 
-var (
-	digestOnce sync.Once
-	digest     string
-)
-
-// Digest identifies the embedded shim files.
-func Digest() string {
-	digestOnce.Do(func() {
-		h := sha256.New()
-		fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !shipped(p) {
-				return err
-			}
-			b, _ := files.ReadFile(p)
-			fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
-			h.Write(b)
-			return nil
-		})
-		digest = hex.EncodeToString(h.Sum(nil))[:16]
-	})
-	return digest
+// shippedTree is the embedded tree as installed, read once.
+type shippedTree struct {
+	files  map[string][]byte // path -> content
+	dirs   map[string]bool
+	digest string
 }
 
-// Install makes sure the shims are extracted and returns their directory.
-// It is safe to call concurrently, also from several processes.
+var shippedOnce = sync.OnceValue(func() *shippedTree {
+	t := &shippedTree{files: map[string][]byte{}, dirs: map[string]bool{}}
+	h := sha256.New()
+	fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
+			return err
+		}
+		if !shipped(p) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			t.dirs[p] = true
+			return nil
+		}
+		b, _ := files.ReadFile(p)
+		t.files[p] = b
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
+		h.Write(b)
+		return nil
+	})
+	t.digest = hex.EncodeToString(h.Sum(nil))[:16]
+	return t
+})
+
+// Digest identifies the embedded shim files.
+func Digest() string { return shippedOnce().digest }
+
+// Install makes sure the shims are installed and intact, and returns
+// their directory. It is safe to call concurrently, also from several
+// processes.
 func Install() (Dir, error) {
 	var errs []error
 	for _, base := range bases() {
@@ -99,7 +131,7 @@ func installIn(base string) (Dir, error) {
 		return "", err
 	}
 	final := filepath.Join(base, Digest())
-	if _, err := os.Stat(filepath.Join(final, ".complete")); err == nil {
+	if verify(final) == nil {
 		return Dir(final), nil
 	}
 	tmp, err := os.MkdirTemp(base, ".extract-")
@@ -107,44 +139,308 @@ func installIn(base string) (Dir, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	err = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == "." {
+	if err := extract(tmp); err != nil {
+		return "", err
+	}
+	err = os.Rename(tmp, final)
+	if err == nil {
+		return Dir(final), nil
+	}
+	if verify(final) == nil {
+		return Dir(final), nil // another process installed it meanwhile
+	}
+	// A tree that is not what dal installed: swap the fresh one in, in one
+	// step, and remove the other (deferred, under its new name).
+	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE); err != nil {
+		return "", fmt.Errorf("replace the altered shims in %s: %w", final, err)
+	}
+	return Dir(final), nil
+}
+
+// extract writes the shipped files into dir, byte-compiles the Python
+// shim and writes the manifest, .complete, last.
+func extract(dir string) error {
+	tree := shippedOnce()
+	for p := range tree.dirs {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(p)), 0o755); err != nil {
 			return err
 		}
-		if !shipped(p) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
+	}
+	for p, b := range tree.files {
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(p)), b, 0o644); err != nil {
+			return err
 		}
-		dst := filepath.Join(tmp, filepath.FromSlash(p))
+	}
+	precompile(dir)
+	var manifest strings.Builder
+	manifest.WriteString(Digest() + " " + manifestVersion + "\n")
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		// Whatever the umask: writable by the user alone.
 		if d.IsDir() {
-			return os.MkdirAll(dst, 0o755)
+			return os.Chmod(p, 0o755)
 		}
-		b, err := files.ReadFile(p)
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		if err := os.Chmod(p, 0o644); err != nil {
+			return err
+		}
+		rel := filepath.ToSlash(p[len(dir)+1:])
+		if _, ok := tree.files[rel]; ok {
+			return nil // shipped: checked against the embedded copy
+		}
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(dst, b, 0o644)
+		sum := sha256.Sum256(b)
+		fmt.Fprintf(&manifest, "%s %s\n", hex.EncodeToString(sum[:]), rel)
+		return nil
 	})
-	if err == nil {
-		precompile(tmp)
-		err = os.WriteFile(filepath.Join(tmp, ".complete"), []byte(Digest()+"\n"), 0o644)
-	}
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", err
+	if err := os.WriteFile(filepath.Join(dir, completeName), []byte(manifest.String()), 0o644); err != nil {
+		return err
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		// Another process won the race; its tree is identical.
-		if _, serr := os.Stat(filepath.Join(final, ".complete")); serr == nil {
-			return Dir(final), nil
+	return os.Chmod(dir, 0o755)
+}
+
+// completeName is the manifest: the digest and format on the first line,
+// then "sha256hex path" for each file made at installation.
+const (
+	completeName    = ".complete"
+	manifestVersion = "v2"
+)
+
+// errAltered says an installed tree is not what dal installed.
+var errAltered = errors.New("the installed shims were altered")
+
+// verify checks the tree at dir against the embedded files and its
+// manifest, without following any symbolic link, and removes the caches
+// of other Python versions. nil means the tree can be used as it is.
+func verify(dir string) error {
+	if err := checkOwned(dir); err != nil {
+		return err
+	}
+	root, err := openDirAt(unix.AT_FDCWD, dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	m, err := readFileAt(int(root.Fd()), completeName)
+	if err != nil {
+		return err
+	}
+	first, rest, _ := strings.Cut(string(m), "\n")
+	if first != Digest()+" "+manifestVersion {
+		return errAltered
+	}
+	made := map[string]string{} // path -> hex sha256
+	for _, l := range strings.Split(rest, "\n") {
+		if l == "" {
+			continue
 		}
-		return "", err
+		sum, p, ok := strings.Cut(l, " ")
+		if !ok {
+			return errAltered
+		}
+		made[p] = sum
 	}
-	return Dir(final), nil
+	v := verifier{tree: shippedOnce(), made: made, seen: map[string]bool{}}
+	if err := v.dir(root, ""); err != nil {
+		return err
+	}
+	// Everything expected is there.
+	for p := range made {
+		if !v.seen[p] {
+			return errAltered
+		}
+	}
+	for p := range v.tree.files {
+		if !v.seen[p] {
+			return errAltered
+		}
+	}
+	for p := range v.tree.dirs {
+		if !v.seen[p] {
+			return errAltered
+		}
+	}
+	return nil
+}
+
+type verifier struct {
+	tree *shippedTree
+	made map[string]string // path -> hex sha256, from the manifest
+	seen map[string]bool
+}
+
+// dir checks the directory d, rel below the tree's root.
+func (v *verifier) dir(d *os.File, rel string) error {
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	fd := int(d.Fd())
+	for _, name := range names {
+		p := path.Join(rel, name)
+		if p == completeName {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		if int(st.Uid) != os.Getuid() || st.Mode&0o022 != 0 {
+			return errAltered
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			if !v.expectedDir(p) {
+				if foreignCache(p, true) {
+					removeAt(fd, name)
+					continue
+				}
+				return errAltered
+			}
+			sub, err := openDirAt(fd, name)
+			if err != nil {
+				return err
+			}
+			err = v.dir(sub, p)
+			sub.Close()
+			if err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			if err := v.file(fd, name, p); err != nil {
+				if err == errAltered && foreignCache(p, false) {
+					unix.Unlinkat(fd, name, 0)
+					continue
+				}
+				return err
+			}
+		default:
+			return errAltered
+		}
+		v.seen[p] = true
+	}
+	return nil
+}
+
+// expectedDir reports whether p is a directory of the installed tree.
+func (v *verifier) expectedDir(p string) bool {
+	if v.tree.dirs[p] {
+		return true
+	}
+	for m := range v.made {
+		if strings.HasPrefix(m, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// file compares the file name in the directory open at dirfd with the
+// embedded one or the manifest's hash.
+func (v *verifier) file(dirfd int, name, p string) error {
+	want, shippedFile := v.tree.files[p]
+	sum, madeFile := v.made[p]
+	if !shippedFile && !madeFile {
+		return errAltered
+	}
+	b, err := readFileAt(dirfd, name)
+	if err != nil {
+		return err
+	}
+	if shippedFile {
+		if !bytes.Equal(b, want) {
+			return errAltered
+		}
+		return nil
+	}
+	got := sha256.Sum256(b)
+	if hex.EncodeToString(got[:]) != sum {
+		return errAltered
+	}
+	return nil
+}
+
+// foreignCache reports whether p is a cache Python writes beside the shim
+// when an unsandboxed agent's interpreter differs from the one that
+// byte-compiled it: a __pycache__ directory, or a .pyc file (or Python's
+// temporary for one) in one. Not the shims' own: those are in the
+// manifest, and a changed one is an alteration.
+func foreignCache(p string, dir bool) bool {
+	if !strings.HasPrefix(p, "python/") {
+		return false
+	}
+	if dir {
+		return path.Base(p) == "__pycache__"
+	}
+	return path.Base(path.Dir(p)) == "__pycache__" && strings.Contains(path.Base(p), ".pyc")
+}
+
+// removeAt removes the directory name below dirfd and what it holds,
+// which must be plain files.
+func removeAt(dirfd int, name string) {
+	d, err := openDirAt(dirfd, name)
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		unix.Unlinkat(int(d.Fd()), n, 0)
+	}
+	d.Close()
+	unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+}
+
+// openDirAt opens the directory name below dirfd, not following a
+// symbolic link.
+func openDirAt(dirfd int, name string) (*os.File, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// readFileAt reads the regular file name in the directory open at dirfd,
+// not following a symbolic link.
+func readFileAt(dirfd int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errAltered
+	}
+	// One read of the right size (and one to see the end).
+	b := make([]byte, 0, fi.Size()+1)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF || n == 0 {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // precompile compiles the Python shim with the default python3, when there
@@ -161,8 +457,8 @@ func precompile(dir string) {
 	cmd.Run()
 }
 
-// checkOwned refuses a shared directory someone else controls: the shims
-// are code every agent runs.
+// checkOwned refuses a directory someone else controls: the shims are code
+// every agent runs. It does not follow a symbolic link.
 func checkOwned(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
