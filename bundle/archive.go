@@ -12,11 +12,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // packing is how a bundle is stored.
@@ -129,22 +130,26 @@ func writeArchive(w io.Writer, dir string, p packing) error {
 	return bw.Flush()
 }
 
-// tarTree writes every entry below dir in sorted order.
+// tarTree writes every entry below dir in sorted order, reading dir as
+// an untrusted tree (it may be a bundle someone handed over).
 func tarTree(tw *tar.Writer, dir string) error {
+	root, err := safefs.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	type item struct {
 		rel string
 		typ fs.FileMode
 	}
 	var items []item
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = root.Walk("", func(rel string, fi fs.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
+		if rel != "" {
+			items = append(items, item{rel, fi.Mode().Type()})
 		}
-		items = append(items, item{filepath.ToSlash(rel), d.Type()})
 		return nil
 	})
 	if err != nil {
@@ -172,7 +177,6 @@ func tarTree(tw *tar.Writer, dir string) error {
 	buf := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(buf)
 	for _, it := range items {
-		p := filepath.Join(dir, filepath.FromSlash(it.rel))
 		h := &tar.Header{Name: it.rel, ModTime: epoch, Format: tar.FormatPAX}
 		switch {
 		case it.typ.IsDir():
@@ -181,7 +185,7 @@ func tarTree(tw *tar.Writer, dir string) error {
 				return err
 			}
 		case it.typ&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+			target, err := root.Readlink(it.rel)
 			if err != nil {
 				return err
 			}
@@ -190,7 +194,7 @@ func tarTree(tw *tar.Writer, dir string) error {
 				return err
 			}
 		case it.typ.IsRegular():
-			if err := tarFile(tw, h, p, *buf); err != nil {
+			if err := tarFile(tw, h, root, *buf); err != nil {
 				return err
 			}
 		default:
@@ -200,8 +204,8 @@ func tarTree(tw *tar.Writer, dir string) error {
 	return nil
 }
 
-func tarFile(tw *tar.Writer, h *tar.Header, p string, buf []byte) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+func tarFile(tw *tar.Writer, h *tar.Header, root *safefs.Dir, buf []byte) error {
+	f, err := root.Open(h.Name)
 	if err != nil {
 		return err
 	}
@@ -209,6 +213,9 @@ func tarFile(tw *tar.Writer, h *tar.Header, p string, buf []byte) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is no longer a regular file", h.Name)
 	}
 	h.Typeflag, h.Size, h.Mode = tar.TypeReg, fi.Size(), 0o644
 	if fi.Mode()&0o111 != 0 {

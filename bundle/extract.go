@@ -14,6 +14,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // Flags that raise the extraction limits; refusals name them.
@@ -28,9 +30,9 @@ const (
 	DefaultMaxExtractEntries              = 1_000_000
 	DefaultMaxEntriesBeforeManifest       = 10_000
 	DefaultMaxExtractRatio          int64 = 1000
-	// ratioFloor: the ratio guard applies only once this much is
-	// written, so small, very repetitive bundles are never refused.
-	ratioFloor int64 = 256 << 20
+	// defaultRatioFloor: the ratio guard applies only once this much
+	// is written, so small, very repetitive bundles are never refused.
+	defaultRatioFloor int64 = 256 << 20
 	// maxZstdWindow is the largest zstd window accepted: the zstd
 	// tool's own default limit for decompression (--long=27).
 	maxZstdWindow = 128 << 20
@@ -66,6 +68,8 @@ type ExtractLimits struct {
 	// are written (default 1000: text bundles compress 5 to 50 times; a
 	// bomb, tens of thousands of times).
 	MaxRatio int64
+
+	ratioFloor int64 // tests lower it; 0: defaultRatioFloor
 }
 
 // WithMaxBytes is l with MaxBytes n and no ratio guard: what a user who
@@ -95,6 +99,9 @@ func (l ExtractLimits) withDefaults() ExtractLimits {
 	if l.MaxRatio == 0 {
 		l.MaxRatio = DefaultMaxExtractRatio
 	}
+	if l.ratioFloor == 0 {
+		l.ratioFloor = defaultRatioFloor
+	}
 	return l
 }
 
@@ -116,7 +123,7 @@ type headCheck func(dir string) (map[string]entryKind, error)
 // extractor unpacks one archive into an empty directory.
 type extractor struct {
 	dst  string
-	root *beneath
+	root *safefs.Dir
 	lim  ExtractLimits
 	head headCheck
 
@@ -141,9 +148,10 @@ type extractor struct {
 
 // extract unpacks archive (of packing p) into the empty directory dst.
 // It accepts only regular files, directories and symbolic links with
-// clean relative names; it creates every entry beneath dst without
-// following any symbolic link (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS
-// from a descriptor of dst, O_EXCL|O_NOFOLLOW), and refuses an entry that
+// clean relative names; it creates every entry beneath dst through
+// internal/safefs, which never follows a symbolic link nor leaves dst
+// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV from a
+// descriptor of dst, O_CREAT|O_EXCL|O_NOFOLLOW), and refuses an entry that
 // would be written through a link or over another entry (tar-slip). Links
 // are created, never followed. When manifest.json and manifest.sig are
 // the archive's first files, head checks them before anything else is
@@ -159,10 +167,10 @@ func extract(archive, dst string, p packing, lim ExtractLimits, head headCheck) 
 	defer f.Close()
 	x := &extractor{dst: dst, lim: lim.withDefaults(), head: head, seen: map[string]byte{},
 		read: &countingReader{r: f}, avail: freeSpace(dst)}
-	if x.root, err = openBeneath(dst); err != nil {
+	if x.root, err = safefs.OpenOneMount(dst); err != nil {
 		return "", false, nil, err
 	}
-	defer x.root.close()
+	defer x.root.Close()
 	var r io.Reader
 	switch p {
 	case packTgz:
@@ -305,7 +313,7 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 	switch h.Typeflag {
 	case tar.TypeDir:
 		if _, dup := x.seen[name]; !dup {
-			if err := x.root.mkdir(name); err != nil {
+			if err := x.root.Mkdir(name, 0o700); err != nil {
 				return err
 			}
 		}
@@ -313,7 +321,7 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 		if h.Linkname == "" {
 			return fmt.Errorf("archive entry %s is a symbolic link to nothing", name)
 		}
-		if err := x.root.symlink(h.Linkname, name); err != nil {
+		if err := x.root.Symlink(h.Linkname, name); err != nil {
 			return err
 		}
 	case tar.TypeReg:
@@ -337,7 +345,7 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 
 // file writes the regular file entry name from tr.
 func (x *extractor) file(tr *tar.Reader, name string) error {
-	out, err := x.root.create(name)
+	out, err := x.root.Create(name, 0o600)
 	if err != nil {
 		return err
 	}
@@ -364,7 +372,7 @@ type meter struct {
 func (m *meter) Write(p []byte) (int, error) {
 	x := m.x
 	x.written += int64(len(p))
-	if x.lim.MaxRatio > 0 && x.written > ratioFloor && x.written > x.lim.MaxRatio*x.read.n {
+	if x.lim.MaxRatio > 0 && x.written > x.lim.ratioFloor && x.written > x.lim.MaxRatio*x.read.n {
 		return 0, &limitError{fmt.Sprintf("expands to more than %d times its compressed size (%s from %s read): if you trust it, pass %s SIZE to accept it",
 			x.lim.MaxRatio, formatBytes(x.written), formatBytes(x.read.n), MaxExtractBytesFlag)}
 	}
@@ -381,7 +389,7 @@ func (x *extractor) parents(name string) error {
 		parent := name[:i]
 		switch t, ok := x.seen[parent]; {
 		case !ok:
-			if err := x.root.mkdir(parent); err != nil {
+			if err := x.root.Mkdir(parent, 0o700); err != nil {
 				return err
 			}
 			x.seen[parent] = tar.TypeDir
@@ -432,101 +440,4 @@ func formatBytes(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-// beneath creates entries below one directory, resolving every name
-// with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS)
-// from its descriptor, so no symbolic link is followed and nothing is
-// created outside it, whatever happens to the tree meanwhile. Where the
-// kernel lacks openat2 (before Linux 5.6) it falls back to paths, which
-// extract keeps safe by never creating below a name it did not create
-// as a directory.
-type beneath struct {
-	fd       int
-	dir      string
-	fallback bool
-}
-
-const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
-
-func openBeneath(dir string) (*beneath, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return &beneath{fd: fd, dir: dir}, nil
-}
-
-func (b *beneath) close() { unix.Close(b.fd) }
-
-// parent opens the directory holding name; the caller closes fd when
-// it is not b.fd.
-func (b *beneath) parent(name string) (fd int, base string, err error) {
-	dir, base := path.Split(name)
-	if dir == "" {
-		return b.fd, base, nil
-	}
-	fd, err = unix.Openat2(b.fd, strings.TrimSuffix(dir, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveBeneath})
-	if err != nil {
-		return -1, "", &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return fd, base, nil
-}
-
-func (b *beneath) mkdir(name string) error {
-	if b.fallback {
-		return os.Mkdir(b.dir+"/"+name, 0o700)
-	}
-	fd, base, err := b.parent(name)
-	if errors.Is(err, unix.ENOSYS) {
-		b.fallback = true
-		return b.mkdir(name)
-	}
-	if err != nil {
-		return err
-	}
-	if fd != b.fd {
-		defer unix.Close(fd)
-	}
-	if err := unix.Mkdirat(fd, base, 0o700); err != nil {
-		return &os.PathError{Op: "mkdir", Path: name, Err: err}
-	}
-	return nil
-}
-
-func (b *beneath) symlink(target, name string) error {
-	if b.fallback {
-		return os.Symlink(target, b.dir+"/"+name)
-	}
-	fd, base, err := b.parent(name)
-	if errors.Is(err, unix.ENOSYS) {
-		b.fallback = true
-		return b.symlink(target, name)
-	}
-	if err != nil {
-		return err
-	}
-	if fd != b.fd {
-		defer unix.Close(fd)
-	}
-	if err := unix.Symlinkat(target, fd, base); err != nil {
-		return &os.PathError{Op: "symlink", Path: name, Err: err}
-	}
-	return nil
-}
-
-// create makes the regular file name, which must not exist, mode 0600.
-func (b *beneath) create(name string) (*os.File, error) {
-	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if !b.fallback {
-		fd, err := unix.Openat2(b.fd, name, &unix.OpenHow{Flags: flags, Mode: 0o600, Resolve: resolveBeneath})
-		if err == nil {
-			return os.NewFile(uintptr(fd), b.dir+"/"+name), nil
-		}
-		if !errors.Is(err, unix.ENOSYS) {
-			return nil, &os.PathError{Op: "open", Path: name, Err: err}
-		}
-		b.fallback = true
-	}
-	return os.OpenFile(b.dir+"/"+name, flags, 0o600)
 }

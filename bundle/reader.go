@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"syscall"
+
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // Size limits of the files Open reads whole.
@@ -85,6 +87,7 @@ type Bundle struct {
 	// stray files in replays/ (which the signature does not cover).
 	Warnings []string
 
+	root           *safefs.Dir // Dir, through which every read goes
 	opts           OpenOptions
 	manifestDigest string // digest of manifest.json, which replay outcomes name
 	packing        packing
@@ -147,6 +150,9 @@ func (b *Bundle) unpack() error {
 	b.packing, b.tmp, b.Dir = p, tmp, tmp
 	head := func(dir string) (map[string]entryKind, error) {
 		b.Dir = dir
+		if err := b.openRoot(); err != nil {
+			return nil, err
+		}
 		if err := b.verifyHead(); err != nil {
 			return nil, err
 		}
@@ -188,6 +194,10 @@ func (b *Bundle) unpack() error {
 	}
 	b.Dir = tmp
 	b.Manifest = nil // checked after extraction
+	if b.root != nil {
+		b.root.Close()
+		b.root = nil
+	}
 	// An archive of a directory (tar czf b.tgz bundle/) has the bundle
 	// one level down.
 	if _, err := os.Lstat(filepath.Join(tmp, ManifestFile)); err != nil {
@@ -198,9 +208,13 @@ func (b *Bundle) unpack() error {
 	return nil
 }
 
-// Close removes an archive's extracted copy. The Bundle is unusable
-// afterwards. Close is idempotent.
+// Close removes an archive's extracted copy and releases the bundle's
+// directory. The Bundle is unusable afterwards. Close is idempotent.
 func (b *Bundle) Close() error {
+	if b.root != nil {
+		b.root.Close()
+		b.root = nil
+	}
 	if b.tmp == "" {
 		return nil
 	}
@@ -208,6 +222,29 @@ func (b *Bundle) Close() error {
 	b.tmp = ""
 	return err
 }
+
+// openRoot opens Dir as an untrusted tree, for every read that follows.
+func (b *Bundle) openRoot() error {
+	if b.root != nil {
+		return nil
+	}
+	open := safefs.Open
+	if b.tmp != "" {
+		open = safefs.OpenOneMount // our own extraction: no mount inside
+	}
+	root, err := open(b.Dir)
+	if err != nil {
+		return &Error{Bundle: b.Path, Kind: ErrNotBundle, Err: err, msg: fmt.Sprintf("bundle %s: %v", b.Path, err)}
+	}
+	b.root = root
+	return nil
+}
+
+// Root is the bundle's directory as an untrusted tree: dal's packages
+// read bundle files through it (never through File's path), so that no
+// symbolic link is followed and nothing outside the bundle is reached.
+// It is owned by the Bundle and valid until Close.
+func (b *Bundle) Root() *safefs.Dir { return b.root }
 
 // File is the absolute path of the component file rel (slash-separated)
 // on disk. It does not check rel; prefer ReadFile or OpenFile, which
@@ -223,14 +260,18 @@ func (b *Bundle) Has(rel string) bool {
 }
 
 // OpenFile opens the regular file rel that the manifest lists, never
-// following a symbolic link. The caller closes it.
+// following a symbolic link (in any component). The caller closes it.
 func (b *Bundle) OpenFile(rel string) (*os.File, error) {
 	if !b.Has(rel) {
 		return nil, fmt.Errorf("bundle %s has no file %s: %w", b.Path, rel, fs.ErrNotExist)
 	}
-	f, err := os.OpenFile(b.File(rel), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := b.root.Open(rel)
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", b.Path, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("bundle %s: %s is not a regular file: the bundle changed after it was verified", b.Path, rel)
 	}
 	return f, nil
 }
@@ -261,20 +302,19 @@ func (b *Bundle) ReadJSON(rel string, v any) error {
 	return nil
 }
 
-// readSmall reads the regular file rel of the bundle root, refusing
-// links, anything but a regular file (without opening a fifo or a
-// device) and files larger than limit.
+// readSmall reads the regular file rel of the bundle, refusing links,
+// anything but a regular file (without opening a fifo or a device) and
+// files larger than limit.
 func (b *Bundle) readSmall(rel string, limit int64) ([]byte, error) {
-	p := b.File(rel)
-	if fi, err := os.Lstat(p); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("is %s, not a regular file", describeMode(fi.Mode()))
-	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := b.root.Open(rel)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, errors.New("is a symbolic link, not a regular file")
+		switch fi, lerr := b.root.Lstat(rel); {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, err
+		case lerr == nil && !fi.Mode().IsRegular():
+			return nil, fmt.Errorf("is %s, not a regular file", describeMode(fi.Mode()))
+		case errors.Is(err, safefs.ErrSymlink):
+			return nil, errors.New("is below a symbolic link")
 		}
 		return nil, err
 	}
@@ -282,7 +322,7 @@ func (b *Bundle) readSmall(rel string, limit int64) ([]byte, error) {
 	if fi, err := f.Stat(); err != nil {
 		return nil, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, errors.New("is not a regular file")
+		return nil, fmt.Errorf("is %s, not a regular file", describeMode(fi.Mode()))
 	} else if fi.Size() > limit {
 		return nil, fmt.Errorf("is larger than %d bytes", limit)
 	}
@@ -301,6 +341,9 @@ func describeMode(m fs.FileMode) string {
 }
 
 func (b *Bundle) verify() error {
+	if err := b.openRoot(); err != nil {
+		return err
+	}
 	if b.Manifest == nil {
 		if err := b.verifyHead(); err != nil {
 			return err
@@ -442,7 +485,7 @@ func (b *Bundle) verifyFiles() error {
 			return err
 		}
 	}
-	t, err := scanTree(b.Dir)
+	t, err := scanTree(b.root)
 	if err != nil {
 		var ee *entryError
 		if errors.As(err, &ee) {
@@ -471,7 +514,7 @@ func (b *Bundle) verifyFiles() error {
 		switch {
 		case !listed:
 			return corrupt(b.Path, rel, nil, "is not listed in the manifest")
-		case !present && w.kind == kindDir && isDir(b.File(rel)):
+		case !present && w.kind == kindDir && b.isDir(rel):
 			return corrupt(b.Path, rel, nil, "is no longer empty")
 		case !present:
 			return corrupt(b.Path, rel, nil, "is listed in the manifest but missing")
@@ -483,7 +526,7 @@ func (b *Bundle) verifyFiles() error {
 	for i := range t.entries {
 		t.entries[i].want = want[t.entries[i].rel].want
 	}
-	hashEntries(b.Dir, t.entries, false, true)
+	hashEntries(b.root, t.entries, false, true)
 	for _, e := range t.entries {
 		if e.err != nil {
 			return corrupt(b.Path, e.rel, e.err, "cannot be read (%v)", e.err)
@@ -493,6 +536,11 @@ func (b *Bundle) verifyFiles() error {
 		}
 	}
 	return nil
+}
+
+func (b *Bundle) isDir(rel string) bool {
+	fi, err := b.root.Lstat(rel)
+	return err == nil && fi.IsDir()
 }
 
 func isDir(p string) bool {

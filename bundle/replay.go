@@ -2,11 +2,12 @@ package bundle
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -80,8 +81,7 @@ func (b *Bundle) warn(format string, args ...any) {
 // replays/ is not covered by the bundle's signature, so anyone could
 // have put anything there.
 func (b *Bundle) loadReplays() {
-	dir := filepath.Join(b.Dir, ReplaysDir)
-	fi, err := os.Lstat(dir)
+	fi, err := b.root.Lstat(ReplaysDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
@@ -89,14 +89,8 @@ func (b *Bundle) loadReplays() {
 		b.warn("%s is not a directory: replay outcomes there were ignored", ReplaysDir)
 		return
 	}
-	f, err := os.Open(dir)
+	ents, err := b.root.ReadDirNames(ReplaysDir)
 	if err != nil {
-		b.warn("%s cannot be read (%v): replay outcomes there were ignored", ReplaysDir, err)
-		return
-	}
-	ents, err := f.ReadDir(maxReplayFiles + 1)
-	f.Close()
-	if err != nil && !errors.Is(err, io.EOF) {
 		b.warn("%s cannot be read (%v): replay outcomes there were ignored", ReplaysDir, err)
 		return
 	}
@@ -105,13 +99,11 @@ func (b *Bundle) loadReplays() {
 		ents = ents[:maxReplayFiles]
 	}
 	names := map[string]bool{}
-	for _, e := range ents {
-		names[e.Name()] = true
+	for _, name := range ents {
+		names[name] = true
 	}
-	slices.SortFunc(ents, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
 	seen := map[int]bool{}
-	for _, e := range ents {
-		name := e.Name()
+	for _, name := range ents {
 		rel := ReplaysDir + "/" + name
 		switch {
 		case strings.HasPrefix(name, "."):
@@ -234,52 +226,53 @@ func (b *Bundle) AddSignedReplay(o ReplayOutcome, key ed25519.PrivateKey) error 
 		return fmt.Errorf("bundle %s: the replay outcome does not conform to the schema: %w", b.Path, err)
 	}
 	sig := encodeSignature(ed25519.Sign(key, data))
-	dir := filepath.Join(b.Dir, ReplaysDir)
+	// Everything below goes through b.root: replays/ may be anything
+	// in a bundle someone handed over, a symbolic link included.
 	created := false
-	if err := os.Mkdir(dir, 0o755); err == nil {
+	if err := b.root.Mkdir(ReplaysDir, 0o755); err == nil {
 		created = true
 	} else if !errors.Is(err, fs.ErrExist) {
 		return writeErr(b.Path, ReplaysDir, err)
-	} else if !isDir(dir) {
+	} else if !b.isDir(ReplaysDir) {
 		return fmt.Errorf("bundle %s: %s is not a directory: remove it to store replay outcomes", b.Path, ReplaysDir)
 	}
-	tmpSig, err := writeTemp(dir, ".replay-*", sig)
+	tmpSig, err := b.writeTemp(sig)
 	if err != nil {
 		return writeErr(b.Path, ReplaysDir, err)
 	}
-	defer os.Remove(tmpSig) // fails harmlessly once renamed
-	tmpData, err := writeTemp(dir, ".replay-*", data)
+	defer b.root.Remove(tmpSig) // fails harmlessly once renamed
+	tmpData, err := b.writeTemp(data)
 	if err != nil {
 		return writeErr(b.Path, ReplaysDir, err)
 	}
-	defer os.Remove(tmpData)
-	seq := nextReplaySeq(dir)
+	defer b.root.Remove(tmpData)
+	seq := b.nextReplaySeq()
 	var final string
 	for {
-		final = filepath.Join(dir, fmt.Sprintf("%04d.json", seq))
-		err = renameNoReplace(tmpSig, final+SigSuffix)
+		final = fmt.Sprintf("%s/%04d.json", ReplaysDir, seq)
+		err = b.root.RenameNoReplace(tmpSig, final+SigSuffix)
 		if err == nil {
-			if err = renameNoReplace(tmpData, final); errors.Is(err, unix.EEXIST) {
+			if err = b.root.RenameNoReplace(tmpData, final); errors.Is(err, fs.ErrExist) {
 				// a stray outcome holds the number: give it back
-				if rerr := os.Rename(final+SigSuffix, tmpSig); rerr != nil {
+				if rerr := b.root.Rename(final+SigSuffix, tmpSig); rerr != nil {
 					return writeErr(b.Path, ReplaysDir, rerr)
 				}
 			}
 		}
-		if !errors.Is(err, unix.EEXIST) {
+		if !errors.Is(err, fs.ErrExist) {
 			break
 		}
 		seq++ // another process added one meanwhile
 	}
 	if err != nil {
-		os.Remove(final + SigSuffix)
+		b.root.Remove(final + SigSuffix)
 		return writeErr(b.Path, ReplaysDir, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := b.syncDir(ReplaysDir); err != nil {
 		return writeErr(b.Path, ReplaysDir, err)
 	}
 	if created {
-		if err := syncDir(b.Dir); err != nil {
+		if err := b.syncDir(""); err != nil {
 			return writeErr(b.Path, ReplaysDir, err)
 		}
 	}
@@ -289,8 +282,8 @@ func (b *Bundle) AddSignedReplay(o ReplayOutcome, key ed25519.PrivateKey) error 
 			err = packTo(b.Dir, target, b.packing, true)
 		}
 		if err != nil {
-			os.Remove(final)
-			os.Remove(final + SigSuffix)
+			b.root.Remove(final)
+			b.root.Remove(final + SigSuffix)
 			return err
 		}
 	}
@@ -298,19 +291,19 @@ func (b *Bundle) AddSignedReplay(o ReplayOutcome, key ed25519.PrivateKey) error 
 	if o.SignedBy.Trusted {
 		b.Replays = append(b.Replays, o)
 	} else {
-		b.Unverified = append(b.Unverified, UnverifiedReplay{File: ReplaysDir + "/" + filepath.Base(final),
+		b.Unverified = append(b.Unverified, UnverifiedReplay{File: final,
 			Reason: fmt.Sprintf("is signed by key %s, which you do not trust", o.SignedBy.Fingerprint), Outcome: &o})
 	}
 	return nil
 }
 
-// nextReplaySeq is one more than the highest number used in dir by an
-// outcome or a signature, or 1.
-func nextReplaySeq(dir string) int {
+// nextReplaySeq is one more than the highest number used in replays/ by
+// an outcome or a signature, or 1.
+func (b *Bundle) nextReplaySeq() int {
 	seq := 1
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if m := replayName.FindStringSubmatch(strings.TrimSuffix(e.Name(), SigSuffix)); m != nil {
+	names, _ := b.root.ReadDirNames(ReplaysDir)
+	for _, name := range names {
+		if m := replayName.FindStringSubmatch(strings.TrimSuffix(name, SigSuffix)); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			seq = max(seq, n+1)
 		}
@@ -318,28 +311,41 @@ func nextReplaySeq(dir string) int {
 	return seq
 }
 
-// writeTemp writes data to a new file in dir named by pattern, fsynced,
-// mode 0644, and returns its path.
-func writeTemp(dir, pattern string, data []byte) (string, error) {
-	tmp, err := os.CreateTemp(dir, pattern)
+// writeTemp writes data to a new file replays/.replay-<random>, fsynced,
+// mode 0644, and returns its path in the bundle.
+func (b *Bundle) writeTemp(data []byte) (string, error) {
+	var r [8]byte
+	rand.Read(r[:])
+	rel := ReplaysDir + "/.replay-" + hex.EncodeToString(r[:])
+	f, err := b.root.Create(rel, 0o644)
 	if err != nil {
 		return "", err
 	}
-	_, err = tmp.Write(data)
+	_, err = f.Write(data)
 	if err == nil {
-		err = tmp.Sync()
+		err = f.Chmod(0o644) // whatever the umask
 	}
-	if cerr := tmp.Close(); err == nil {
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		b.root.Remove(rel)
 		return "", err
 	}
-	return tmp.Name(), nil
+	return rel, nil
+}
+
+// syncDir fsyncs the bundle's directory rel.
+func (b *Bundle) syncDir(rel string) error {
+	f, err := b.root.Open(rel)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // ReplayStatus summarizes the replays the way the snapshot schema's

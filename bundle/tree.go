@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // entryKind is what a bundle path is on disk.
@@ -78,51 +81,41 @@ func reserved(rel string) bool {
 	return rel == ManifestFile || rel == SignatureFile || rel == ReplaysDir || strings.HasPrefix(rel, ReplaysDir+"/")
 }
 
-// scanTree lists root's regular files, symbolic links and empty
-// directories (never following a link) and all its directories. Reserved
-// root entries are skipped. Any other kind of file is an error naming it.
-func scanTree(root string) (*tree, error) {
+// scanTree lists the regular files, symbolic links and empty
+// directories below root (never following a link) and all its
+// directories. Reserved root entries are skipped. Any other kind of file
+// is an error naming it.
+func scanTree(root *safefs.Dir) (*tree, error) {
 	t := &tree{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	empty := map[string]bool{} // directories without a child seen so far
+	err := root.Walk("", func(rel string, fi fs.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if rel == "." {
+		if rel == "" {
 			t.dirs = append(t.dirs, "")
 			return nil
 		}
 		if reserved(rel) {
-			if d.IsDir() {
-				return filepath.SkipDir
+			if fi.IsDir() {
+				return fs.SkipDir
 			}
 			return nil
+		}
+		if parent := path.Dir(rel); parent != "." {
+			delete(empty, parent)
 		}
 		if err := validRel(rel); err != nil {
 			return &entryError{rel, fmt.Errorf("file name %w: bundles hold only UTF-8 names", err)}
 		}
-		switch typ := d.Type(); {
+		switch typ := fi.Mode().Type(); {
 		case typ.IsRegular():
 			t.entries = append(t.entries, entry{rel: rel, kind: kindFile})
 		case typ&fs.ModeSymlink != 0:
 			t.entries = append(t.entries, entry{rel: rel, kind: kindSymlink})
 		case typ.IsDir():
 			t.dirs = append(t.dirs, rel)
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			names, err := f.Readdirnames(1)
-			f.Close()
-			if errors.Is(err, io.EOF) && len(names) == 0 {
-				t.entries = append(t.entries, entry{rel: rel, kind: kindDir})
-			} else if err != nil {
-				return err
-			}
+			empty[rel] = true
 		default:
 			return &entryError{rel, fmt.Errorf("%s is a %s: bundles hold only regular files, symbolic links and directories", rel, kindName(typ))}
 		}
@@ -130,6 +123,9 @@ func scanTree(root string) (*tree, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	for rel := range empty {
+		t.entries = append(t.entries, entry{rel: rel, kind: kindDir})
 	}
 	slices.SortFunc(t.entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
 	return t, nil
@@ -164,7 +160,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b
 // With syncFiles, each file is also fsynced. With stopEarly, once an entry
 // fails (an error, or a digest other than its want), entries after it are
 // skipped: the caller reports only the first failure.
-func hashEntries(root string, es []entry, syncFiles, stopEarly bool) {
+func hashEntries(root *safefs.Dir, es []entry, syncFiles, stopEarly bool) {
 	workers := min(runtime.GOMAXPROCS(0), 8, len(es))
 	if syncFiles { // fsync waits on the disk, not the CPU
 		workers = min(32, len(es))
@@ -184,7 +180,7 @@ func hashEntries(root string, es []entry, syncFiles, stopEarly bool) {
 					continue
 				}
 				e := &es[i]
-				e.digest, e.err = hashEntry(filepath.Join(root, filepath.FromSlash(e.rel)), e.kind, syncFiles)
+				e.digest, e.err = hashEntry(root, e.rel, e.kind, syncFiles)
 				if e.err != nil || (e.want != "" && e.digest != e.want) {
 					for {
 						cur := firstBad.Load()
@@ -201,10 +197,10 @@ func hashEntries(root string, es []entry, syncFiles, stopEarly bool) {
 
 // hashEntry returns the digest of one path: a file's content or a link's
 // target string. Directories have none.
-func hashEntry(p string, k entryKind, syncFile bool) (string, error) {
+func hashEntry(root *safefs.Dir, rel string, k entryKind, syncFile bool) (string, error) {
 	switch k {
 	case kindSymlink:
-		target, err := os.Readlink(p)
+		target, err := root.Readlink(rel)
 		if err != nil {
 			return "", err
 		}
@@ -212,7 +208,7 @@ func hashEntry(p string, k entryKind, syncFile bool) (string, error) {
 	case kindDir:
 		return "", nil
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := root.Open(rel)
 	if err != nil {
 		return "", err
 	}
@@ -220,7 +216,7 @@ func hashEntry(p string, k entryKind, syncFile bool) (string, error) {
 	if fi, err := f.Stat(); err != nil {
 		return "", err
 	} else if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is no longer a regular file", p)
+		return "", fmt.Errorf("%s is no longer a regular file", rel)
 	}
 	h := sha256.New()
 	buf := copyBufs.Get().(*[]byte)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // Writer builds a bundle in a staging directory beside its output and
@@ -162,11 +164,16 @@ func (w *Writer) commit(m *Manifest, key ed25519.PrivateKey) error {
 			return fmt.Errorf("bundle %s: the staging directory holds %s, which is reserved", w.out, r)
 		}
 	}
-	t, err := scanTree(w.staging)
+	root, err := safefs.OpenOneMount(w.staging)
 	if err != nil {
 		return fmt.Errorf("bundle %s: %w", w.out, err)
 	}
-	hashEntries(w.staging, t.entries, true, true)
+	defer root.Close()
+	t, err := scanTree(root)
+	if err != nil {
+		return fmt.Errorf("bundle %s: %w", w.out, err)
+	}
+	hashEntries(root, t.entries, true, true)
 	m.Dal.Files = map[string]string{}
 	m.Dal.Symlinks = nil
 	m.Dal.EmptyDirs = nil
