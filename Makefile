@@ -31,10 +31,20 @@ test: build test-deps
 test-deps:
 	@./scripts/test-deps.sh
 
-lint:
+# goimports, pinned, installed from the Go module proxy into bin/tools on
+# first use (as bench/compare.sh installs benchstat); a new version gets a
+# directory of its own, so changing the pin reinstalls it.
+GOIMPORTS_VERSION := v0.52.0
+GOIMPORTS         := $(BIN)/tools/goimports-$(GOIMPORTS_VERSION)/goimports
+
+lint: $(GOIMPORTS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$($(GOIMPORTS) -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "goimports would change (see $(GOIMPORTS) -d FILE):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./...
+
+$(GOIMPORTS):
+	GOBIN=$(CURDIR)/$(dir $(GOIMPORTS)) $(GO) install golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
 
 # Rebuilds the committed eBPF object, its Go bindings and the syscall tables
 # (needs clang-14 and llvm-14: apt-get install clang-14 llvm-14). CI checks
@@ -42,8 +52,10 @@ lint:
 generate:
 	$(GO) generate ./ebpf/
 
+# Every fuzz target of the module, FUZZTIME each (default 10s): make fuzz
+# [FUZZTIME=1m] [FUZZ='har|wire']. See scripts/fuzz.sh.
 fuzz:
-	$(GO) test ./internal/wire -run '^$$' -fuzz FuzzDecode -fuzztime 60s
+	./scripts/fuzz.sh
 
 # make bench: every benchmark, bench/out/report.{md,json}, bench/out/bench.prom
 # and the README's figures section. bench-smoke: the short suite CI runs

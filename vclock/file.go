@@ -3,10 +3,11 @@ package vclock
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/dal-runtime/dal/internal/atomicfile"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/atomicfile"
 )
 
 // FileVersion is the clock.json format version.

@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dal-runtime/dal/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/atomicfile"
 )
 
 // SchemaVersion is the version of manifest.json and of the checkpoint.json

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/dal-runtime/dal/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/atomicfile"
 )
 
 // Environment variables that choose the store.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dal-runtime/dal/internal/atomicfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"github.com/dal-runtime/dal/internal/checkpoint"
 	"github.com/dal-runtime/dal/internal/marks"
 	ucli "github.com/urfave/cli/v2"

@@ -3,12 +3,12 @@ package consistency
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/dal-runtime/dal/internal/atomicfile"
 	"math"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/internal/consistency/stats"
 )
