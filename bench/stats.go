@@ -6,17 +6,29 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/consistency/stats"
 )
 
 // Sample is repeated measurements of one thing.
 type Sample []time.Duration
 
-// Min, Median and Max summarize a sample.
-func (s Sample) Min() time.Duration    { return slices.Min(s) }
-func (s Sample) Max() time.Duration    { return slices.Max(s) }
-func (s Sample) Median() time.Duration { c := slices.Clone(s); slices.Sort(c); return c[len(c)/2] }
+// Min, Median and Max summarize a sample; like Min and Max, Median panics
+// on an empty sample. Median is stats.Median's (the mean of the two middle
+// values when n is even), rounded to the nanosecond, so that every median
+// dal reports — bench figures and consistency reports — has one definition.
+func (s Sample) Min() time.Duration { return slices.Min(s) }
+func (s Sample) Max() time.Duration { return slices.Max(s) }
+func (s Sample) Median() time.Duration {
+	v := make([]float64, len(s))
+	for i, d := range s {
+		v[i] = float64(d)
+	}
+	return time.Duration(math.Round(median(v)))
+}
 
 // Spread renders "min / median / max".
 func (s Sample) Spread() string {
@@ -104,10 +116,20 @@ func Div(a, b Values) Values {
 // (a ratio, MB/s, ns per syscall).
 type Values []float64
 
-// Min, Median and Max summarize the values.
+// Min, Median and Max summarize the values; Median is stats.Median's, as
+// for Sample, and all three panic on no values.
 func (v Values) Min() float64    { return slices.Min(v) }
 func (v Values) Max() float64    { return slices.Max(v) }
-func (v Values) Median() float64 { c := slices.Clone(v); slices.Sort(c); return c[len(c)/2] }
+func (v Values) Median() float64 { return median(v) }
+
+// median is stats.Median, which errs only on an empty slice.
+func median(v []float64) float64 {
+	m, err := stats.Median(v)
+	if err != nil {
+		panic("bench: median of no values")
+	}
+	return m
+}
 
 // Spread renders "min / median / max" with format (e.g. "%.1f µs").
 func (v Values) Spread(format string) string {

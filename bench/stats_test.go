@@ -46,3 +46,37 @@ func TestSetRatiosAndPairs(t *testing.T) {
 		t.Errorf("SetRatios(nil) set %+v", empty)
 	}
 }
+
+// TestMedian: bench's medians are stats.Median's (the mean of the two middle
+// values for an even count), not the upper middle value.
+func TestMedian(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name string
+		s    Sample
+		want time.Duration
+	}{
+		{"one", Sample{3 * ms}, 3 * ms},
+		{"odd, unsorted", Sample{9 * ms, 1 * ms, 4 * ms}, 4 * ms},
+		{"even: mean of the middle two", Sample{4 * ms, 1 * ms, 3 * ms, 2 * ms}, 2500 * time.Microsecond},
+		{"even, rounded to the nanosecond", Sample{1, 2}, 2},
+	} {
+		if got := c.s.Median(); got != c.want {
+			t.Errorf("%s: Sample%v.Median() = %v, want %v", c.name, c.s, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    Values
+		want float64
+	}{
+		{"one", Values{0.5}, 0.5},
+		{"odd", Values{3, 1, 2}, 2},
+		{"even", Values{10, 1, 2, 3}, 2.5},
+	} {
+		if got := c.v.Median(); got != c.want {
+			t.Errorf("%s: Values%v.Median() = %v, want %v", c.name, c.v, got, c.want)
+		}
+	}
+}

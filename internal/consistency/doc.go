@@ -2,7 +2,8 @@
 // bundle, and reports how consistent the runs were: the consensus of their
 // outputs (its subpackage consensus), the spread of their durations, token
 // counts and scores (its subpackage stats), a reliability score, and one row
-// per run. Both subpackages exist for this package alone.
+// per run. Both subpackages exist for this package (bench also takes its
+// medians from stats, so that dal has one definition of a median).
 //
 // It does not start agents itself: Options.Record records one run into a
 // bundle directory (dal-exec consistency passes internal/record), so the
