@@ -1,32 +1,50 @@
-// Package sandbox runs an agent in its own mount and pid namespaces with its
-// workspace on an overlay, and reads, exports, applies and reverts what the
-// agent changed there. It is the filesystem half of DESIGN §6 (fs-diff/,
-// fs-pre/) and §9 (revert); it knows nothing of bundles, signing or the CLI.
+// Package sandbox runs an agent in its own mount, pid, IPC and UTS (and,
+// on request, network) namespaces with its workspace on an overlay, and
+// reads, exports, applies and reverts what the agent changed there. It is
+// the filesystem half of DESIGN §6 (fs-diff/, fs-pre/) and §9 (revert) and
+// the containment of §12; it knows nothing of bundles, signing or the CLI.
 //
 // # The sandbox
 //
 // [Command] returns an *exec.Cmd that re-executes the current binary
-// (/proc/self/exe) with a hidden first argument in new mount and pid
-// namespaces; [Init], the first statement of main, recognises it and becomes
-// the sandbox's init (PID 1). The init
+// (/proc/self/exe) with a hidden first argument in new mount, pid, IPC and
+// UTS namespaces; [Init], the first statement of main, recognises it and
+// becomes the sandbox's init (PID 1). The init
 //
 //   - makes every mount private, so nothing propagates to the host;
 //   - mounts an overlay at the workspace path: the lower layer is the real
 //     workspace (or [Config.Lower]), the upper layer and work directory live in
 //     [Config.Staging]; the path inside is the path outside, so the agent's
 //     cwd and the paths it prints are unchanged;
-//   - makes the rest of the filesystem read-only (MOUNT_ATTR_RDONLY, recursive,
-//     on /), mounts a private tmpfs on /tmp and /dev/shm, a fresh /proc for the
-//     new pid namespace with /proc/sys and friends read-only, and binds
-//     [Config.Binds] read-write at their own paths (cloned before /tmp is
-//     covered, so a dald socket directory under the real /tmp stays reachable);
-//     /dev is the host's, read-only as a mount, so device nodes work;
+//   - makes the rest of the filesystem read-only and nodev
+//     (MOUNT_ATTR_RDONLY|MOUNT_ATTR_NODEV, recursive, on /): a device node
+//     anywhere on the host's tree, or planted in the workspace (nosuid and
+//     nodev too), opens nothing;
+//   - mounts a private tmpfs on /tmp ([Config.PrivateTmp]) and a fresh /proc
+//     for the new pid namespace with /proc/sys and friends read-only;
+//   - gives the sandbox a /dev of its own, as runc does: a read-only tmpfs
+//     holding the host's null, zero, full, random, urandom and tty nodes
+//     (each a bind of the node alone, read-only as a mount so the agent,
+//     uid 0, cannot chmod the host's), a private devpts instance
+//     (newinstance, ptmxmode=0666) with /dev/ptmx a link to pts/ptmx, a
+//     private tmpfs on /dev/shm, and the fd, stdin, stdout and stderr links.
+//     No block device, no other character device (mem, kmsg, loop-control,
+//     kvm, the host's ptys and consoles); without CAP_MKNOD the agent
+//     makes none;
+//   - binds [Config.Binds] read-only at their own paths, and only
+//     [Config.WritableBinds] read-write (cloned before /tmp is covered, so a
+//     path under the real /tmp stays reachable; nosuid, nodev), and each of
+//     [Config.Sockets] as the socket file alone, never its directory: under
+//     the private /tmp an empty file is made to mount it on;
+//   - sets the host name to "dal" in its UTS namespace; SysV IPC objects and
+//     POSIX message queues the agent creates live in its IPC namespace and
+//     die with it (POSIX shared memory lives in the private /dev/shm);
 //   - makes itself non-dumpable (the agent cannot open /proc/1/fd), sets
 //     no_new_privs, locks the securebits and drops every capability (bounding,
 //     ambient, effective, permitted, inheritable) on the thread that forks the
-//     agent, installs the write watcher below, and starts the agent in its own
-//     process group (the terminal's foreground group when it had the
-//     terminal);
+//     agent, installs the write watcher below, and starts the agent as the
+//     leader of a new session (setsid), so the caller's terminal is never its
+//     controlling terminal;
 //   - forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the agent's group, reaps
 //     every zombie, and exits with the agent's status (128+n when it was killed
 //     by signal n). Leaving PID 1 kills whatever the agent left running.
@@ -37,11 +55,37 @@
 //
 // Preconditions: root in the initial user namespace with overlayfs and the
 // new mount API (Linux 5.12 or later; "lowerdir+" is used from 6.8 and
-// falls back to a joined lowerdir before). The staging directory must be on a
-// filesystem that can hold an overlay upper layer (ext4, xfs, btrfs, tmpfs —
-// not overlayfs) and must not overlap the workspace. Everything is built so
-// that an unprivileged user could later add CLONE_NEWUSER with a uid map of
-// itself; nothing here depends on being uid 0 beyond that.
+// falls back to a joined lowerdir before; PIDFD_THREAD from 6.9 for the
+// connect report, else a thread other than a group leader is not
+// reported). The staging directory must be on a filesystem that can hold
+// an overlay upper layer (ext4, xfs, btrfs, tmpfs — not overlayfs) and must
+// not overlap the workspace. The agent runs as uid 0 without capabilities:
+// mapping it to an unprivileged uid needs a user namespace, which the
+// rootless work brings (the overlay's upper layer would then hold files of
+// the mapped uid); nothing here depends on being uid 0 beyond that.
+//
+// # The terminal
+//
+// When one of the init's fds 0, 1 and 2 is a terminal (the caller's), the
+// init allocates a pty in the sandbox's devpts, gives it the caller's modes
+// and window size, and hands the agent the pty in place of every
+// descriptor that was the caller's terminal; the pty is the agent's
+// controlling terminal. The agent never holds a descriptor of the caller's
+// terminal, so it cannot push input into it (TIOCSTI), read it behind the
+// user's back or change its modes; TIOCSTI and TIOCLINUX are refused by the
+// filter below in any case. The init relays: when stdin is a terminal and
+// the init's group is in its foreground, it puts it in raw mode (output
+// processing stays on unless stdout and stderr are the terminal too, since
+// dal-exec prints the agent's piped output there) and copies keystrokes to
+// the pty, whose line discipline echoes and edits and turns ^C into SIGINT
+// for the agent's foreground job; it copies the pty's output to the
+// caller's terminal, and the window size on each SIGWINCH. When the agent
+// exits, the init kills what it left (which holds the pty), drains the
+// pty's output and restores the caller's modes. The relay's threads block
+// SIGTTIN and SIGTTOU: as a PID namespace's init it cannot be stopped by
+// them, so in the background a read fails and the relay waits for SIGCONT.
+// If dal-exec is killed with SIGKILL, the caller's terminal stays raw
+// (`reset` restores it), as with ssh.
 //
 // # Denied writes
 //
@@ -57,6 +101,10 @@
 // then it lets the call continue (SECCOMP_USER_NOTIF_FLAG_CONTINUE), so
 // the kernel, not the watcher, decides. [Denied] reads the list. fanotify
 // cannot do this: the kernel refuses such a call before any fsnotify event.
+// io_uring_setup is refused (EPERM) and listed with an empty path: a ring's
+// writes are made by the kernel, past the watcher; io_uring_enter and
+// io_uring_register, and the ioctls TIOCSTI and TIOCLINUX, fail with EPERM
+// in the filter itself.
 // Limits: a prediction, not the errno — a call that fails earlier for
 // another reason (a missing parent, ENOTDIR) is still listed; 32-bit and
 // x32 syscalls are not watched; fd-based writes need an fd opened for
@@ -66,6 +114,14 @@
 // cost nothing; each watched call costs one round trip to the init (a few
 // microseconds). The eBPF issue can replace the watcher by a tracepoint on
 // the failing calls.
+//
+// With [Config.Network], connect is watched too: an attempt on an IPv4 or
+// IPv6 socket (asked of the socket itself through pidfd_getfd) to an
+// address off loopback is listed by [Blocked]; it fails, the namespace
+// having no route out. Unix-socket connects are not listed: they reach
+// what the sandbox shows, and may succeed. The address is read from the
+// agent's memory before the kernel reads it, so an agent racing its own
+// threads can make the list name another address than the one it reached.
 //
 // # Capture, export, apply, revert
 //

@@ -82,6 +82,13 @@ func runInit(arg string) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The agent leads a session of its own: the caller's terminal is not
+	// its controlling terminal, and when the caller has one, the agent
+	// gets a pty of the sandbox instead (see terminal).
+	term, err := openTerminal()
+	if err != nil {
+		return fail(err)
+	}
 	w := newWatcher(denied, sp.Quiet, sp.Network)
 	if err := w.readMounts(); err != nil {
 		return fail(err)
@@ -107,13 +114,6 @@ func runInit(arg string) int {
 	}
 	gate.Close()
 
-	// The agent leads a session of its own: the caller's terminal is not
-	// its controlling terminal, and when the caller has one, the agent
-	// gets a pty of the sandbox instead (see terminal).
-	term, err := openTerminal()
-	if err != nil {
-		return fail(err)
-	}
 	attr := &syscall.SysProcAttr{Setsid: true}
 	if term != nil {
 		attr.Setctty, attr.Ctty = true, term.ctty()
