@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
@@ -440,4 +442,21 @@ func formatBytes(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// ParseSize reads a byte count as a user writes it for
+// MaxExtractBytesFlag: "8GiB", "500MiB", "64KiB", "2G" (G, M, K are
+// powers of 1024 too), or a plain number of bytes.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	num := strings.TrimRight(t, "KMGTiBkmgtib ")
+	unit := strings.ToUpper(strings.TrimSpace(t[len(num):]))
+	shift := map[string]uint{"": 0, "B": 0, "K": 10, "KB": 10, "KIB": 10, "M": 20, "MB": 20, "MIB": 20,
+		"G": 30, "GB": 30, "GIB": 30, "T": 40, "TB": 40, "TIB": 40}
+	sh, ok := shift[unit]
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if !ok || err != nil || n < 0 || n > math.MaxInt64>>sh {
+		return 0, fmt.Errorf("%q is not a size: write a number of bytes with an optional unit, e.g. 16GiB", s)
+	}
+	return n << sh, nil
 }

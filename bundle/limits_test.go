@@ -358,3 +358,17 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{"8GiB": 8 << 30, "500 MiB": 500 << 20, "2G": 2 << 30, "123": 123, "64kb": 64 << 10, "1TiB": 1 << 40} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "-1", "1.5G", "8 parsecs", "99999999999999TiB"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+}
