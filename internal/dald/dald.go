@@ -41,7 +41,7 @@ embeds one. SIGTERM or SIGINT stops accepting and drains: running sessions finis
 Sessions are kept apart by a capability: a process joins a session only with the token
 dal-exec gave its agent (DAL_SESSION_TOKEN), and status lists a user's own sessions. What a
 client can make dald hold is capped (the --max-* flags and --idle-timeout; at the defaults one
-session holds at most about 220 MiB); a refusal names the flag that raises it.
+session holds at most about 250 MiB); a refusal names the flag that raises it.
 
 It traces every session's process tree with eBPF (boundary coverage, DESIGN §8) when it may
 (root, or CAP_BPF and CAP_PERFMON, on a kernel with BTF); otherwise it says once why tracing is
