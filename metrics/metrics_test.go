@@ -1,11 +1,9 @@
 package metrics
 
 import (
-	"flag"
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -13,13 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/golden"
 	"github.com/dal-runtime/dal/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 // sampleBPF stands in for the eBPF loader: two programs, one attached twice.
 func sampleBPF() []ProgramStats {
@@ -74,44 +71,7 @@ func TestExposition(t *testing.T) {
 	m := New(Options{BPFStats: sampleBPF})
 	exercise(t, m)
 	got := normalise(scrape(t, m.Handler(), ""))
-	golden := filepath.Join("testdata", "exposition.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./metrics -run TestExposition -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("exposition differs from %s (go test ./metrics -run TestExposition -update to accept):\n%s",
-			golden, lineDiff(string(want), got))
-	}
-}
-
-// lineDiff lists the lines only one side has, marked - (want) and + (got).
-func lineDiff(want, got string) string {
-	count := map[string]int{}
-	for _, l := range strings.Split(got, "\n") {
-		count[l]++
-	}
-	for _, l := range strings.Split(want, "\n") {
-		count[l]--
-	}
-	var b strings.Builder
-	for _, side := range []struct {
-		text string
-		mark string
-		sign int
-	}{{want, "-", -1}, {got, "+", 1}} {
-		for _, l := range strings.Split(side.text, "\n") {
-			if count[l]*side.sign > 0 {
-				b.WriteString(side.mark + " " + l + "\n")
-			}
-		}
-	}
-	return b.String()
+	golden.Check(t, filepath.Join("testdata", "exposition.golden"), []byte(got))
 }
 
 // normalise replaces the build's version strings, which change with every

@@ -3,12 +3,11 @@ package seedrng
 import (
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"os"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/seedrng.json from this implementation")
+	"github.com/dal-runtime/dal/internal/golden"
+)
 
 // vector is one cross-language test vector: bytes [Offset, Offset+Length)
 // of stream (Seed, Label), and the first Float64 values of the stream.
@@ -53,7 +52,7 @@ func makeVectors() []vector {
 
 func TestVectors(t *testing.T) {
 	got := makeVectors()
-	if *update {
+	if golden.Update() { // go test -update rewrites testdata/seedrng.json from this implementation
 		b, _ := json.MarshalIndent(got, "", "  ")
 		if err := os.WriteFile(vectorFile, append(b, '\n'), 0o644); err != nil {
 			t.Fatal(err)

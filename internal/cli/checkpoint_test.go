@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/checkpoint"
+	"github.com/dal-runtime/dal/internal/golden"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -169,16 +170,6 @@ func TestCheckpointHelpGolden(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("%v exited %d: %s", args, r.code, r.stderr)
 		}
-		golden := filepath.Join("testdata", "help-"+strings.Join(args[:len(args)-1], "-")+".golden")
-		if *update {
-			os.WriteFile(golden, []byte(r.stdout), 0o644)
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.stdout != string(want) {
-			t.Errorf("%v help differs from %s (go test -update to accept):\n%s", args, golden, r.stdout)
-		}
+		golden.Check(t, filepath.Join("testdata", "help-"+strings.Join(args[:len(args)-1], "-")+".golden"), []byte(r.stdout))
 	}
 }

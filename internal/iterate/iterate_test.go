@@ -1,14 +1,12 @@
 package iterate
 
 import (
-	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dal-runtime/dal/internal/golden"
 	"github.com/dal-runtime/dal/internal/marks"
 )
 
@@ -157,8 +155,6 @@ func TestPolicyCheck(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite the golden files")
-
 // TestReportGolden pins the selection report of the seed document's
 // example: 72%, 85%, 83%, with quality dimensions on the last iteration.
 func TestReportGolden(t *testing.T) {
@@ -170,14 +166,5 @@ func TestReportGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Applied = []string{"out/report.md"}
-	got := []byte(s.Markdown())
-	golden := filepath.Join("testdata", "report.golden.md")
-	if *update {
-		os.MkdirAll("testdata", 0o755)
-		os.WriteFile(golden, got, 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("report differs from %s (go test -update rewrites it; %v):\n%s", golden, err, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "report.golden.md"), []byte(s.Markdown()))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +10,8 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/bench"
+	"github.com/dal-runtime/dal/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // fixture is a report's input: figures of every kind (a ratio with its
 // spread, a throughput, a missing tool, a target) and fidelity runs, one
@@ -50,7 +48,7 @@ func fixture() ([]bench.Figure, machine) {
 func TestMarkdownGolden(t *testing.T) {
 	figs, m := fixture()
 	got := markdown(figs, m, 95*time.Second, "ok", true)
-	golden(t, "report.golden.md", got)
+	golden.Check(t, filepath.Join("testdata", "report.golden.md"), []byte(got))
 	if !strings.Contains(got, "not measured: install strace (apt-get install strace)") {
 		t.Error("the missing strace is not reported as \"not measured: install strace\"")
 	}
@@ -70,7 +68,7 @@ func TestMarkdownGolden(t *testing.T) {
 func TestPromGolden(t *testing.T) {
 	figs, m := fixture()
 	text := promText(figs, m, 95*time.Second)
-	golden(t, "bench.golden.prom", string(text))
+	golden.Check(t, filepath.Join("testdata", "bench.golden.prom"), text)
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Fatal("promtool is needed to check the textfile: apt-get install prometheus")
@@ -133,22 +131,5 @@ func TestTreeHash(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "b.txt"), 0o600)
 	if after, _ := treeHash(dir); after == before {
 		t.Error("treeHash did not change with a file's mode")
-	}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it); got:\n%s", name, got)
 	}
 }

@@ -1,21 +1,18 @@
 package consensus
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"github.com/dal-runtime/dal/internal/golden"
+)
 
 func sc(x float64) *float64 { return &x }
 
@@ -342,19 +339,7 @@ func TestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	golden := filepath.Join("testdata", "fixture.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("results differ from %s (go test -update to accept):\n%s", golden, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "fixture.golden.json"), got)
 }
 
 // FuzzDecide checks the invariants on arbitrary runs: no panic, confidence
