@@ -95,7 +95,7 @@ func TestRecordReplayRevert(t *testing.T) {
 	}
 
 	// Replay reproduces it exactly, from the post-run workspace.
-	rep := dalIn(t, ws, nil, "replay", "--json", "-", out)
+	rep := dalIn(t, ws, key, "replay", "--json", "-", out)
 	if rep.code != 0 || !strings.Contains(rep.stdout, `"fidelity": 1`) || !strings.Contains(rep.stderr, "EXACT") {
 		t.Fatalf("replay: %d %q %q", rep.code, rep.stdout, rep.stderr)
 	}
@@ -103,7 +103,7 @@ func TestRecordReplayRevert(t *testing.T) {
 
 	// A changed input is drift in stdout and in the files, exit 1.
 	os.WriteFile(filepath.Join(ws, "input.txt"), []byte("beta\n"), 0o644)
-	d := dalIn(t, ws, nil, "replay", out)
+	d := dalIn(t, ws, key, "replay", out)
 	if d.code != 1 || !strings.Contains(d.stdout, "DRIFT  stdout") || !strings.Contains(d.stdout, "- input alpha") || !strings.Contains(d.stdout, "+ input beta") ||
 		!strings.Contains(d.stdout, "DRIFT  fs_diff") || !strings.Contains(d.stdout, "out.txt") {
 		t.Fatalf("drift: %d %q %q", d.code, d.stdout, d.stderr)
@@ -115,20 +115,20 @@ func TestRecordReplayRevert(t *testing.T) {
 	// not a path the run changed, so restore the run's own output instead)
 	os.WriteFile(filepath.Join(ws, "input.txt"), []byte("alpha\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "out.txt"), []byte("edited\n"), 0o644)
-	if r := dalIn(t, ws, nil, "revert", out); r.code != 2 || !strings.Contains(r.stderr, "out.txt") {
+	if r := dalIn(t, ws, key, "revert", out); r.code != 2 || !strings.Contains(r.stderr, "out.txt") {
 		t.Fatalf("revert of a changed workspace: %d %q", r.code, r.stderr)
 	}
 	// ... and restores the exact pre-run tree otherwise.
 	os.Remove(filepath.Join(ws, "out.txt"))
 	os.WriteFile(filepath.Join(ws, "out.txt"), mustRead(t, filepath.Join(out, "fs-diff", "files", "out.txt")), 0o644)
-	if r := dalIn(t, ws, nil, "revert", out); r.code != 0 {
+	if r := dalIn(t, ws, key, "revert", out); r.code != 0 {
 		t.Fatalf("revert: %d %q", r.code, r.stderr)
 	}
 	if h, _ := sandbox.TreeHash(ws); h != pre {
 		t.Fatal("revert did not restore the pre-run tree hash")
 	}
 	// From the pre-run state, replay is exact again.
-	if r := dalIn(t, ws, nil, "replay", out); r.code != 0 {
+	if r := dalIn(t, ws, key, "replay", out); r.code != 0 {
 		t.Fatalf("replay from the pre-run state: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
@@ -156,7 +156,7 @@ func TestTamperedBundleIsRefused(t *testing.T) {
 		flipped[len(flipped)/2] ^= 1
 		os.WriteFile(p, flipped, 0o644)
 		for _, cmd := range []string{"verify", "replay"} {
-			r := dalIn(t, ws, nil, cmd, out)
+			r := dalIn(t, ws, key, cmd, out)
 			if r.code != 2 || !strings.Contains(r.stderr, rel) {
 				t.Errorf("%s with %s flipped: exit %d, %q", cmd, rel, r.code, r.stderr)
 			}
@@ -204,7 +204,7 @@ func TestDiffNamesTheDifferingComponents(t *testing.T) {
 			t.Fatalf("record: %q", r.stderr)
 		}
 	}
-	d := dalIn(t, ws, nil, "diff", filepath.Join(dir, "7"), filepath.Join(dir, "8"))
+	d := dalIn(t, ws, key, "diff", filepath.Join(dir, "7"), filepath.Join(dir, "8"))
 	for _, want := range []string{"same       command", "DIFFERENT  seed", "7 vs 8", "DIFFERENT  stdout", "first difference at line 1", "DIFFERENT  fs_diff", "same       clock"} {
 		if !strings.Contains(d.stdout, want) {
 			t.Errorf("diff output lacks %q:\n%s", want, d.stdout)
@@ -213,7 +213,7 @@ func TestDiffNamesTheDifferingComponents(t *testing.T) {
 	if d.code != 1 {
 		t.Errorf("diff of different bundles exited %d", d.code)
 	}
-	if s := dalIn(t, ws, nil, "diff", filepath.Join(dir, "7"), filepath.Join(dir, "7")); s.code != 0 || strings.Contains(s.stdout, "DIFFERENT") {
+	if s := dalIn(t, ws, key, "diff", filepath.Join(dir, "7"), filepath.Join(dir, "7")); s.code != 0 || strings.Contains(s.stdout, "DIFFERENT") {
 		t.Errorf("diff of a bundle with itself: %d %s", s.code, s.stdout)
 	}
 }
@@ -245,16 +245,17 @@ func TestSelfContainedReplayWithoutTheWorkspace(t *testing.T) {
 	ws := workspace(t)
 	out := filepath.Join(t.TempDir(), "run")
 	plain := filepath.Join(t.TempDir(), "plain")
-	if r := dalIn(t, ws, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--no-apply", "--out", plain, "--", "python3", "agent.py"); r.code != 0 {
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	if r := dalIn(t, ws, key, "record", "--no-apply", "--out", plain, "--", "python3", "agent.py"); r.code != 0 {
 		t.Fatalf("record: %q", r.stderr)
 	}
-	if r := dalIn(t, ws, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--self-contained", "--out", out, "--", "python3", "agent.py"); r.code != 0 {
+	if r := dalIn(t, ws, key, "record", "--self-contained", "--out", out, "--", "python3", "agent.py"); r.code != 0 {
 		t.Fatalf("record: %q", r.stderr)
 	}
 	if err := os.RemoveAll(ws); err != nil {
 		t.Fatal(err)
 	}
-	r := dalIn(t, "/", nil, "replay", out)
+	r := dalIn(t, "/", key, "replay", out)
 	if r.code != 0 || !strings.Contains(r.stdout, "EXACT") || !strings.Contains(r.stdout, "self-contained state") {
 		t.Fatalf("self-contained replay: %d %q %q", r.code, r.stdout, r.stderr)
 	}
@@ -262,7 +263,7 @@ func TestSelfContainedReplayWithoutTheWorkspace(t *testing.T) {
 		t.Fatal("replay left the workspace's mount point behind")
 	}
 	// A bundle that is not self-contained says how to proceed.
-	r = dalIn(t, "/", nil, "replay", plain)
+	r = dalIn(t, "/", key, "replay", plain)
 	if r.code != 2 || !strings.Contains(r.stderr, "does not exist here") || !strings.Contains(r.stderr, "--self-contained") {
 		t.Fatalf("plain bundle without its workspace: %d %q", r.code, r.stderr)
 	}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/record"
+	"github.com/dal-runtime/dal/internal/termsafe"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -16,16 +18,22 @@ func DiffCommand() *ucli.Command {
 		ArgsUsage: "BUNDLE_A BUNDLE_B",
 		Description: `Verifies both bundles, then compares how they were run (command, mode, seed, epoch) and
 what they did (exit code, stdout, stderr, file changes, clock streams). For each component that
-differs it shows the first difference, from A to B.
+differs it shows the first difference, from A to B, with control characters escaped. Both
+bundles must be signed by a key you trust (your own, --key, the trusted-keys file).
 
 Examples:
    dal-exec diff run-seed7 run-seed8
    dal-exec diff monday.tar.zst tuesday.tar.zst`,
+		Flags: trustFlags(),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 2 {
 				return usageError{fmt.Errorf("diff takes two bundles, e.g. dal-exec diff run1 run2")}
 			}
-			cs, err := record.Diff(c.Args().Get(0), c.Args().Get(1))
+			t, err := trustFromFlags(c)
+			if err != nil {
+				return err
+			}
+			cs, err := record.Diff(c.Args().Get(0), c.Args().Get(1), bundle.OpenOptions{Trust: t})
 			if err != nil {
 				return err
 			}
@@ -39,7 +47,7 @@ Examples:
 				same = false
 				fmt.Fprintf(w, "  DIFFERENT  %s\n", x.Name)
 				for _, l := range strings.Split(x.First, "\n") {
-					fmt.Fprintf(w, "             %s\n", l)
+					fmt.Fprintf(w, "             %s\n", termsafe.Line(l))
 				}
 			}
 			if !same {

@@ -57,6 +57,8 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				Usage: "also redact this HTTP header in network.har (repeatable)"},
 			&ucli.StringSliceFlag{Name: "redact-field", EnvVars: []string{"DAL_REDACT_FIELD"},
 				Usage: "also redact this query or JSON/form body field in network.har and prompts/ (repeatable)"},
+			&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
+				Usage: "treat this kept variable as a secret although its name does not say so: never stored, its value scrubbed from the bundle (repeatable)"},
 		), append(selectionFlags(), PolicyFlags()...)...),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
@@ -85,7 +87,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				}
 			}
 			sum, err := record.Record(c.Context, record.Options{Spec: spec, Iterations: policy, Checkpoints: keep, Out: c.String("out"), Workspace: c.String("workspace"),
-				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"),
+				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"), SecretEnv: c.StringSlice("secret-env"),
 				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field")}})
 			if err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/dal-runtime/dal/internal/record"
+	"github.com/dal-runtime/dal/internal/termsafe"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -23,34 +24,45 @@ and the LLM calls. The user's workspace is never written. The network is offline
 its own network namespace and only the bundle's network.har answers; identical requests get
 their recorded responses in order, streams come back with their recorded chunk boundaries, and
 a request the recording cannot answer gets an error response (HTTP 502) and is reported with
-the nearest recorded request and the fields that differ. The outcome is stored in the bundle's replays/ without touching its signature.
+the nearest recorded request and the fields that differ. The outcome is stored in the bundle's
+replays/, signed with your key, without touching the bundle's signature.
+
+A bundle is trusted when it is signed by your own key, a --key, or a key in the trusted-keys
+file; any other signer is refused unless --trust-signer names it. The workspace path is taken
+from the bundle only when you recorded it on this machine; otherwise pass --workspace. The
+replayed agent gets the recorded values of kept plain settings and a placeholder for secrets;
+nothing of your environment unless --keep-env names it.
 
 Examples:
    dal-exec replay run1
    dal-exec replay --json verdict.json run1.tar.zst
    dal-exec replay --show-output --workspace ./project run1
    dal-exec replay --replay-speed 1 run1      # streams keep their recorded timing`,
-		Flags: []ucli.Flag{
+		Flags: append([]ucli.Flag{
 			&ucli.StringFlag{Name: "json", Usage: "also write the verdict as JSON to this file (- for stdout)"},
 			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the recorded path)"},
-			&ucli.StringFlag{Name: "key", Usage: "require the bundle to be signed by this public key (.pub)"},
 			&ucli.BoolFlag{Name: "show-output", Usage: "print the replayed agent's stdout as it runs"},
+			&ucli.StringSliceFlag{Name: "keep-env", Usage: "give the replayed agent this variable from your environment instead of the recorded value or a secret's placeholder (repeatable)"},
 			metricsTextfileFlag(),
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the replay's fidelity to (default: the one at the default socket, if any)"},
 			&ucli.Float64Flag{Name: "replay-speed", Value: 0, EnvVars: []string{"DAL_REPLAY_SPEED"},
 				Usage: "pace of replayed streams: 0 as fast as possible, 1 the recorded timing, 2 twice as fast"},
-		},
+		}, trustFlags()...),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 1 {
 				return usageError{fmt.Errorf("replay takes one bundle, e.g. dal-exec replay run1")}
 			}
-			o := record.ReplayOptions{Bundle: c.Args().First(), Workspace: c.String("workspace"), KeyPath: c.String("key"), Log: c.App.ErrWriter,
-				Speed: c.Float64("replay-speed")}
+			trust, err := trustFromFlags(c)
+			if err != nil {
+				return err
+			}
+			o := record.ReplayOptions{Bundle: c.Args().First(), Workspace: c.String("workspace"), Trust: trust, KeyPath: os.Getenv("DAL_KEY"), Log: c.App.ErrWriter,
+				Speed: c.Float64("replay-speed"), KeepEnv: c.StringSlice("keep-env")}
 			if o.Speed < 0 {
 				return usageError{fmt.Errorf("--replay-speed %v is negative: use 0 (fast), 1 (recorded timing) or more", o.Speed)}
 			}
 			if c.Bool("show-output") {
-				o.Stdout = c.App.Writer
+				o.Stdout = termsafe.NewWriter(c.App.Writer)
 			}
 			figs, err := newFigures(c)
 			if err != nil {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/record"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	ucli "github.com/urfave/cli/v2"
@@ -20,21 +19,24 @@ func RevertCommand() *ucli.Command {
 		ArgsUsage: "BUNDLE",
 		Description: `Undoes a recorded run: restores every file the run modified or deleted from the bundle's
 fs-pre/ and removes what it created. Refuses, naming the first path, when the workspace has
-changed since the run.
+changed since the run. Nothing is written outside the workspace and no symlink in it is followed.
+The bundle must be signed by a key you trust (your own, --key, the trusted-keys file, or
+--trust-signer); its recorded workspace path is used only when you recorded it on this machine,
+otherwise pass --workspace.
 
 Examples:
    dal-exec revert run1
    dal-exec revert --workspace ./project run1`,
-		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to restore (default: the recorded path)"},
+		Flags: append([]ucli.Flag{
+			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to restore (default: the recorded path, for a bundle you recorded on this machine)"},
 			metricsTextfileFlag(),
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the revert time to (default: the one at the default socket, if any)"},
-		},
+		}, trustFlags()...),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 1 {
 				return usageError{fmt.Errorf("revert takes one bundle, e.g. dal-exec revert run1")}
 			}
-			b, err := bundle.Open(c.Args().First(), bundle.OpenOptions{})
+			b, err := openTrusted(c, c.Args().First())
 			if err != nil {
 				return err
 			}
@@ -49,6 +51,9 @@ Examples:
 			}
 			ws := c.String("workspace")
 			if ws == "" {
+				if why := record.Foreign(b, &env); why != "" {
+					return usageError{fmt.Errorf("%s was %s, so its workspace path is not taken from it: pass --workspace DIR", c.Args().First(), why)}
+				}
 				ws = env.Workspace
 			}
 			if ws, err = filepath.Abs(ws); err != nil {

@@ -21,8 +21,8 @@ type loaded struct {
 	iterations     []*marks.Mark
 }
 
-func load(path string) (*loaded, error) {
-	b, err := bundle.Open(path, bundle.OpenOptions{})
+func load(path string, opts bundle.OpenOptions) (*loaded, error) {
+	b, err := bundle.Open(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +51,14 @@ func load(path string) (*loaded, error) {
 
 // Diff compares two bundles component by component: how each was run,
 // then what each did. Every component is compared; a component that
-// differs names its first difference.
-func Diff(pathA, pathB string) ([]Component, error) {
-	a, err := load(pathA)
+// differs names its first difference. Both bundles are opened with opts
+// (their signers must be trusted).
+func Diff(pathA, pathB string, opts bundle.OpenOptions) ([]Component, error) {
+	a, err := load(pathA, opts)
 	if err != nil {
 		return nil, err
 	}
-	b, err := load(pathB)
+	b, err := load(pathB, opts)
 	if err != nil {
 		return nil, err
 	}

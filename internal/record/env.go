@@ -21,9 +21,10 @@ import (
 const EnvVersion = 1
 
 // RunEnv is env.json: everything needed to re-run the command the same way,
-// and what the run was like. Values of variables passed with --keep-env are
-// never stored, only their SHA-256, so a token kept for the agent never
-// reaches disk.
+// and what the run was like. Variables passed with --keep-env are stored by
+// value when they are plain settings and by name only when they are
+// secrets (secrets.go), so a bundle replays by itself and a token kept for
+// the agent never reaches disk.
 type RunEnv struct {
 	Version   int       `json:"version"`
 	Command   []string  `json:"command"`
@@ -37,11 +38,18 @@ type RunEnv struct {
 	Timeout   string    `json:"timeout,omitempty"`
 
 	// GuardRails are the variables dal set, by name; Inherited the
-	// allowlisted ones passed through; Kept the --keep-env names with the
-	// SHA-256 of their values.
+	// allowlisted ones passed through; KeptValues the --keep-env plain
+	// settings with their values; Secrets the --keep-env names that are
+	// credentials (never their values). Kept is what bundles of earlier
+	// releases hold instead: every kept name with the SHA-256 of its value.
 	GuardRails map[string]string `json:"guard_rails"`
 	Inherited  map[string]string `json:"inherited"`
-	Kept       map[string]string `json:"kept"`
+	Kept       map[string]string `json:"kept,omitempty"`
+	KeptValues map[string]string `json:"kept_values,omitempty"`
+	Secrets    []string          `json:"secrets,omitempty"`
+	// Scrubbed are the bundle files (slash paths) in which a secret's
+	// value was replaced by [REDACTED].
+	Scrubbed []string `json:"scrubbed,omitempty"`
 
 	Host       Host              `json:"host"`
 	Runtimes   map[string]string `json:"runtimes"`
@@ -102,10 +110,10 @@ func runtimeVersions(argv0 string) map[string]string {
 func hashValue(v string) string { return hashBytes([]byte(v)) }
 
 // newRunEnv fills env.json from a finished run.
-func newRunEnv(spec *runner.Spec, res *runner.Result, workspace, cwd string, started time.Time) *RunEnv {
+func newRunEnv(spec *runner.Spec, res *runner.Result, workspace, cwd string, started time.Time, secretEnv []string) *RunEnv {
 	e := &RunEnv{Version: EnvVersion, Command: spec.Args, Cwd: cwd, Workspace: workspace,
 		Mode: spec.Mode, Seed: spec.Seed, Epoch: spec.Epoch.UTC(), QuantumNS: int64(spec.Quantum), CPUs: spec.CPUs,
-		GuardRails: map[string]string{}, Inherited: map[string]string{}, Kept: map[string]string{},
+		GuardRails: map[string]string{}, Inherited: map[string]string{},
 		Host: hostInfo(), Runtimes: runtimeVersions(spec.Args[0]), DalVersion: version.Version,
 		StartedAt: started.UTC(), DurationMS: res.Wall.Milliseconds(), ExitCode: res.ExitCode, TimedOut: res.TimedOut}
 	if spec.Timeout > 0 {
@@ -116,6 +124,7 @@ func newRunEnv(spec *runner.Spec, res *runner.Result, workspace, cwd string, sta
 		rails[k] = true
 		e.GuardRails[k] = res.Env[k]
 	}
+	kept := map[string]string{}
 	for k := range res.Env {
 		if rails[k] {
 			continue
@@ -123,8 +132,18 @@ func newRunEnv(spec *runner.Spec, res *runner.Result, workspace, cwd string, sta
 		if runner.Allowlisted(k) {
 			e.Inherited[k] = res.Env[k]
 		} else {
-			e.Kept[k] = hashValue(res.Env[k])
+			kept[k] = res.Env[k]
 		}
 	}
+	e.KeptValues, e.Secrets, _ = splitKept(kept, secretEnv)
 	return e
+}
+
+// secretValues are the values of the run's secrets, to scrub.
+func secretValues(res *runner.Result, secrets []string) []string {
+	var out []string
+	for _, k := range secrets {
+		out = append(out, res.Env[k])
+	}
+	return out
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/iterate"
+	"github.com/dal-runtime/dal/internal/leftover"
 	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
@@ -34,6 +35,9 @@ type Options struct {
 	NoApply       bool        // keep the run's changes only in the bundle
 	SelfContained bool        // also store the pre-run workspace
 	KeyPath       string      // signing key ("" = bundle.DefaultKeyPath)
+	// SecretEnv names kept variables that are secrets although their
+	// names do not say so (--secret-env); see secrets.go.
+	SecretEnv []string
 	// Network configures the capture of the agent's network traffic
 	// (every mode but default, whose network is passthrough).
 	Network NetworkOptions
@@ -91,6 +95,7 @@ type recording struct {
 	key   ed25519.PrivateKey
 	w     *bundle.Writer
 	stage string // dal's staging directory: sandbox layers, network, marks, apply copy
+	held  *leftover.Held
 	cfg   sandbox.Config
 	nw    *network // nil in default mode (passthrough)
 	marks string   // the marks directory, as dal-exec sees it
@@ -161,11 +166,33 @@ func prepareRecording(o Options) (*recording, error) {
 	if r.w, err = bundle.Create(r.out); err != nil {
 		return nil, err
 	}
-	if r.stage, err = os.MkdirTemp(stagingRoot(), "dal-sandbox-"); err != nil {
+	if r.stage, r.held, err = newStage("dal-sandbox-", r.spec.Log); err != nil {
 		r.w.Abort()
-		return nil, fmt.Errorf("create the sandbox's staging directory: %w", err)
+		return nil, err
 	}
 	return r, nil
+}
+
+// newStage sweeps the staging directories that dead runs left behind and
+// creates this run's, held (leftover.Hold) so that no other run sweeps it.
+func newStage(prefix string, log io.Writer) (string, *leftover.Held, error) {
+	var gone []string
+	for _, p := range []string{"dal-sandbox-*", "dal-replay-*"} {
+		gone = append(gone, leftover.Sweep(stagingRoot(), p)...)
+	}
+	if len(gone) > 0 && log != nil {
+		fmt.Fprintf(log, "dal: removed %d staging directories left by dead runs in %s\n", len(gone), stagingRoot())
+	}
+	stage, err := os.MkdirTemp(stagingRoot(), prefix)
+	if err != nil {
+		return "", nil, fmt.Errorf("create the sandbox's staging directory: %w", err)
+	}
+	held, err := leftover.Hold(stage)
+	if err != nil {
+		os.RemoveAll(stage)
+		return "", nil, err
+	}
+	return stage, held, nil
 }
 
 // cleanup removes the staging directory and, unless the bundle was
@@ -178,6 +205,7 @@ func (r *recording) cleanup() {
 		r.w.Abort() // a no-op after Commit
 	}
 	os.RemoveAll(r.stage)
+	r.held.Release()
 }
 
 // buildSandbox configures the sandbox: the workspace overlay, the network
@@ -304,7 +332,7 @@ func (r *recording) capture() error {
 			return fmt.Errorf("prepare the run's changes: %w", err)
 		}
 	}
-	r.env = newRunEnv(&r.spec, r.res, r.ws, r.cwd, r.started)
+	r.env = newRunEnv(&r.spec, r.res, r.ws, r.cwd, r.started, r.o.SecretEnv)
 	r.env.DeniedWrites = denied
 	r.env.SelfContained = r.o.SelfContained
 	r.env.Applied = !r.o.NoApply
@@ -320,6 +348,9 @@ func (r *recording) applyDir() string { return filepath.Join(r.stage, "apply") }
 // self-contained, env.json, clock.json, syscalls.json (reported on dal's
 // log) and the iteration report.
 func (r *recording) writeRecords() error {
+	if err := r.scrub(); err != nil {
+		return err
+	}
 	if r.o.SelfContained {
 		if err := copyTree(r.ws, filepath.Join(r.w.Dir(), "workspace"), excluded(r.ws, r.out)); err != nil {
 			return fmt.Errorf("store the pre-run workspace: %w", err)
@@ -339,6 +370,29 @@ func (r *recording) writeRecords() error {
 	reportBoundary(r.spec.Log, r.bound)
 	if r.its != nil {
 		r.its.report(r.spec.Log, "iterations/selection-report.md in "+r.out)
+	}
+	return nil
+}
+
+// scrub replaces the values of the run's secrets in every file of the
+// bundle written so far (logs, fs-diff, network.har, prompts/,
+// iterations/); fs-pre/ holds the user's own pre-run files, which revert
+// must restore exactly, and is left alone. The list goes to env.json.
+func (r *recording) scrub() error {
+	values := secretValues(r.res, r.env.Secrets)
+	for i, v := range values {
+		if len(v) < minSecret && v != "" {
+			fmt.Fprintf(r.spec.Log, "dal: the secret %s is shorter than %d bytes and is not scrubbed by value\n", r.env.Secrets[i], minSecret)
+		}
+	}
+	s := newScrubber(values)
+	scrubbed, err := s.tree(r.w.Dir(), "fs-pre")
+	if err != nil {
+		return err
+	}
+	r.env.Scrubbed = scrubbed
+	if len(scrubbed) > 0 {
+		fmt.Fprintf(r.spec.Log, "dal: a secret's value was replaced by %s in %s\n", Redacted, strings.Join(scrubbed, ", "))
 	}
 	return nil
 }
@@ -408,7 +462,8 @@ func createLogs(dir string) (*runLogs, error) {
 		name string
 		to   **os.File
 	}{{"stdout", &l.stdout}, {"stderr", &l.stderr}, {"dal.log", &l.dal}} {
-		fh, err := os.OpenFile(filepath.Join(dir, f.name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		// O_APPEND: the secret scrub rewrites dal.log while it is open.
+		fh, err := os.OpenFile(filepath.Join(dir, f.name), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			l.close()
 			return nil, err

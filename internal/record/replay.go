@@ -18,19 +18,31 @@ import (
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
+	"github.com/dal-runtime/dal/internal/termsafe"
 	"github.com/dal-runtime/dal/vclock"
 )
 
 // ReplayOptions configure a replay.
 type ReplayOptions struct {
 	Bundle    string
-	Workspace string    // default: the recorded workspace path
-	KeyPath   string    // trusted signer's public key ("" = the key the manifest names)
-	Log       io.Writer // dal's messages (required)
-	Stdout    io.Writer // where the replayed agent's output also goes (nil: nowhere)
+	Workspace string // default: the recorded workspace path
+	// Trust are the keys the user trusts; a bundle signed by another key
+	// is refused. Nil: only the signature's self-consistency is checked
+	// (tests and callers that verified the bundle themselves).
+	Trust *bundle.Trust
+	// KeyPath is the replayer's signing key, which signs the outcome
+	// stored in replays/ ("" = bundle.DefaultKeyPath; created on first
+	// use, as record does).
+	KeyPath string
+	Log     io.Writer // dal's messages (required)
+	Stdout  io.Writer // where the replayed agent's output also goes (nil: nowhere)
 	// Speed of network replay: 0 as fast as possible, 1 the recorded
 	// chunk timing, 2 twice as fast.
 	Speed float64
+	// KeepEnv names variables the replayed agent gets from the caller's
+	// environment instead of the recorded value or a secret's placeholder.
+	// Nothing else of the caller's environment reaches it.
+	KeepEnv []string
 }
 
 // Verdict is a replay's outcome.
@@ -103,15 +115,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 // openReplay opens and verifies the bundle and reads what the replay
 // serves and compares: env.json, clock.json and the recorded changes.
 func openReplay(o ReplayOptions) (*replaying, error) {
-	var opts bundle.OpenOptions
-	if o.KeyPath != "" {
-		pub, err := bundle.LoadPublicKey(o.KeyPath)
-		if err != nil {
-			return nil, err
-		}
-		opts.TrustedKey = pub
-	}
-	b, err := bundle.Open(o.Bundle, opts)
+	b, err := bundle.Open(o.Bundle, bundle.OpenOptions{Trust: o.Trust})
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +172,9 @@ func (r *replaying) close() {
 func (r *replaying) prepareWorkspace() error {
 	ws := r.o.Workspace
 	if ws == "" {
+		if why := r.foreign(); why != "" {
+			return runner.UsageError{Err: fmt.Errorf("%s was %s, so its workspace path is not taken from it: pass --workspace DIR (the directory to rebuild the pre-run state from)", r.o.Bundle, why)}
+		}
 		ws = r.env.Workspace
 	}
 	ws, err := filepath.Abs(ws)
@@ -175,9 +182,12 @@ func (r *replaying) prepareWorkspace() error {
 		return err
 	}
 	r.ws = ws
-	if r.stage, err = os.MkdirTemp(stagingRoot(), "dal-replay-"); err != nil {
+	stage, held, err := newStage("dal-replay-", r.o.Log)
+	if err != nil {
 		return err
 	}
+	r.stage = stage
+	r.cleanup = append(r.cleanup, held.Release)
 	r.cfg = sandboxConfig(ws, filepath.Join(r.stage, "sandbox"))
 	if _, err := os.Stat(ws); err == nil {
 		preLayer := filepath.Join(r.stage, "pre-layer")
@@ -203,12 +213,33 @@ func (r *replaying) prepareWorkspace() error {
 	r.cfg.Lower = []string{r.b.File("workspace")}
 	// The overlay needs a mount point at the recorded path; it is removed
 	// again after the run (close removes the stage; this is the one path
-	// outside it).
-	if err := os.MkdirAll(ws, 0o755); err != nil {
+	// outside it). Only the last component is created: a replay never
+	// makes directories anywhere a bundle names.
+	if err := os.Mkdir(ws, 0o700); err != nil {
 		return fmt.Errorf("create the mount point %s for the self-contained workspace: %w", ws, err)
 	}
 	r.cleanup = append(r.cleanup, func() { os.Remove(ws) })
 	return nil
+}
+
+// foreign says why the bundle is not the user's own recording on this
+// machine ("" when it is): signed by a key other than the user's own, or
+// recorded on another host.
+func (r *replaying) foreign() string {
+	return Foreign(r.b, &r.env)
+}
+
+// Foreign says why a bundle is not the user's own recording on this
+// machine, "" when it is: its values (workspace path) are then not taken
+// without the user naming them.
+func Foreign(b *bundle.Bundle, env *RunEnv) string {
+	if !strings.HasPrefix(b.Signer.Source, "your key") {
+		return "signed by " + b.Signer.Fingerprint + ", not by your own key"
+	}
+	if host, _ := os.Hostname(); env.Host.Hostname != "" && env.Host.Hostname != host {
+		return "recorded on " + env.Host.Hostname + ", not on this machine"
+	}
+	return ""
 }
 
 // buildSandbox configures the sandbox and the runner: the recorded
@@ -221,12 +252,6 @@ func (r *replaying) buildSandbox() error {
 	r.spec = runner.Spec{Args: env.Command, Dir: filepath.Join(r.ws, env.Cwd), Mode: env.Mode, Seed: env.Seed,
 		Epoch: env.Epoch, Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Replay: r.clock, Log: r.o.Log,
 		Inherit: env.Inherited}
-	for k := range env.Kept {
-		r.spec.KeepEnv = append(r.spec.KeepEnv, k)
-		if hashValue(os.Getenv(k)) != env.Kept[k] {
-			fmt.Fprintf(r.o.Log, "dal: %s differs from the recorded value (only its hash is stored): set it as it was for an exact replay\n", k)
-		}
-	}
 	if env.Timeout != "" {
 		r.spec.Timeout, _ = time.ParseDuration(env.Timeout)
 		r.spec.Timeout *= 2 // a replay serves the network and clock locally; never tighter than the record
@@ -253,6 +278,7 @@ func (r *replaying) buildSandbox() error {
 	if env.Network != nil {
 		r.spec.Env = nw.Vars()
 	}
+	r.spec.Env = withVars(r.spec.Env, r.keptEnv())
 	marksDir, marksMount, err := newMarksDir(r.stage)
 	if err != nil {
 		return err
@@ -266,6 +292,104 @@ func (r *replaying) buildSandbox() error {
 		return sandbox.Command(*cfg, argv, envl, dir)
 	}
 	r.spec.Wait = sandbox.Wait
+	return nil
+}
+
+// keptEnv decides what the replayed agent gets for the variables kept at
+// record time: the caller's value when the replay names it (--keep-env),
+// else the recorded value of a plain setting, a placeholder for a secret.
+// Bundles of earlier releases stored only hashes: those variables are
+// passed only when named. It says on dal's log what it used.
+func (r *replaying) keptEnv() map[string]string {
+	env := &r.env
+	named := map[string]bool{}
+	for _, k := range r.o.KeepEnv {
+		named[k] = true
+		r.spec.KeepEnv = append(r.spec.KeepEnv, k)
+		if h, ok := env.Kept[k]; ok && hashValue(os.Getenv(k)) != h {
+			fmt.Fprintf(r.o.Log, "dal: %s differs from the recorded value (only its hash is stored): set it as it was for an exact replay\n", k)
+		}
+	}
+	out := map[string]string{}
+	var recorded, placeholders, missing []string
+	for k, v := range env.KeptValues {
+		if !named[k] {
+			out[k] = v
+			recorded = append(recorded, k)
+		}
+	}
+	for _, k := range env.Secrets {
+		if !named[k] {
+			out[k] = Placeholder(k)
+			placeholders = append(placeholders, k)
+		}
+	}
+	for k := range env.Kept {
+		if !named[k] {
+			missing = append(missing, k)
+		}
+	}
+	for _, l := range []struct {
+		names []string
+		msg   string
+	}{
+		{recorded, "dal: the replay uses the recorded values of %s\n"},
+		{placeholders, "dal: the replay gives the secrets %s a placeholder (pass --keep-env NAME to give the real value)\n"},
+		{missing, "dal: the bundle stores only a hash of %s: pass --keep-env NAME to give the replay your value\n"},
+	} {
+		if len(l.names) > 0 {
+			sort.Strings(l.names)
+			fmt.Fprintf(r.o.Log, l.msg, strings.Join(l.names, ", "))
+		}
+	}
+	return out
+}
+
+// secretScrubber replaces, in the replay's output, the values that stood
+// in for the recorded secrets: the placeholders, and the caller's values
+// of secrets the replay names.
+func (r *replaying) secretScrubber() *scrubber {
+	var values []string
+	for _, k := range r.env.Secrets {
+		values = append(values, Placeholder(k), os.Getenv(k))
+	}
+	return newScrubber(values)
+}
+
+// scrubbedHashes makes the file comparison hold for files whose recorded
+// content was scrubbed: the recorded side is hashed as stored in the
+// bundle, the replayed side after the same scrub.
+func (r *replaying) scrubbedHashes() error {
+	scrubbed := map[string]bool{}
+	for _, p := range r.env.Scrubbed {
+		if rel, ok := strings.CutPrefix(p, "fs-diff/files/"); ok {
+			scrubbed[rel] = true
+		}
+	}
+	if len(scrubbed) == 0 {
+		return nil
+	}
+	s := r.secretScrubber()
+	for i, c := range r.changes {
+		if scrubbed[c.Path] && c.Hash != "" {
+			b, err := r.b.ReadFile("fs-diff/files/" + c.Path)
+			if err != nil {
+				return err
+			}
+			r.changes[i].Hash = hashBytes(b)
+		}
+	}
+	for i, c := range r.got {
+		if !scrubbed[c.Path] || c.Hash == "" {
+			continue
+		}
+		b, err := readNoFollow(filepath.Join(sandbox.Upper(r.cfg), filepath.FromSlash(c.Path)))
+		if err != nil {
+			return err
+		}
+		b, _ = s.Bytes(b)
+		r.got[i].Hash = hashBytes(b)
+	}
 	return nil
 }
 
@@ -303,8 +427,10 @@ func (r *replaying) capture() error {
 	if r.recIts, _, err = marks.Read(filepath.Dir(r.b.File("iterations")), marks.Iteration); err != nil {
 		return err
 	}
-	r.got, err = sandbox.Capture(r.cfg)
-	return err
+	if r.got, err = sandbox.Capture(r.cfg); err != nil {
+		return err
+	}
+	return r.scrubbedHashes()
 }
 
 // compare fills the verdict: every component of the recording against the
@@ -313,6 +439,13 @@ func (r *replaying) compare() {
 	v, env := r.v, &r.env
 	recOut, _ := r.b.ReadFile("logs/stdout")
 	recErr, _ := r.b.ReadFile("logs/stderr")
+	s := r.secretScrubber()
+	out, _ := s.Bytes(r.stdout.Bytes())
+	errOut, _ := s.Bytes(r.stderr.Bytes())
+	r.stdout.Reset()
+	r.stdout.Write(out)
+	r.stderr.Reset()
+	r.stderr.Write(errOut)
 	code := r.res.ExitCode
 	v.Components = append(v.Components,
 		Component{Name: "exit_code", Compared: true, Match: code == env.ExitCode,
@@ -354,7 +487,15 @@ func (r *replaying) storeOutcome() {
 			}
 		}
 	}
-	if err := r.b.AddReplay(outcome); err != nil {
+	keyPath := r.o.KeyPath
+	if keyPath == "" {
+		keyPath = bundle.DefaultKeyPath()
+	}
+	key, _, err := bundle.LoadOrCreateKey(keyPath)
+	if err == nil {
+		err = r.b.AddSignedReplay(outcome, key)
+	}
+	if err != nil {
 		fmt.Fprintf(r.o.Log, "dal: could not store the replay outcome in the bundle: %v\n", err)
 	}
 }
@@ -433,7 +574,7 @@ func (v *Verdict) Render(w io.Writer) {
 		status = "DRIFT"
 	}
 	fmt.Fprintf(w, "replay of %s: %s, fidelity %.2f (workspace from its %s state; replay %d ms, record %d ms)\n",
-		v.Bundle, status, v.Fidelity, v.State, v.WallMS, v.RecordMS)
+		termsafe.Line(v.Bundle), status, v.Fidelity, v.State, v.WallMS, v.RecordMS)
 	for _, c := range v.Components {
 		mark := "  ok     "
 		switch {
@@ -449,7 +590,7 @@ func (v *Verdict) Render(w io.Writer) {
 		fmt.Fprintln(w, line)
 		if c.First != "" {
 			for _, l := range strings.Split(c.First, "\n") {
-				fmt.Fprintln(w, "           "+l)
+				fmt.Fprintln(w, "           "+termsafe.Line(l))
 			}
 		}
 	}

@@ -1,0 +1,102 @@
+package e2e
+
+// The containment suite (SECURITY.md): each test runs one attack of a
+// hostile agent or a hostile bundle against the built binaries and asserts
+// that the host side is untouched and that dal's report is truthful.
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// bundleHolds reports the bundle files (relative paths) that contain s.
+func bundleHolds(t *testing.T, dir, s string) []string {
+	t.Helper()
+	var hits []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			rel, _ := filepath.Rel(dir, p)
+			hits = append(hits, rel)
+		}
+		return nil
+	})
+	return hits
+}
+
+// A kept secret reaches no file of the bundle, however the agent leaks it
+// (stdout, stderr, a file it writes), and no plain hash of it is stored; a
+// kept plain setting is stored by value; the bundle replays exactly on a
+// machine where neither variable is set.
+func TestSecretsNeverReachTheBundle(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	const secret = "sk-e2e-9f8e7d6c5b4a"
+	agent := `import os, sys
+k = os.environ["E2E_API_KEY"]
+print("key:", k)
+print("url:", os.environ["E2E_BASE_URL"])
+sys.stderr.write("auth " + k + "\n")
+open("leak.txt", "w").write("token=" + k + "\n")
+`
+	if err := os.WriteFile(filepath.Join(ws, "agent.py"), []byte(agent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "E2E_API_KEY=" + secret, "E2E_BASE_URL=http://127.0.0.1:9/v1"}
+	rec := dalIn(t, ws, env, "record", "--keep-env", "E2E_API_KEY", "--keep-env", "E2E_BASE_URL", "--out", out, "--", "python3", "agent.py")
+	if rec.code != 0 || !strings.Contains(rec.stdout, "key: "+secret) {
+		t.Fatalf("record: %d %q %q", rec.code, rec.stdout, rec.stderr)
+	}
+	if hits := bundleHolds(t, out, secret); len(hits) > 0 {
+		t.Fatalf("the secret reached the bundle in %v", hits)
+	}
+	var e struct {
+		Kept       map[string]string `json:"kept"`
+		KeptValues map[string]string `json:"kept_values"`
+		Secrets    []string          `json:"secrets"`
+		Scrubbed   []string          `json:"scrubbed"`
+	}
+	b := mustRead(t, filepath.Join(out, "env.json"))
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Kept) != 0 || e.KeptValues["E2E_BASE_URL"] != "http://127.0.0.1:9/v1" || len(e.Secrets) != 1 || e.Secrets[0] != "E2E_API_KEY" {
+		t.Fatalf("env.json keeps the wrong things: %s", b)
+	}
+	for _, want := range []string{"logs/stdout", "logs/stderr", "fs-diff/files/leak.txt"} {
+		if !strings.Contains(strings.Join(e.Scrubbed, " "), want) {
+			t.Errorf("env.json's scrubbed list %v misses %s", e.Scrubbed, want)
+		}
+	}
+	if !bytes.Contains(mustRead(t, filepath.Join(out, "logs/stdout")), []byte("key: [REDACTED]")) {
+		t.Errorf("stdout in the bundle: %s", mustRead(t, filepath.Join(out, "logs/stdout")))
+	}
+	// The workspace got the agent's real output.
+	if got := string(mustRead(t, filepath.Join(ws, "leak.txt"))); got != "token="+secret+"\n" {
+		t.Errorf("the applied file is %q", got)
+	}
+	// Neither variable set: the replay gets the recorded URL and a
+	// placeholder key, and is exact.
+	if err := os.Remove(filepath.Join(ws, "leak.txt")); err != nil {
+		t.Fatal(err)
+	}
+	rep := dalIn(t, ws, []string{env[0], "E2E_API_KEY=", "E2E_BASE_URL="}, "replay", out)
+	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
+		t.Fatalf("replay: %d %q %q", rep.code, rep.stdout, rep.stderr)
+	}
+	if !strings.Contains(rep.stderr, "recorded values of E2E_BASE_URL") || !strings.Contains(rep.stderr, "secrets E2E_API_KEY a placeholder") {
+		t.Errorf("replay does not say which values it used: %q", rep.stderr)
+	}
+	if hits := bundleHolds(t, out, secret); len(hits) > 0 {
+		t.Fatalf("after replay, the secret is in the bundle in %v", hits)
+	}
+}
