@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dal-runtime/dal/internal/sandbox"
 )
 
 // bundleHolds reports the bundle files (relative paths) that contain s.
@@ -99,4 +101,52 @@ open("leak.txt", "w").write("token=" + k + "\n")
 	if hits := bundleHolds(t, out, secret); len(hits) > 0 {
 		t.Fatalf("after replay, the secret is in the bundle in %v", hits)
 	}
+}
+
+// A bundle signed by someone else is refused by replay, revert and diff;
+// accepted for one command with --trust-signer, it still does not choose
+// the workspace: revert and replay want --workspace.
+func TestForeignBundlesAreNotTrusted(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	out := filepath.Join(t.TempDir(), "run")
+	alice := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "alice")}
+	bob := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "bob")}
+	if r := dalIn(t, ws, alice, "record", "--out", out, "--", "python3", "agent.py"); r.code != 0 {
+		t.Fatalf("record: %q", r.stderr)
+	}
+	before := treeHash(t, ws)
+	var fp string
+	for _, args := range [][]string{{"revert", out}, {"replay", out}, {"diff", out, out}} {
+		r := dalIn(t, ws, bob, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "which you do not trust") || !strings.Contains(r.stderr, "--trust-signer") {
+			t.Fatalf("%s of a foreign bundle: %d %q", args[0], r.code, r.stderr)
+		}
+		_, rest, _ := strings.Cut(r.stderr, "signed by key ")
+		fp, _, _ = strings.Cut(rest, ",")
+	}
+	if treeHash(t, ws) != before {
+		t.Fatal("a refused command changed the workspace")
+	}
+	for _, cmd := range []string{"revert", "replay"} {
+		r := dalIn(t, ws, bob, cmd, "--trust-signer", fp, out)
+		if r.code != 2 || !strings.Contains(r.stderr, "not by your own key") || !strings.Contains(r.stderr, "--workspace") {
+			t.Fatalf("%s --trust-signer without --workspace: %d %q", cmd, r.code, r.stderr)
+		}
+	}
+	if treeHash(t, ws) != before {
+		t.Fatal("a refused command changed the workspace")
+	}
+	if r := dalIn(t, ws, bob, "revert", "--trust-signer", fp, "--workspace", ws, out); r.code != 0 {
+		t.Fatalf("revert with --trust-signer and --workspace: %d %q", r.code, r.stderr)
+	}
+}
+
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	h, err := sandbox.TreeHash(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
