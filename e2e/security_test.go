@@ -150,3 +150,44 @@ func treeHash(t *testing.T, dir string) string {
 	}
 	return h
 }
+
+// Attack 1 of the containment issue: the agent marks an iteration for
+// report.md, then plants report.md.dal-place (the name dal used to write
+// the selected artifact through) as a symlink to a host file. Placing the
+// selection after the agent exits must not write the host file; the
+// artifact still reaches the workspace.
+func TestIterationPlaceDoesNotFollowAPlantedSymlink(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	victim, err := os.CreateTemp("/var/tmp", "dal-e2e-victim-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.WriteString("host file\n")
+	victim.Close()
+	t.Cleanup(func() { os.Remove(victim.Name()) })
+	os.Chmod(victim.Name(), 0o644)
+	script := `set -e
+echo "draft 1" > report.md
+"$DAL_EXEC" iteration --score 0.9 report.md
+ln -s ` + victim.Name() + ` report.md.dal-place
+mkdir -p sub
+ln -s ` + filepath.Dir(victim.Name()) + ` sub/evil
+`
+	os.WriteFile(filepath.Join(ws, "agent.sh"), []byte(script), 0o644)
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "DAL_EXEC=" + bin.exec}
+	out := filepath.Join(t.TempDir(), "b")
+	r := dalIn(t, ws, env, "record", "--keep-env", "DAL_EXEC", "--out", out, "--", "sh", "agent.sh")
+	if got := string(mustRead(t, victim.Name())); got != "host file\n" {
+		t.Fatalf("the host file was written through the planted symlink: %q (record exit %d: %s)", got, r.code, r.stderr)
+	}
+	if fi, _ := os.Stat(victim.Name()); fi.Mode().Perm() != 0o644 {
+		t.Fatalf("the host file's mode changed to %v", fi.Mode())
+	}
+	if r.code != 0 {
+		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+	}
+	if got := string(mustRead(t, filepath.Join(ws, "report.md"))); got != "draft 1\n" {
+		t.Errorf("report.md in the workspace is %q", got)
+	}
+}
