@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"archive/tar"
 	"crypto/ed25519"
 	"os"
 	"path/filepath"
@@ -22,6 +23,19 @@ func FuzzOpen(f *testing.F) {
 	slip := filepath.Join(tmp, "slip.tgz")
 	makeTgz(f, slip, []tarEntry{{name: "l", link: "/tmp", typ: '2'}, {name: "l/x", body: "x", typ: '0'}})
 	f.Add(must(os.ReadFile(slip)))
+	// Manifest first with an unlisted entry after it, a bomb header, and
+	// an odd replays/ entry.
+	es := manifestFirst(f)
+	for _, extra := range []rawEntry{
+		{h: tar.Header{Name: "zz", Typeflag: tar.TypeReg}},
+		{h: tar.Header{Name: "fs-diff/big", Typeflag: tar.TypeReg, Size: 50 << 30}, zeros: 4096},
+		{h: tar.Header{Name: "replays/0001.json", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}},
+	} {
+		p := filepath.Join(tmp, "crafted.tar.zst")
+		craft(f, p, true, append(append([]rawEntry{}, es...), extra), extra.zeros == 0)
+		f.Add(must(os.ReadFile(p)))
+		os.Remove(p)
+	}
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd})
 	f.Add([]byte{0x1f, 0x8b})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -32,7 +46,7 @@ func FuzzOpen(f *testing.F) {
 		}
 		x := filepath.Join(dir, "x")
 		os.Mkdir(x, 0o700)
-		b, err := Open(p, OpenOptions{TempDir: x, Limits: ExtractLimits{MaxBytes: 16 << 20}})
+		b, err := Open(p, OpenOptions{TempDir: x, Limits: ExtractLimits{MaxBytes: 16 << 20, MaxEntries: 10_000}, Trust: trustOf(testKey(1))})
 		if err == nil {
 			b.Close()
 		}
