@@ -25,6 +25,7 @@ import (
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/shim"
 	"github.com/dal-runtime/dal/internal/version"
+	"github.com/dal-runtime/dal/internal/wire"
 )
 
 // Options configure a recording.
@@ -237,7 +238,7 @@ func (r *recording) buildSandbox() error {
 	cfg := &r.cfg
 	clockOut := r.spec.ClockOut
 	r.spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
-		cfg.Binds = append(cfg.Binds, socketDir(env)...)
+		cfg.Sockets = append(cfg.Sockets, daldSocket(env)...)
 		if clockOut != "" {
 			cfg.Binds = append(cfg.Binds, filepath.Dir(clockOut))
 		}
@@ -518,12 +519,12 @@ func workspaceAndCwd(ws string) (string, string, error) {
 	return ws, rel, nil
 }
 
-// socketDir returns the directory of the dald socket named in env, which
-// the sandbox must keep reachable.
-func socketDir(env []string) []string {
+// daldSocket returns the dald socket named in env, which the sandbox
+// shows as that one file (never its directory).
+func daldSocket(env []string) []string {
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "DAL_SOCKET="); ok && v != "" {
-			return []string{filepath.Dir(v)}
+		if v, ok := strings.CutPrefix(kv, wire.EnvSocket+"="); ok && v != "" {
+			return []string{v}
 		}
 	}
 	return nil

@@ -288,7 +288,7 @@ func (r *replaying) buildSandbox() error {
 	r.spec.Env = withVars(r.spec.Env, marksVars(marks.SandboxDir, r.ws))
 	cfg := &r.cfg
 	r.spec.Wrap = func(argv, envl []string, dir string) (*exec.Cmd, error) {
-		cfg.Binds = append(cfg.Binds, socketDir(envl)...)
+		cfg.Sockets = append(cfg.Sockets, daldSocket(envl)...)
 		return sandbox.Command(*cfg, argv, envl, dir)
 	}
 	r.spec.Wait = sandbox.Wait
