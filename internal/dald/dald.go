@@ -43,7 +43,7 @@ dal-exec gave its agent (DAL_SESSION_TOKEN), and status lists a user's own sessi
 client can make dald hold is capped (the --max-* flags and --idle-timeout; at the defaults one
 session holds at most about 250 MiB); a refusal names the flag that raises it.
 
-It traces every session's process tree with eBPF (boundary coverage, DESIGN §8) when it may
+It traces every session's process tree with eBPF (boundary coverage, docs/design.md §8) when it may
 (root, or CAP_BPF and CAP_PERFMON, on a kernel with BTF); otherwise it says once why tracing is
 off and serves everything else. Prometheus metrics are served at http://--metrics-addr/metrics
 (docs/metrics.md lists them). Under systemd it takes its socket from socket activation and

@@ -17,7 +17,7 @@ import (
 const BoundaryVersion = 1
 
 // Boundary is syscalls.json: which nondeterminism boundaries the agent's
-// process tree crossed (DESIGN §8), seen from the kernel by dald's eBPF
+// process tree crossed (docs/design.md §8), seen from the kernel by dald's eBPF
 // tracer and from the shims, and whether the bundle captured each.
 type Boundary struct {
 	Version int `json:"version"`

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Component is one compared part of a run (DESIGN §9).
+// Component is one compared part of a run (docs/design.md §9).
 type Component struct {
 	Name     string `json:"name"`
 	Compared bool   `json:"compared"` // false: the recording has nothing to compare (e.g. no network yet)

@@ -46,7 +46,7 @@ func keep(parent []string, kept []string) Env {
 	return env
 }
 
-// guardRails sets the variables of DESIGN §5 and the shim hooks. It
+// guardRails sets the variables of docs/design.md §5 and the shim hooks. It
 // returns the names it set, for env.json.
 func guardRails(env Env, spec *Spec, sess session, shimPython, shimNode string) []string {
 	deterministic := "1"

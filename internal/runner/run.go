@@ -26,7 +26,7 @@ import (
 	"github.com/dal-runtime/dal/vclock"
 )
 
-// Modes of DESIGN §2.
+// Modes of docs/design.md §2.
 var Modes = []string{"strict", "seeded", "logged", "default"}
 
 // Spec is one run.
