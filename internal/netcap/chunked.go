@@ -110,7 +110,7 @@ func (cr *chunkReader) trailer(lim *limitReader) error {
 // relayChunked relays a chunked body read off c frame by frame: every
 // chunk is written to w and flushed as soon as it is read (a chunk over
 // maxFrame piece by piece) and recorded as one chunk.
-func relayChunked(w io.Writer, flush func(), c *upConn, headersAt time.Time) relayed {
+func relayChunked(w io.Writer, flush func() error, c *upConn, headersAt time.Time) relayed {
 	type mark struct {
 		end int
 		at  time.Duration
@@ -122,13 +122,11 @@ func relayChunked(w io.Writer, flush func(), c *upConn, headersAt time.Time) rel
 	)
 	cr := &chunkReader{br: c.br}
 	write := func(p []byte) bool {
-		if _, err := w.Write(p); err != nil {
+		if err := writeFlush(w, flush, p); err != nil {
 			res.writeErr = err
 			return false
 		}
-		if flush != nil {
-			flush()
-		}
+		res.delivered += int64(len(p))
 		return true
 	}
 	for res.readErr == nil && res.writeErr == nil {
@@ -139,6 +137,7 @@ func relayChunked(w io.Writer, flush func(), c *upConn, headersAt time.Time) rel
 		}
 		if size == 0 {
 			res.readErr = cr.trailer(c.lim)
+			res.complete = res.readErr == nil
 			break
 		}
 		start := len(buf)
@@ -154,6 +153,7 @@ func relayChunked(w io.Writer, flush func(), c *upConn, headersAt time.Time) rel
 			if !write(buf[start:]) {
 				break
 			}
+			res.deliveredChunks++
 		} else {
 			buf = grow(buf, int(min(size, maxPrealloc)))
 			for left := size; left > 0; {
@@ -181,6 +181,7 @@ func relayChunked(w io.Writer, flush func(), c *upConn, headersAt time.Time) rel
 				break
 			}
 			marks = append(marks, mark{end: len(buf), at: time.Since(headersAt)})
+			res.deliveredChunks++
 		}
 		res.readErr = cr.end()
 	}

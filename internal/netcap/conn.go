@@ -283,9 +283,11 @@ func (p *Proxy) intercept(raw net.Conn, br *bufio.Reader, fallback, addr string)
 		mu.Unlock()
 		return nil, nil
 	}
+	certSent := false
 	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		mu.Lock()
 		n := name
+		certSent = true
 		mu.Unlock()
 		return p.cfg.CA.Leaf(n)
 	}
@@ -294,10 +296,10 @@ func (p *Proxy) intercept(raw net.Conn, br *bufio.Reader, fallback, addr string)
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	mu.Lock()
-	n := name
+	n, sent := name, certSent
 	mu.Unlock()
 	if err != nil {
-		kind, msg := tlsFailure(err, n, p.sniffTimeout)
+		kind, msg := tlsFailure(err, n, sent, p.sniffTimeout)
 		p.reportConn(kind, addr, msg)
 		p.drop(raw)
 		return nil, "", false
@@ -333,20 +335,31 @@ func (p *Proxy) reportSniff(k proto, addr, where string) {
 }
 
 // tlsFailure turns a failed handshake with a client into an event.
-func tlsFailure(err error, name string, timeout time.Duration) (kind, msg string) {
+// certSent: dal's certificate had been sent when it failed. A hang-up
+// without an alert is not blamed on the certificate: clients also hang up
+// when they give up, are killed, or only probe the port.
+func tlsFailure(err error, name string, certSent bool, timeout time.Duration) (kind, msg string) {
 	s := err.Error()
 	switch {
 	case strings.Contains(s, "remote error") && strings.Contains(s, "certificate"):
 		return KindTLSRefused, fmt.Sprintf("the client refused dal's certificate for %s (it pins certificates or does not trust SSL_CERT_FILE): not captured", name)
 	case strings.Contains(s, "unsupported application protocols"):
 		return KindHTTP2, fmt.Sprintf("the client offered only HTTP/2 (ALPN h2) for %s and dal captures HTTP/1.1 only: the connection was closed", name)
-	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
-		return KindTLSRefused, fmt.Sprintf("the client hung up during the TLS handshake for %s, most likely refusing dal's certificate (it pins certificates or does not trust SSL_CERT_FILE): not captured", name)
+	case hungUp(err) && !certSent:
+		return KindTLS, fmt.Sprintf("the client closed the connection during the TLS handshake for %s, before dal's certificate was sent: not captured", name)
+	case hungUp(err):
+		return KindTLS, fmt.Sprintf("the client closed the connection during the TLS handshake for %s, after dal's certificate was sent, without a TLS alert: not captured (if it was meant to be, check that the client trusts SSL_CERT_FILE)", name)
 	case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
 		return KindTLS, fmt.Sprintf("the client did not complete a TLS handshake for %s within %s: not captured, closed", name, timeout)
 	default:
 		return KindTLS, fmt.Sprintf("the TLS handshake with the client for %s failed (%v): not captured, closed", name, err)
 	}
+}
+
+// hungUp reports whether a handshake failed because the client closed or
+// reset the connection.
+func hungUp(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // hostPortURL is host:port as it appears in a URL: IPv6 in brackets, the

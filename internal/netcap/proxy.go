@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -57,18 +58,31 @@ type Config struct {
 	UpstreamRoots *x509.CertPool
 
 	// Dial opens upstream connections when recording ("tcp", "host:port");
-	// nil means a net.Dialer with a 30 s timeout. Must be nil when
-	// replaying.
+	// nil means dal's guarded dialer (30 s timeout), which connects to any
+	// address except this host's own: loopback (127.0.0.0/8, ::1), the
+	// unspecified address, and every address of the host's interfaces,
+	// those listed at New and any the kernel takes as local when the
+	// connection is made, unless it is in Allow. The check is made on
+	// the resolved address the socket connects to. A refused request is
+	// answered 403 with a JSON body naming --allow-loopback, reported as
+	// a [KindRefused] event, and recorded (Exchange.Refused) so that
+	// replay answers it alike. A Dial set here is not guarded (tests).
+	// Must be nil when replaying.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Allow lists the host's own addresses (loopback services, say
+	// 127.0.0.1:11434) the guarded dialer may connect to. Recording only.
+	Allow []netip.AddrPort
 
 	// Speed paces streamed replayed bodies: 0 serves every chunk at once,
 	// 1 at the recorded offsets (Chunk.At), 2 twice as fast. Replay only.
 	Speed float64
 
 	// Report, if set, receives one [Event] for each thing that was seen
-	// but not captured: non-HTTP connections, HTTP/2, refused
-	// certificates, WebSocket upgrades, replay misses. It may be called
-	// from several goroutines at once.
+	// but not captured (non-HTTP connections, HTTP/2, refused
+	// certificates, WebSocket upgrades, replay misses) and for each
+	// connection the guarded dialer refused. It may be called from
+	// several goroutines at once.
 	Report func(Event)
 
 	// SniffTimeout bounds how long a new connection may take to show what
@@ -100,6 +114,7 @@ const (
 	KindWebSocket  = "websocket"   // a WebSocket upgrade, answered 501
 	KindNotProxied = "not-proxied" // a request the proxy cannot place (no absolute URL, odd scheme, CONNECT in a tunnel)
 	KindReplayMiss = "replay-miss" // replay had no response for a request
+	KindRefused    = "refused"     // a connection to the host's own address, not allowed: answered 403
 )
 
 // ErrClosed is returned by [Proxy.Serve] and [Proxy.ServeTransparent] after
@@ -119,6 +134,7 @@ type Proxy struct {
 	// recording; nil when replaying.
 	transport *upstream
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	reach     *reach // the guarded dialer's policy; nil with Config.Dial or when replaying
 	tmu       sync.Mutex
 	mirrors   map[string]*upstream // per transparent destination
 
@@ -149,8 +165,8 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Speed < 0 || math.IsNaN(cfg.Speed) || math.IsInf(cfg.Speed, 0) {
 		return nil, fmt.Errorf("netcap: replay speed %v: want 0 (no waiting) or a positive factor", cfg.Speed)
 	}
-	if cfg.Source != nil && (cfg.Dial != nil || cfg.UpstreamRoots != nil) {
-		return nil, errors.New("netcap: Config.Dial and Config.UpstreamRoots are for recording; a replaying proxy (Config.Source set) never dials")
+	if cfg.Source != nil && (cfg.Dial != nil || cfg.UpstreamRoots != nil || cfg.Allow != nil) {
+		return nil, errors.New("netcap: Config.Dial, Config.UpstreamRoots and Config.Allow are for recording; a replaying proxy (Config.Source set) never dials")
 	}
 	if cfg.SniffTimeout < 0 {
 		return nil, fmt.Errorf("netcap: sniff timeout %v is negative", cfg.SniffTimeout)
@@ -172,7 +188,12 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Source == nil {
 		p.dial = cfg.Dial
 		if p.dial == nil {
-			d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+			r, err := newReach(cfg.Allow)
+			if err != nil {
+				return nil, fmt.Errorf("netcap: %w", err)
+			}
+			p.reach = r
+			d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: r.control}
 			p.dial = d.DialContext
 		}
 		p.transport = newUpstream(p.dial, "", cfg.UpstreamRoots)
@@ -344,6 +365,9 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 
 	if p.transport != nil {
 		p.transport.closeIdle()
+	}
+	if p.reach != nil {
+		p.reach.close()
 	}
 	p.tmu.Lock()
 	for _, t := range p.mirrors {

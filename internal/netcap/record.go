@@ -1,6 +1,8 @@
 package netcap
 
 import (
+	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -52,8 +54,18 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	}
 	x.Send, x.Wait = sent.Sub(x.Started), headersAt.Sub(sent)
 	if err != nil {
-		x.Error = upstreamErrPrefix + err.Error()
-		writeError(w, http.StatusBadGateway, "dal record: "+err.Error(), "dal_upstream_error", "X-Dal-Record", "error")
+		var refused *RefusedError
+		switch {
+		case errors.As(err, &refused):
+			p.refuseDial(w, x, refused)
+		case r.Context().Err() != nil && p.base.Err() == nil:
+			// The client left before the response arrived: nothing
+			// reached it, and nothing can.
+			x.ClientClosed = &har.ClientClose{Truncated: true}
+		default:
+			x.Error = upstreamErrPrefix + err.Error()
+			writeError(w, http.StatusBadGateway, "dal record: "+err.Error(), "dal_upstream_error", "X-Dal-Record", "error")
+		}
 		return
 	}
 	reusable := false
@@ -72,14 +84,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	copyEndToEnd(h, resp.Header)
 	suppressDefaults(h, resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	flusher, _ := w.(http.Flusher)
-	if streamed && flusher != nil {
-		flusher.Flush()
-	}
-
-	var flush func()
-	if streamed && flusher != nil {
-		flush = flusher.Flush
+	var flush func() error
+	if streamed {
+		flush = http.NewResponseController(w).Flush
+		flush() // a failure shows at the first write
 	}
 	var res relayed
 	switch {
@@ -99,7 +107,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 		x.Error = "dal shut down during the response"
 		panic(http.ErrAbortHandler)
 	case res.writeErr != nil || (res.readErr != nil && r.Context().Err() != nil):
-		x.Error = "the client closed the connection during the response"
+		// An ordinary event (a client that stops at "data: [DONE]", a
+		// cancelled stream): recorded with how far it got, replayed alike.
+		x.ClientClosed = &har.ClientClose{Bytes: res.delivered, Truncated: !res.complete}
+		if streamed {
+			x.ClientClosed.Chunks = res.deliveredChunks
+		}
 	case res.readErr != nil:
 		x.Error = "reading the response body from upstream: " + res.readErr.Error()
 		// The client must see a broken response, not a short one that
@@ -146,13 +159,20 @@ type relayed struct {
 	body     []byte
 	chunks   []har.Chunk // streamed only
 	readErr  error
-	writeErr error
+	writeErr error // the client's connection failed: it closed
+	// delivered and deliveredChunks count the body bytes and pieces
+	// written (and flushed) to the client without error.
+	delivered       int64
+	deliveredChunks int
+	// complete: the body was read from upstream to its end.
+	complete bool
 }
 
 // relay copies src to w while keeping every byte. Streamed, each read is
 // written and flushed on its own and becomes a chunk; otherwise chunks
-// stay nil. size is the body's length, or -1.
-func relay(w io.Writer, flush func(), src io.Reader, size int64, streamed bool, headersAt time.Time) relayed {
+// stay nil. size is the body's length, or -1. A nil flush means the
+// writes are not flushed one by one.
+func relay(w io.Writer, flush func() error, src io.Reader, size int64, streamed bool, headersAt time.Time) relayed {
 	type mark struct {
 		end int
 		at  time.Duration
@@ -182,15 +202,16 @@ func relay(w io.Writer, flush func(), src io.Reader, size int64, streamed bool, 
 			if streamed {
 				marks = append(marks, mark{end: len(buf), at: time.Since(headersAt)})
 			}
-			if _, werr := w.Write(piece); werr != nil {
+			if werr := writeFlush(w, flush, piece); werr != nil {
 				res.writeErr = werr
+				res.complete = err == io.EOF || (size >= 0 && int64(len(buf)) >= size)
 				break
 			}
-			if flush != nil {
-				flush()
-			}
+			res.delivered += int64(n)
+			res.deliveredChunks++
 		}
 		if err == io.EOF {
+			res.complete = true
 			break
 		}
 		if err != nil {
@@ -207,4 +228,38 @@ func relay(w io.Writer, flush func(), src io.Reader, size int64, streamed bool, 
 		}
 	}
 	return res
+}
+
+// writeFlush writes p to w and flushes it when flush is set.
+func writeFlush(w io.Writer, flush func() error, p []byte) error {
+	if _, err := w.Write(p); err != nil {
+		return err
+	}
+	if flush != nil {
+		return flush()
+	}
+	return nil
+}
+
+// refuseDial answers a request whose upstream connection the guarded
+// dialer refused: 403 with a JSON body that names the flag, reported,
+// and recorded as dal's own answer so that replay serves it again.
+func (p *Proxy) refuseDial(w http.ResponseWriter, x *har.Exchange, e *RefusedError) {
+	body, _ := json.Marshal(map[string]string{"error": "dal: " + e.Error()})
+	body = append(body, '\n')
+	h := http.Header{
+		"Content-Type":   {"application/json"},
+		"Content-Length": {strconv.Itoa(len(body))},
+		"X-Dal-Proxy":    {"refused"},
+	}
+	x.ServerAddr = ""
+	x.Refused = e.Addr.String()
+	x.Response = &har.Response{Status: http.StatusForbidden, StatusText: "Forbidden", Proto: "HTTP/1.1", Header: h.Clone(), Body: body}
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	w.Header()["Date"] = nil
+	w.WriteHeader(http.StatusForbidden)
+	w.Write(body)
+	p.report(KindRefused, x.Refused, e.Error()+" (the agent got 403)")
 }

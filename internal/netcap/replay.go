@@ -40,6 +40,10 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		return
 	}
 
+	if served.HoldOpen && served.Status == 0 {
+		// The client left before the response arrived when recorded.
+		p.holdOpen(r, x, 0, 0)
+	}
 	withBody := bodyAllowed(r.Method, served.Status)
 	var total int
 	for _, c := range served.Chunks {
@@ -52,7 +56,7 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 	case served.Streamed:
 		// One chunked-encoding frame per recorded chunk.
 		h.Del("Content-Length")
-	case withBody:
+	case withBody && !served.HoldOpen:
 		h.Set("Content-Length", strconv.Itoa(total))
 	}
 	status := served.Status
@@ -60,18 +64,24 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		status = http.StatusBadGateway
 	}
 	w.WriteHeader(status)
-	flusher, _ := w.(http.Flusher)
-	if served.Streamed && flusher != nil {
-		flusher.Flush()
+	var flush func() error
+	if served.Streamed {
+		flush = http.NewResponseController(w).Flush
+		flush() // a failure shows at the first write
 	}
 
 	body := make([]byte, 0, total)
-	var chunks []har.Chunk
+	var (
+		chunks    []har.Chunk
+		delivered int64
+		pieces    int
+		gone      bool
+	)
 	start := time.Now()
 	for _, c := range served.Chunks {
 		if p.cfg.Speed > 0 && c.At > 0 {
 			if err := p.pace(r.Context(), start, time.Duration(float64(c.At)/p.cfg.Speed)); err != nil {
-				x.Error = "the client closed the connection during the response"
+				gone = true
 				break
 			}
 		}
@@ -85,13 +95,12 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		if !withBody {
 			continue
 		}
-		if _, err := w.Write(c.Data); err != nil {
-			x.Error = "the client closed the connection during the response"
+		if err := writeFlush(w, flush, c.Data); err != nil {
+			gone = true
 			break
 		}
-		if served.Streamed && flusher != nil {
-			flusher.Flush()
-		}
+		delivered += int64(len(c.Data))
+		pieces++
 	}
 	x.Receive = time.Since(headersAt)
 	x.Response = &har.Response{
@@ -103,4 +112,28 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		Chunks:     chunks,
 		Streamed:   served.Streamed,
 	}
+	if !served.Streamed {
+		pieces = 0
+	}
+	switch {
+	case served.HoldOpen:
+		if !gone {
+			http.NewResponseController(w).Flush()
+		}
+		p.holdOpen(r, x, delivered, pieces)
+	case gone:
+		// The client closed early: an ordinary event, as when recording.
+		x.ClientClosed = &har.ClientClose{Bytes: delivered, Chunks: pieces}
+	}
+}
+
+// holdOpen waits, with the response neither ended nor broken, until the
+// client closes the connection (it did so when recorded, having received
+// what was sent) or the proxy shuts down, then closes the connection.
+// The deferred recording of x still happens.
+func (p *Proxy) holdOpen(r *http.Request, x *har.Exchange, delivered int64, pieces int) {
+	<-r.Context().Done()
+	x.ClientClosed = &har.ClientClose{Bytes: delivered, Chunks: pieces, Truncated: true}
+	x.Receive = time.Since(x.Started) - x.Send - x.Wait
+	panic(http.ErrAbortHandler)
 }

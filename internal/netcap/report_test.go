@@ -96,7 +96,13 @@ func TestReports(t *testing.T) {
 				e.t.Error("the client accepted an untrusted certificate")
 			}
 		}},
-		{"client hangs up in the handshake", KindTLSRefused, 0, func(e *env) {
+		{"client hangs up in its ClientHello", KindTLS, 0, func(e *env) {
+			c := dial(e.t, e.mirror)
+			c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0xff, 0x01}) // a record header and one byte of 255
+			c.(*net.TCPConn).CloseWrite()
+			waitClosed(e.t, c)
+		}},
+		{"client hangs up in the handshake", KindTLS, 0, func(e *env) {
 			c := dial(e.t, e.mirror)
 			// A ClientHello, then the client goes away.
 			tc := tls.Client(&closeAfterWrite{Conn: c}, untrusted)

@@ -92,6 +92,10 @@ func FromExchange(x *Exchange, r *Redactor, keyHeaders ...string) (Entry, error)
 		Via:        x.Via,
 		Error:      rd.echo(x.Error, "error"),
 		ServerAddr: x.ServerAddr,
+		Refused:    x.Refused,
+	}
+	if c := x.ClientClosed; c != nil {
+		dal.ClientClosed = &DalClientClose{Bytes: c.Bytes, Chunks: c.Chunks, Truncated: c.Truncated}
 	}
 	if body != nil {
 		b, bounds := rd.redactBytes(body.data, respEdits, "response.body", body.bounds)

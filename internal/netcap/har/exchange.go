@@ -21,6 +21,16 @@ type Exchange struct {
 	// Error is set when the exchange failed: upstream unreachable, TLS
 	// failure, protocol not handled. It is reported, not replayed.
 	Error string
+	// ClientClosed is set when the client closed its connection before
+	// the whole response had reached it: an ordinary event, not a failure.
+	// Response holds what dal had received from upstream by then (nil
+	// when the client left before the response headers arrived).
+	ClientClosed *ClientClose
+	// Refused is the address the proxy refused to connect to for this
+	// request (a loopback service or one of the host's own addresses not
+	// allowed for the run); Response is dal's 403 answer, served again by
+	// replay.
+	Refused string
 	// Timings in the HAR sense, each >= 0.
 	Send, Wait, Receive time.Duration
 	// Via is how the request reached the proxy: "proxy" (absolute URI),
@@ -62,6 +72,20 @@ type Response struct {
 	Streamed bool
 }
 
+// ClientClose says how far a response had got when its client closed
+// the connection.
+type ClientClose struct {
+	// Bytes and Chunks are the body bytes and streamed pieces dal had
+	// handed to the client's connection when it saw the close: an upper
+	// bound on what the client read. Chunks is 0 for a response that was
+	// not streamed.
+	Bytes  int64
+	Chunks int
+	// Truncated: dal stopped reading the response from upstream because
+	// the client had gone, so the recorded body ends there.
+	Truncated bool
+}
+
 // Chunk is one piece of a streamed body.
 type Chunk struct {
 	// At is the time since the response's headers arrived.
@@ -81,4 +105,10 @@ type Served struct {
 	Streamed bool
 	// Entry is the index of the HAR entry served, Seq its recorded seq.
 	Entry, Seq int
+	// HoldOpen: the client closed the connection in the recording after
+	// Chunks had reached it. Replay sends Chunks, then neither ends nor
+	// breaks the response but waits for the client to close, as it did.
+	// Header then describes the recorded response (its Content-Length
+	// may exceed the bytes sent). Status 0 means no response at all.
+	HoldOpen bool
 }

@@ -153,7 +153,35 @@ func serve(e *Entry, i int) (*Served, error) {
 	default:
 		s.Header.Set("Content-Length", strconv.Itoa(size))
 	}
+	if cc := e.Dal.ClientClosed; cc != nil {
+		holdOpen(s, e, cc, decoded)
+	}
 	return s, nil
+}
+
+// holdOpen adjusts s for an entry whose client closed the connection
+// early: only what had reached the client is sent (the streamed pieces it
+// had been handed; of a plain body stored as received, its first bytes,
+// under the recorded Content-Length), and the response is never ended. A
+// plain body stored content-decoded cannot be cut at a received offset:
+// it is sent whole.
+func holdOpen(s *Served, e *Entry, cc *DalClientClose, decoded bool) {
+	s.HoldOpen = true
+	switch {
+	case e.Response.Status == 0:
+		s.Chunks = nil // the client left before the response arrived
+	case s.Streamed:
+		s.Chunks = s.Chunks[:min(max(cc.Chunks, 0), len(s.Chunks))]
+	case !decoded && len(s.Chunks) == 1:
+		b := s.Chunks[0].Data
+		s.Chunks[0].Data = b[:min(max(cc.Bytes, 0), int64(len(b)))]
+		s.Header.Del("Content-Length")
+		for _, h := range e.Response.Headers {
+			if strings.EqualFold(h.Name, "Content-Length") {
+				s.Header.Set("Content-Length", h.Value)
+			}
+		}
+	}
 }
 
 // RecordedFailure is the replay of an exchange that failed when it was

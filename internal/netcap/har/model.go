@@ -176,6 +176,19 @@ type EntryDal struct {
 	Redactions []string   `json:"redactions,omitempty"`
 	Error      string     `json:"error,omitempty"`
 	ServerAddr string     `json:"server_addr,omitempty"`
+	// ClientClosed: the client closed its connection before the whole
+	// response had reached it (not a failure).
+	ClientClosed *DalClientClose `json:"client_closed,omitempty"`
+	// Refused is the address dal refused to connect to; the response is
+	// dal's own 403.
+	Refused string `json:"refused,omitempty"`
+}
+
+// DalClientClose is [ClientClose] in network.har.
+type DalClientClose struct {
+	Bytes     int64 `json:"bytes"`
+	Chunks    int   `json:"chunks"`
+	Truncated bool  `json:"truncated,omitempty"`
 }
 
 // DalChunk is one recorded piece of a streamed response body, decoded.
