@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
-	"syscall"
 
 	"github.com/dal-runtime/dal/internal/version"
 	ucli "github.com/urfave/cli/v2"
@@ -58,9 +56,16 @@ inside itself: nothing needs to be started first.`,
 // Main runs dal-exec with args and returns the process exit code: the
 // agent's own, or 2 when dal-exec itself could not do what was asked.
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGPIPE)
-	defer stop()
-	err := App(stdout, stderr).RunContext(ctx, args)
+	// SIGPIPE is deliberately not watched: a signal.Notify for it would
+	// turn every write to a socket a client has closed (the recording
+	// proxy's, when an agent stops reading a stream) into a signal, which
+	// cancelled the run and killed the agent. Left alone, Go ignores
+	// SIGPIPE for every descriptor but stdout and stderr, and such writes
+	// return EPIPE where they happen, each handled there (the proxy records
+	// the early close). signal.Ignore is not used either: the ignored
+	// disposition would pass to the agent through exec. A closed stdout or
+	// stderr still ends dal-exec, as it ends any Unix filter.
+	err := App(stdout, stderr).RunContext(context.Background(), args)
 	var ee exitError
 	switch {
 	case err == nil:

@@ -81,3 +81,11 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	}
 	return spec, nil
 }
+
+// allowLoopbackFlag is --allow-loopback, for the commands that record.
+func allowLoopbackFlag() ucli.Flag {
+	return &ucli.StringSliceFlag{Name: "allow-loopback", EnvVars: []string{"DAL_ALLOW_LOOPBACK"},
+		Usage: "let the agent reach this service on this host, HOST:PORT (127.0.0.1:11434, [::1]:8080, localhost:3000; repeatable); " +
+			"it is also mirrored at the same address inside the sandbox. Without it the proxy refuses this host's own addresses (403). " +
+			"A kept *_BASE_URL variable whose host is loopback allows its port too"}
+}

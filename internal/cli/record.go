@@ -25,16 +25,20 @@ Exits with the agent's exit code.
 
 Network (every mode but default): the agent gets a network namespace of its own whose only way
 out is dal's recording proxy. HTTP_PROXY/HTTPS_PROXY point at it and an ephemeral per-run CA is
-trusted through SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and NODE_EXTRA_CA_CERTS; services
-listening on this host's loopback when the run starts (a local LLM server at 127.0.0.1:11434)
-answer at the same address, through the proxy, for clients that ignore proxy variables.
-Connections to other machines that bypass the proxy fail and are reported. Every exchange goes
+trusted through SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and NODE_EXTRA_CA_CERTS. The
+proxy reaches other machines, never this host's own addresses (loopback, its interfaces) unless
+named: --allow-loopback 127.0.0.1:11434 lets the agent reach a local LLM server, which also
+answers at the same address inside the sandbox for clients that ignore proxy variables (a kept
+*_BASE_URL variable on loopback names its port too). A refused request gets 403 naming the flag
+and is listed in env.json. Connections to other machines that bypass the proxy fail and are
+reported. Every exchange goes
 to network.har (HAR 1.2; streams chunk by chunk) and LLM calls to prompts/. Credentials
 (Authorization, API-key headers, cookies, token-like query and body fields) are redacted before
 anything is written; --redact-header / --redact-field add names.
 
 Examples:
    dal-exec record --out run1 -- python3 agent.py
+   dal-exec record --allow-loopback 127.0.0.1:11434 --out run1 -- python3 agent.py
    dal-exec record --mode seeded --seed 7 --out run1.tar.zst -- node agent.js
    dal-exec record --no-apply --self-contained --out run1 --workspace ./project -- ./agent.sh
    dal-exec record --use final --reason "reviewer prefers it" --out run2 -- python3 refine.py
@@ -59,6 +63,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				Usage: "also redact this query or JSON/form body field in network.har and prompts/ (repeatable)"},
 			&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
 				Usage: "treat this kept variable as a secret although its name does not say so: never stored, its value scrubbed from the bundle (repeatable)"},
+			allowLoopbackFlag(),
 		), append(selectionFlags(), PolicyFlags()...)...),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
@@ -88,7 +93,8 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			}
 			sum, err := record.Record(c.Context, record.Options{Spec: spec, Iterations: policy, Checkpoints: keep, Out: c.String("out"), Workspace: c.String("workspace"),
 				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"), SecretEnv: c.StringSlice("secret-env"),
-				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field")}})
+				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field"),
+					AllowLoopback: c.StringSlice("allow-loopback"), KeepEnv: spec.KeepEnv}})
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package record
 
 import (
-	"bufio"
 	"context"
 	"crypto/x509"
 	"encoding/hex"
@@ -9,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/dal-runtime/dal/internal/netcap"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
+	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/version"
 )
@@ -40,6 +42,13 @@ type NetworkOptions struct {
 	RedactHeaders []string // more header names to redact
 	RedactFields  []string // more query/body field names to redact
 	Speed         float64  // replay: 0 fast, 1 recorded timing
+	// AllowLoopback are the --allow-loopback values: services on this
+	// host (HOST:PORT) the agent may reach, mirrored into the sandbox when
+	// on loopback. Record only; nothing else on the host is reachable.
+	AllowLoopback []string
+	// KeepEnv are the --keep-env names: a kept *_BASE_URL variable whose
+	// host is loopback allows that address too. Record only.
+	KeepEnv []string
 }
 
 // NetworkEnv is env.json's network section.
@@ -51,6 +60,12 @@ type NetworkEnv struct {
 	// Mirrored are the host loopback addresses the agent could reach at
 	// the same address, through the proxy.
 	Mirrored []string `json:"mirrored"`
+	// Allowed are the host's own addresses the proxy could connect to
+	// (--allow-loopback, and kept *_BASE_URL variables on loopback).
+	Allowed []string `json:"allowed,omitempty"`
+	// Refused are the host's own addresses the agent asked for and the
+	// proxy refused (403).
+	Refused []string `json:"refused,omitempty"`
 	// RedactHeaders and RedactFields are the redaction settings beyond the
 	// defaults, so a replay matches as the record did.
 	RedactHeaders []string `json:"redact_headers,omitempty"`
@@ -82,7 +97,8 @@ type network struct {
 }
 
 // newNetwork prepares capture (index == nil) or replay. mirrored is the
-// list of addresses to mirror (nil in record: found on the host).
+// list of addresses to mirror in replay (the recorded ones); in record
+// the allowed loopback addresses are mirrored (see allowed).
 func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string, log io.Writer) (*network, error) {
 	n := &network{opts: o, dir: dir, log: log,
 		redactor: har.NewRedactor(o.RedactHeaders, o.RedactFields)}
@@ -101,9 +117,13 @@ func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string,
 	if err := ca.WriteCAFile(filepath.Join(dir, "ca.pem")); err != nil {
 		return nil, err
 	}
-	if mirrored == nil {
-		if mirrored, err = hostLoopbackListeners(); err != nil {
+	var allow []netip.AddrPort
+	if index == nil {
+		if allow, mirrored, err = allowed(o, log); err != nil {
 			return nil, err
+		}
+		for _, a := range allow {
+			n.env.Allowed = append(n.env.Allowed, a.String())
 		}
 	}
 	port := proxyPort
@@ -122,6 +142,7 @@ func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string,
 			return nil, err
 		}
 		cfg.UpstreamRoots = roots
+		cfg.Allow = allow
 	}
 	if n.proxy, err = netcap.New(cfg); err != nil {
 		return nil, err
@@ -208,7 +229,13 @@ func (n *network) add(x *har.Exchange) {
 
 func (n *network) report(e netcap.Event) {
 	n.mu.Lock()
-	n.reports = append(n.reports, e.Msg)
+	if e.Kind == netcap.KindRefused {
+		if !contains(n.env.Refused, e.Addr) {
+			n.env.Refused = append(n.env.Refused, e.Addr)
+		}
+	} else {
+		n.reports = append(n.reports, e.Msg)
+	}
 	n.mu.Unlock()
 	fmt.Fprintf(n.log, "dal: %s\n", e.Msg)
 }
@@ -254,47 +281,119 @@ func extractPrompts(es []har.Entry) []*prompts.Prompt {
 	return ps
 }
 
-// hostLoopbackListeners lists the TCP listeners on this host's loopback
-// (or on every address), as "127.0.0.1:port" / "[::1]:port": the services
-// an agent may reach at the same address while recording.
-func hostLoopbackListeners() ([]string, error) {
-	set := map[string]bool{}
-	for _, f := range []struct {
-		path string
-		v6   bool
-	}{{"/proc/net/tcp", false}, {"/proc/net/tcp6", true}} {
-		fh, err := os.Open(f.path)
-		if os.IsNotExist(err) {
+// allowed works out the host addresses the recording proxy may connect
+// to (--allow-loopback, and the loopback address of a kept *_BASE_URL
+// variable) and those to mirror into the sandbox at the same address:
+// the loopback ones. "localhost:PORT" allows 127.0.0.1 and ::1, and
+// mirrors ::1 only where the host listens there when the run starts, so
+// that a client trying ::1 first falls back to 127.0.0.1 as it would
+// without dal. Nothing is mirrored that the user did not name.
+func allowed(o NetworkOptions, log io.Writer) (allow []netip.AddrPort, mirrored []string, err error) {
+	type named struct{ spec, why string }
+	var specs []named
+	for _, a := range o.AllowLoopback {
+		specs = append(specs, named{a, ""})
+	}
+	for _, kv := range os.Environ() {
+		name, val, _ := strings.Cut(kv, "=")
+		if !strings.HasSuffix(name, "_BASE_URL") || !kept(name, o.KeepEnv) {
 			continue
 		}
+		if hp, ok := loopbackBase(val); ok {
+			specs = append(specs, named{hp, name})
+		}
+	}
+	seen := map[netip.AddrPort]bool{}
+	mirror := map[string]bool{}
+	for _, sp := range specs {
+		aps, err := netcap.ParseAllow(sp.spec)
 		if err != nil {
-			return nil, fmt.Errorf("list the host's loopback services: %w", err)
+			if sp.why != "" {
+				continue // a convenience, never an error
+			}
+			return nil, nil, runner.UsageError{Err: err}
 		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			fl := strings.Fields(sc.Text())
-			if len(fl) < 4 || fl[3] != "0A" { // LISTEN
+		host, _, _ := net.SplitHostPort(sp.spec)
+		for _, ap := range aps {
+			if seen[ap] {
 				continue
 			}
-			ip, port, ok := parseProcAddr(fl[1])
-			if !ok {
+			seen[ap] = true
+			allow = append(allow, ap)
+			if sp.why != "" {
+				fmt.Fprintf(log, "dal: the agent may reach %s on this host: %s, kept with --keep-env, names it\n", ap, sp.why)
+			}
+			if !ap.Addr().IsLoopback() {
+				continue // reachable through the proxy only
+			}
+			if strings.EqualFold(host, "localhost") && ap.Addr().Is6() && !hostListens(ap) {
 				continue
 			}
-			switch {
-			case ip.IsLoopback() && ip.To4() != nil, ip.IsUnspecified() && !f.v6, ip.IsUnspecified() && f.v6:
-				set[net.JoinHostPort("127.0.0.1", strconv.Itoa(port))] = true
-			case ip.IsLoopback():
-				set[net.JoinHostPort("::1", strconv.Itoa(port))] = true
-			}
+			mirror[ap.String()] = true
 		}
-		fh.Close()
 	}
-	out := make([]string, 0, len(set))
-	for a := range set {
-		out = append(out, a)
+	mirrored = make([]string, 0, len(mirror))
+	for a := range mirror {
+		mirrored = append(mirrored, a)
 	}
-	sort.Strings(out)
-	return out, nil
+	sort.Strings(mirrored)
+	return allow, mirrored, nil
+}
+
+// kept reports whether --keep-env patterns (NAME or PREFIX_*) keep name.
+func kept(name string, patterns []string) bool {
+	for _, k := range patterns {
+		if k == name || (strings.HasSuffix(k, "*") && strings.HasPrefix(name, strings.TrimSuffix(k, "*"))) {
+			return true
+		}
+	}
+	return false
+}
+
+// loopbackBase returns the HOST:PORT of a base URL whose host is
+// loopback (an IP or localhost).
+func loopbackBase(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return "", false
+	}
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); (err != nil || !a.IsLoopback()) && !strings.EqualFold(host, "localhost") {
+		return "", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(host, port), true
+}
+
+// hostListens reports whether a TCP socket on this host listens where a
+// connection to ap would arrive (ap's address, or the unspecified one of
+// its family).
+func hostListens(ap netip.AddrPort) bool {
+	path := "/proc/net/tcp"
+	if ap.Addr().Is6() {
+		path = "/proc/net/tcp6"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		fl := strings.Fields(line)
+		if len(fl) < 4 || fl[3] != "0A" { // LISTEN
+			continue
+		}
+		ip, port, ok := parseProcAddr(fl[1])
+		if !ok || port != int(ap.Port()) {
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok && (a == ap.Addr() || a.IsUnspecified()) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseProcAddr parses /proc/net/tcp's "0100007F:1F90".
