@@ -104,10 +104,11 @@
 // io_uring_setup is refused (EPERM) and listed with an empty path: a ring's
 // writes are made by the kernel, past the watcher; io_uring_enter and
 // io_uring_register, and the ioctls TIOCSTI and TIOCLINUX, fail with EPERM
-// in the filter itself.
+// in the filter itself, also through the 32-bit ABI (int 0x80).
 // Limits: a prediction, not the errno — a call that fails earlier for
 // another reason (a missing parent, ENOTDIR) is still listed; 32-bit and
-// x32 syscalls are not watched; fd-based writes need an fd opened for
+// x32 syscalls are not watched (a kernel with x32 would also let io_uring
+// through it; distributions build without); fd-based writes need an fd opened for
 // writing, which a read-only mount never gives (inherited ones, such as
 // stdout, are the caller's choice); each distinct (operation, path) is
 // listed once, up to 10,000. Read-only opens are filtered in the kernel and

@@ -25,8 +25,8 @@ type Config struct {
 	Staging string
 	// Binds are absolute paths (directories or files) shown read-only at
 	// the same place, e.g. the shim directory or dal-exec itself when they
-	// live under the hidden /tmp. (Before issue 12 they were read-write;
-	// a socket's directory belongs in Sockets, as the socket alone.)
+	// live under the hidden /tmp. A socket belongs in Sockets, alone,
+	// not its directory here.
 	Binds []string
 	// WritableBinds are absolute paths bound read-write at the same
 	// place: what the agent writes there reaches the host, uncaptured.

@@ -4,6 +4,9 @@ import "golang.org/x/sys/unix"
 
 const auditArch = unix.AUDIT_ARCH_X86_64
 
+// compatArch is the 32-bit ABI a 64-bit process can also call.
+const compatArch = unix.AUDIT_ARCH_I386
+
 // legacyCalls are the path-based write calls that only older ABIs have.
 var legacyCalls = []watched{
 	openCall(unix.SYS_OPEN, "open", -1, 0, 1),

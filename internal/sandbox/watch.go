@@ -88,12 +88,65 @@ const (
 var refusedCalls = []int{unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER}
 var refusedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
 
+// The 32-bit ABI the kernel may also offer the agent (int 0x80 on x86-64)
+// is not watched, but io_uring and the same ioctls are refused there too,
+// by its own numbers (io_uring's are the same on every architecture).
+var compatRefused = []uint32{425, 426, 427} // io_uring_setup, _enter, _register
+
+const compatIoctl = 54 // ioctl on i386 and arm
+
 // uringCall is io_uring_setup: an io_uring's writes are made by the
 // kernel on the agent's behalf, past the watcher, so none is set up.
 var uringCall = watched{nr: unix.SYS_IO_URING_SETUP, name: "io_uring_setup", dirfd: -1, path: -1, dirfd2: -1, path2: -1, flags: -1}
 
+// bpf assembles a classic BPF program whose jumps name labels; jumps go
+// forward only, at most 255 instructions.
+type bpf struct {
+	prog   []unix.SockFilter
+	labels map[string]int
+	fixups []bpfFixup
+}
+
+type bpfFixup struct {
+	pc     int
+	jt, jf string // "" = the next instruction
+}
+
+func (b *bpf) label(name string) { b.labels[name] = len(b.prog) }
+
+func (b *bpf) load(off uint32) {
+	b.prog = append(b.prog, unix.SockFilter{Code: bpfLdAbsW, K: off})
+}
+
+func (b *bpf) ret(k uint32) {
+	b.prog = append(b.prog, unix.SockFilter{Code: bpfRetK, K: k})
+}
+
+func (b *bpf) jump(code uint16, k uint32, jt, jf string) {
+	b.fixups = append(b.fixups, bpfFixup{pc: len(b.prog), jt: jt, jf: jf})
+	b.prog = append(b.prog, unix.SockFilter{Code: code, K: k})
+}
+
+func (b *bpf) assemble() []unix.SockFilter {
+	rel := func(pc int, l string) uint8 {
+		if l == "" {
+			return 0
+		}
+		t, ok := b.labels[l]
+		if !ok || t <= pc || t-pc-1 > 255 {
+			panic("sandbox: bad seccomp jump to " + l)
+		}
+		return uint8(t - pc - 1)
+	}
+	for _, f := range b.fixups {
+		b.prog[f.pc].Jt, b.prog[f.pc].Jf = rel(f.pc, f.jt), rel(f.pc, f.jf)
+	}
+	return b.prog
+}
+
 // filter builds the program: the watched calls go to the listener, the
-// refused ones fail with EPERM, the rest (and other ABIs) are allowed.
+// refused ones fail with EPERM, the rest (and the rest of other ABIs) are
+// allowed.
 func filter(network bool) []unix.SockFilter {
 	always := []watched{uringCall}
 	var flagged []watched
@@ -107,48 +160,58 @@ func filter(network bool) []unix.SockFilter {
 			flagged = append(flagged, c)
 		}
 	}
-	n := 3 + len(always) + 3*len(flagged) + len(refusedCalls) + 2 + len(refusedIoctls)
-	allow, notify, deny := n, n+1, n+2
-	var f []unix.SockFilter
-	jump := func(code uint16, k uint32, jt, jf int) {
-		pc := len(f)
-		rel := func(t int) uint8 {
-			if t == 0 {
-				return 0
-			}
-			return uint8(t - pc - 1)
-		}
-		f = append(f, unix.SockFilter{Code: code, Jt: rel(jt), Jf: rel(jf), K: k})
-	}
-	f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: offArch})
-	jump(bpfJeqK, auditArch, 0, allow)
-	f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: offNr})
+	b := &bpf{labels: map[string]int{}}
+	b.load(offArch)
+	b.jump(bpfJeqK, auditArch, "", "compat")
+	b.load(offNr)
 	for _, c := range always {
-		jump(bpfJeqK, uint32(c.nr), notify, 0)
+		b.jump(bpfJeqK, uint32(c.nr), "notify", "")
 	}
-	for _, c := range flagged {
-		pc := len(f)
-		jump(bpfJeqK, uint32(c.nr), 0, pc+3)
-		f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: uint32(offArgs + 8*c.flags)})
-		jump(bpfJsetK, writeFlags, notify, allow)
+	for i, c := range flagged {
+		next := fmt.Sprintf("flagged%d", i+1)
+		b.jump(bpfJeqK, uint32(c.nr), "", next)
+		b.load(uint32(offArgs + 8*c.flags))
+		b.jump(bpfJsetK, writeFlags, "notify", "allow")
+		b.label(next)
 	}
 	for _, nr := range refusedCalls {
-		jump(bpfJeqK, uint32(nr), deny, 0)
+		b.jump(bpfJeqK, uint32(nr), "deny", "")
 	}
-	// ioctl's request is an unsigned int: its low half is all of it.
-	jump(bpfJeqK, unix.SYS_IOCTL, 0, allow)
-	f = append(f, unix.SockFilter{Code: bpfLdAbsW, K: offArgs + 8*1})
+	b.jump(bpfJeqK, unix.SYS_IOCTL, "", "allow")
+	refuseIoctls(b, "deny", "allow")
+	b.label("allow")
+	b.ret(unix.SECCOMP_RET_ALLOW)
+	b.label("notify")
+	b.ret(unix.SECCOMP_RET_USER_NOTIF)
+	b.label("deny")
+	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+
+	b.label("compat")
+	b.jump(bpfJeqK, compatArch, "", "compat-allow")
+	b.load(offNr)
+	for _, nr := range compatRefused {
+		b.jump(bpfJeqK, nr, "compat-deny", "")
+	}
+	b.jump(bpfJeqK, compatIoctl, "", "compat-allow")
+	refuseIoctls(b, "compat-deny", "compat-allow")
+	b.label("compat-allow")
+	b.ret(unix.SECCOMP_RET_ALLOW)
+	b.label("compat-deny")
+	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	return b.assemble()
+}
+
+// refuseIoctls checks an ioctl's request against refusedIoctls. Its
+// request is an unsigned int: the low half of the argument is all of it.
+func refuseIoctls(b *bpf, deny, allow string) {
+	b.load(offArgs + 8*1)
 	for i, req := range refusedIoctls {
-		next := 0
+		next := ""
 		if i == len(refusedIoctls)-1 {
 			next = allow
 		}
-		jump(bpfJeqK, req, deny, next)
+		b.jump(bpfJeqK, req, deny, next)
 	}
-	f = append(f, unix.SockFilter{Code: bpfRetK, K: unix.SECCOMP_RET_ALLOW})
-	f = append(f, unix.SockFilter{Code: bpfRetK, K: unix.SECCOMP_RET_USER_NOTIF})
-	f = append(f, unix.SockFilter{Code: bpfRetK, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)})
-	return f
 }
 
 // installFilter installs the filter on the calling thread only (which must
