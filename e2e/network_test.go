@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,9 +10,15 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"io/fs"
+	"log"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,7 +192,7 @@ func TestNetworkRecordReplay(t *testing.T) {
 				// proxy trusts it upstream from the same variable.
 				env = append(env, "SSL_CERT_FILE="+srv.ca, "NODE_EXTRA_CA_CERTS="+srv.ca)
 			}
-			args := append(append([]string{"record", "--out", out}, keep...), "--")
+			args := append(append([]string{"record", "--allow-loopback", "127.0.0.1:" + itoa(srv.port), "--out", out}, keep...), "--")
 			rec := dalIn(t, ws, env, append(args, tc.argv...)...)
 			if rec.code != 0 || !strings.Contains(rec.stdout, "stream: reply 2 to: stream please chunks:") ||
 				!strings.Contains(rec.stdout, "again 2: reply 5 to: same") {
@@ -256,13 +263,14 @@ func TestNetworkReplayMiss(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bundle")
 	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "OPENAI_API_KEY=" + apiKey, "LLM_BASE=" + srv.base(), "PROMPT=hello"}
 	keep := []string{"--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE", "--keep-env", "PROMPT"}
-	rec := dalIn(t, ws, env, append(append([]string{"record", "--out", out}, keep...), "--", "python3", agent)...)
+	rec := dalIn(t, ws, env, append(append([]string{"record", "--allow-loopback", "127.0.0.1:" + itoa(srv.port), "--out", out}, keep...), "--", "python3", agent)...)
 	if rec.code != 0 {
 		t.Fatalf("record: %d %s %s", rec.code, rec.stdout, rec.stderr)
 	}
 	srv.stop()
 	env[len(env)-1] = "PROMPT=goodbye"
-	rep := dalIn(t, ws, env, "replay", out)
+	// replay takes the caller's value only when asked to.
+	rep := dalIn(t, ws, env, "replay", "--keep-env", "PROMPT", out)
 	if rep.code != 1 || !strings.Contains(rep.stdout, "DRIFT  network") ||
 		!strings.Contains(rep.stdout, "POST http://127.0.0.1:"+itoa(srv.port)+"/v1/chat/completions") ||
 		!strings.Contains(rep.stdout, "$.messages[0].content") {
@@ -302,3 +310,218 @@ except OSError as e:
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// streamServer is a real HTTP(S) server in the test process on 127.0.0.1:
+// /first sends one event and /done three and "data: [DONE]", each then
+// holding the stream open until the client goes (a model still
+// generating); /big is 8 MiB with a Content-Length.
+func streamServer(t *testing.T, useTLS bool) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var conns atomic.Int32
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/first", "/done":
+			w.Header().Set("Content-Type", "text/event-stream")
+			n := 1
+			if r.URL.Path == "/done" {
+				n = 3
+			}
+			for i := 1; i <= n; i++ {
+				fmt.Fprintf(w, "data: {\"n\":%d}\n\n", i)
+				w.(http.Flusher).Flush()
+			}
+			if r.URL.Path == "/done" {
+				io.WriteString(w, "data: [DONE]\n\n")
+				w.(http.Flusher).Flush()
+			}
+			<-r.Context().Done()
+		case "/big":
+			w.Header().Set("Content-Length", strconv.Itoa(8<<20))
+			w.Write(bytes.Repeat([]byte("x"), 8<<20))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	if useTLS {
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
+	t.Cleanup(ts.Close)
+	return ts, &conns
+}
+
+// TestNetworkEarlyClose: real clients that close a response early (after
+// the first event, at "data: [DONE]", on a size limit) while the server
+// still holds it open. The run survives, the agent's exit code is its
+// own, the HAR records the close without an error, and the replay, with
+// the server gone, is exact.
+func TestNetworkEarlyClose(t *testing.T) {
+	t.Parallel()
+	const urllibFirst = `import os, sys, urllib.request
+r = urllib.request.urlopen(os.environ["URL"] + "/first", timeout=30)
+print("urllib:", r.readline().decode().strip())
+r.close()
+sys.exit(7)
+`
+	const urllibDone = `import os, sys, urllib.request
+r = urllib.request.urlopen(os.environ["URL"] + "/done", timeout=30)
+n = 0
+for line in r:
+    if line.strip() == b"data: [DONE]":
+        break
+    n += line.startswith(b"data: ")
+print("urllib:", n, "events before [DONE]")
+r.close()
+sys.exit(7)
+`
+	const requestsDone = `import os, sys, requests
+r = requests.get(os.environ["URL"] + "/done", stream=True, timeout=30)
+n = 0
+for line in r.iter_lines():
+    if line == b"data: [DONE]":
+        break
+    n += line.startswith(b"data: ")
+r.close()
+print("requests:", n, "events before [DONE]")
+sys.exit(7)
+`
+	const fetchCancel = `(async () => {
+  const r = await fetch(process.env.URL + "/first");
+  const reader = r.body.getReader();
+  let text = "";
+  while (!text.includes("\n\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  await reader.cancel();
+  console.log("fetch:", text.split("\n\n")[0]);
+  process.exit(7);
+})();
+`
+	const curlLimit = `curl -sS --max-filesize 1000 -o /dev/null "$URL/big"; echo "curl exit $?"; exit 7`
+	for _, tc := range []struct {
+		name, want string
+		tls        bool
+		argv       []string
+	}{
+		{"urllib-first", `urllib: data: {"n":1}`, false, []string{"python3", "-c", urllibFirst}},
+		{"urllib-done-https", "urllib: 3 events before [DONE]", true, []string{"python3", "-c", urllibDone}},
+		{"requests-done", "requests: 3 events before [DONE]", false, []string{"/usr/bin/python3", "-c", requestsDone}},
+		{"fetch-cancel", `fetch: data: {"n":1}`, false, []string{"node", "-e", fetchCancel}},
+		{"curl-max-filesize", "curl exit 63", false, []string{"sh", "-c", curlLimit}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ts, _ := streamServer(t, tc.tls)
+			u, _ := url.Parse(ts.URL)
+			ws := t.TempDir()
+			out := filepath.Join(t.TempDir(), "bundle")
+			env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "URL=" + ts.URL}
+			if tc.tls {
+				ca := filepath.Join(t.TempDir(), "server.pem")
+				os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o644)
+				env = append(env, "SSL_CERT_FILE="+ca)
+			}
+			rec := dalIn(t, ws, env, append([]string{"record", "--allow-loopback", u.Host, "--keep-env", "URL", "--out", out, "--"}, tc.argv...)...)
+			if rec.code != 7 || strings.TrimSpace(rec.stdout) != tc.want {
+				t.Fatalf("record: exit %d (want the agent's 7)\nstdout %q\nstderr %s", rec.code, rec.stdout, rec.stderr)
+			}
+			for _, bad := range []string{"certificate", "context canceled", "killed", "signal"} {
+				if strings.Contains(rec.stderr, bad) {
+					t.Errorf("dal's log mentions %q:\n%s", bad, rec.stderr)
+				}
+			}
+			var h struct {
+				Log struct {
+					Entries []struct {
+						Dal struct {
+							Error        string `json:"error"`
+							ClientClosed *struct {
+								Bytes  int64 `json:"bytes"`
+								Chunks int   `json:"chunks"`
+							} `json:"client_closed"`
+						} `json:"_dal"`
+					} `json:"entries"`
+				} `json:"log"`
+			}
+			if err := json.Unmarshal(mustRead(t, filepath.Join(out, "network.har")), &h); err != nil || len(h.Log.Entries) != 1 {
+				t.Fatalf("network.har: %v, %d entries", err, len(h.Log.Entries))
+			}
+			if d := h.Log.Entries[0].Dal; d.Error != "" || d.ClientClosed == nil {
+				t.Errorf("entry _dal: error %q, client_closed %v", d.Error, d.ClientClosed)
+			}
+			ts.Close()
+			for i := range 2 {
+				rep := dalIn(t, ws, env, "replay", "--show-output", out)
+				if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") || !strings.HasPrefix(rep.stdout, rec.stdout) {
+					t.Fatalf("replay %d: exit %d\nstdout %s\nstderr %s", i+1, rep.code, rep.stdout, rep.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestNetworkLoopbackRefused: without --allow-loopback, a service on this
+// host is out of reach: through the proxy the agent gets 403 with a JSON
+// body naming the flag, dal's log says so, env.json lists it, the service
+// sees no connection; a client ignoring the proxy finds nothing at that
+// address in the sandbox. The replay answers the same. Named, it works.
+func TestNetworkLoopbackRefused(t *testing.T) {
+	t.Parallel()
+	ts, conns := streamServer(t, false)
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	const agent = `import json, os, socket, urllib.error, urllib.request
+try:
+    r = urllib.request.urlopen(os.environ["URL"] + "/big", timeout=30)
+    print("proxy:", r.status, len(r.read()))
+except urllib.error.HTTPError as e:
+    print("proxy:", e.code, json.loads(e.read())["error"])
+host, port = os.environ["URL"][len("http://"):].split(":")
+try:
+    socket.create_connection((host, int(port)), timeout=10).close()
+    print("direct: connected")
+except OSError as e:
+    print("direct:", type(e).__name__)
+`
+	ws := t.TempDir()
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "URL=" + ts.URL}
+	refused := filepath.Join(t.TempDir(), "refused")
+	rec := dalIn(t, ws, env, "record", "--keep-env", "URL", "--out", refused, "--", "python3", "-c", agent)
+	msg := "dal: connection to " + addr + " refused: pass --allow-loopback " + addr + " to allow it"
+	if want := "proxy: 403 " + msg + "\ndirect: ConnectionRefusedError\n"; rec.code != 0 || rec.stdout != want {
+		t.Fatalf("record: exit %d\nstdout %q\nwant   %q\nstderr %s", rec.code, rec.stdout, want, rec.stderr)
+	}
+	if !strings.Contains(rec.stderr, msg[len("dal: "):]) {
+		t.Errorf("dal's log does not name the refusal:\n%s", rec.stderr)
+	}
+	var e struct {
+		Network struct {
+			Refused  []string `json:"refused"`
+			Mirrored []string `json:"mirrored"`
+		} `json:"network"`
+	}
+	json.Unmarshal(mustRead(t, filepath.Join(refused, "env.json")), &e)
+	if len(e.Network.Refused) != 1 || e.Network.Refused[0] != addr || len(e.Network.Mirrored) != 0 {
+		t.Errorf("env.json network: refused %v, mirrored %v", e.Network.Refused, e.Network.Mirrored)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the service got %d connection(s)", n)
+	}
+	if rep := dalIn(t, ws, env, "replay", "--show-output", refused); rep.code != 0 || !strings.HasPrefix(rep.stdout, rec.stdout) {
+		t.Errorf("replay of the refusal: exit %d\nstdout %s\nstderr %s", rep.code, rep.stdout, rep.stderr)
+	}
+
+	allowed := filepath.Join(t.TempDir(), "allowed")
+	rec = dalIn(t, ws, env, "record", "--allow-loopback", addr, "--keep-env", "URL", "--out", allowed, "--", "python3", "-c", agent)
+	if want := "proxy: 200 8388608\ndirect: connected\n"; rec.code != 0 || rec.stdout != want {
+		t.Fatalf("record with --allow-loopback: exit %d\nstdout %q\nwant   %q\nstderr %s", rec.code, rec.stdout, want, rec.stderr)
+	}
+}
