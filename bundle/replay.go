@@ -178,18 +178,6 @@ func (b *Bundle) readReplay(rel string) (*ReplayOutcome, string) {
 	return &o, ""
 }
 
-// AddReplay stores o signed with the key at DefaultKeyPath() (created
-// when missing).
-//
-// Deprecated: use AddSignedReplay with the replayer's key.
-func (b *Bundle) AddReplay(o ReplayOutcome) error {
-	key, _, err := LoadOrCreateKey(DefaultKeyPath())
-	if err != nil {
-		return err
-	}
-	return b.AddSignedReplay(o, key)
-}
-
 // AddSignedReplay stores o, signed with key (the replayer's), as the
 // next replays/NNNN.json and its signature NNNN.json.sig, each written
 // atomically (temporary file, fsync, rename without replacing), without
