@@ -47,6 +47,7 @@ if [ "$(id -u)" = 0 ]; then
   for _ in $(seq 50); do [ -s "$out/port" ] && break; sleep 0.1; done
   export OPENAI_API_KEY=sk-demo-secret LLM_BASE="http://127.0.0.1:$(cat "$out/port")/v1"
   DAL_KEY="$out/key" "$DAL" record --out "$out/llm-bundle" --keep-env OPENAI_API_KEY --keep-env LLM_BASE \
+    --allow-loopback "127.0.0.1:$(cat "$out/port")" \
     -- python3 e2e/testdata/llm_agent_urllib.py 2>"$out/record.log"
   kill "$server"; wait "$server" 2>/dev/null || true
   echo "--- server stopped; bundle: $(ls "$out/llm-bundle" | tr '\n' ' ')"

@@ -53,6 +53,48 @@
 // per recorded chunk, at once ([Config.Speed] 0) or paced at the recorded
 // offsets.
 //
+// # What the proxy reaches
+//
+// A recording proxy connects to the non-local internet and, of this
+// host's own services, only the addresses in [Config.Allow]
+// (--allow-loopback HOST:PORT): never loopback (127.0.0.0/8, ::1), the
+// unspecified address (0.0.0.0, ::) or any address of the host's
+// interfaces otherwise, whether the service listened before the run or
+// opened after it. The rule is enforced in the dialer's Control function
+// on the address the socket is about to connect to, after name
+// resolution, with IPv4-mapped addresses unmapped: a name resolving to
+// loopback, DNS rebinding or [::ffff:127.0.0.1] meet the same check, and
+// nothing separates the check from the connect. The host's addresses are
+// listed at New and listed again on every address change the kernel
+// announces (a netlink subscription; where it cannot be had, each dial
+// asks the kernel whether the address is local by binding a socket to
+// it). Other machines on the host's networks are reachable. A refused
+// request is answered 403 with the JSON body
+// {"error": "dal: connection to 127.0.0.1:8080 refused: pass
+// --allow-loopback 127.0.0.1:8080 to allow it"} and header X-Dal-Proxy:
+// refused, reported as a [KindRefused] event, and recorded
+// (Exchange.Refused, the 403 as its response) so that replay answers the
+// same request the same way. A CONNECT tunnel to such an address is
+// opened (locally, as every tunnel is) and its requests get the 403,
+// inside TLS when the client speaks it. Config.Dial replaces the guarded
+// dialer entirely.
+//
+// # Early closes
+//
+// A client may close its connection before the response is complete (a
+// stream read up to "data: [DONE]", a cancelled reader, a size limit). It
+// is an ordinary event, not a failure: the exchange is recorded with
+// Exchange.ClientClosed (the body bytes and streamed pieces dal had handed
+// to the connection, and whether dal stopped reading upstream then), no
+// Error, and the upstream connection is closed (the server sees the
+// cancellation the client meant). A client that leaves before the
+// response headers is recorded alike, without a response. Replay hands
+// the client the pieces it had been handed, then neither ends nor breaks
+// the response but waits for the client to close (or the proxy to shut
+// down); a write failing because the client left is tolerated and
+// recorded the same way. dal-exec does not watch SIGPIPE: such writes
+// return EPIPE here and nowhere else.
+//
 // # Replay is offline
 //
 // A proxy built with [Config.Source] has no transport and no dialer: no
@@ -68,11 +110,13 @@
 // closed (or the request refused): connections that are not HTTP (raw
 // TCP, a server-speaks-first protocol that stays silent, TLS carrying
 // something else), HTTP/2 (prior knowledge, or ALPN h2 only), clients
-// that refuse dal's certificate (pinning, or not trusting the bundle),
-// WebSocket upgrades (501), requests that do not say where they go, and
-// replay misses. Upstream failures while recording (refused, TLS
-// verification, reset mid-body) are captured: the exchange is recorded
-// with Error set and the client gets a 502 or a broken connection.
+// that refuse dal's certificate with a TLS alert (pinning, or not
+// trusting the bundle; a hang-up without an alert is reported without
+// blaming the certificate), WebSocket upgrades (501), requests that do not
+// say where they go, and replay misses. Upstream failures while recording
+// (refused, TLS verification, reset mid-body) are captured: the exchange
+// is recorded with Error set and the client gets a 502 or a broken
+// connection.
 //
 // # Secrets and memory
 //

@@ -130,7 +130,7 @@ func fidelityAgentRuns(tmp string, a fidelityAgent) ([]fidelityRun, error) {
 		}
 		defer srv.stop()
 		env = []string{"OPENAI_API_KEY=" + key, "LLM_BASE=http://127.0.0.1:" + strconv.Itoa(srv.port) + "/v1"}
-		keep = []string{"--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE"}
+		keep = []string{"--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE", "--allow-loopback", "127.0.0.1:" + strconv.Itoa(srv.port)}
 	}
 	type recorded struct {
 		run        *fidelityRun

@@ -144,6 +144,7 @@ func llmRound(server, agent string, i int) (bare, rec, rep time.Duration, err er
 	bare = time.Since(t)
 
 	rec, stdout, err := inWorkspaceEnv(ws, env, "record", "--out", out, "--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE",
+		"--allow-loopback", "127.0.0.1:"+strconv.Itoa(srv.port),
 		"--", "python3", agent, strconv.Itoa(llmCalls))
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("record (round %d): %w", i+1, err)

@@ -13,12 +13,22 @@
 //
 //	log._dal     {"format": 1, "key_headers": [...]}
 //	entry._dal   {"key", "seq", "via", "streamed", "encoded", "chunks",
-//	              "redactions", "error", "server_addr"}
+//	              "redactions", "error", "server_addr", "client_closed",
+//	              "refused"}
 //
 // key is the replay match key (below), seq the exchange's position in the
 // run (from 0, in the order requests arrived), via how the request reached
 // the proxy ("proxy", "connect", "transparent"), error why an exchange
-// failed (status 0 and no content when no response came). redactions
+// failed (status 0 and no content when no response came). client_closed
+// {"bytes", "chunks", "truncated"} says the client closed its connection
+// before the whole response reached it, an ordinary event and not an
+// error: bytes and chunks are what dal had handed it (an upper bound on
+// what it read; chunks counts streamed pieces), truncated that the
+// recorded body ends where dal stopped reading upstream (status 0 when
+// the client left before the response). Replay sends that much and waits
+// for the client to close ([Served.HoldOpen]). refused is the host address
+// dal refused to connect to; the response is dal's own 403, replayed as
+// recorded. redactions
 // lists the places a secret was replaced, as "request.header.authorization",
 // "request.query.token", "request.body.$.api_key", "request.body.password"
 // (form), "response.header.set-cookie", "response.body.$.access_token",
