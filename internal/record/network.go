@@ -498,7 +498,9 @@ func compareNetwork(rec *har.Log, n *network, xs []*har.Exchange) Component {
 	}
 	var got []string
 	for _, x := range xs {
-		if x.Response != nil {
+		// Answered, or held open for a client that left before the
+		// response, as it had when recorded.
+		if x.Response != nil || x.ClientClosed != nil {
 			got = append(got, n.redactor.Key(&x.Request, rec.Dal.KeyHeaders))
 		}
 	}
