@@ -11,6 +11,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -327,5 +330,47 @@ func BenchmarkReachCheck(b *testing.B) {
 		if r.check(remote) != nil {
 			b.Fatal("refused")
 		}
+	}
+}
+
+// TestReachWatchesAddressChanges: an address the host gains after the
+// proxy started is refused from then on, the address watch having
+// listed it again. The test runs itself again in a network namespace of
+// its own (unshare -n), where adding an address disturbs nothing.
+func TestReachWatchesAddressChanges(t *testing.T) {
+	if os.Getenv("DAL_NETCAP_IN_NETNS") != "1" {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to create a network namespace")
+		}
+		cmd := exec.Command("unshare", "--net", "--", os.Args[0], "-test.run", "^TestReachWatchesAddressChanges$", "-test.count", "1", "-test.v")
+		cmd.Env = append(os.Environ(), "DAL_NETCAP_IN_NETNS=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestReachWatchesAddressChanges") {
+			t.Fatalf("in a new network namespace: %v\n%s", err, out)
+		}
+		return
+	}
+	r, err := newReach(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if r.probe.Load() {
+		t.Fatal("the address watch is not running")
+	}
+	added := netip.MustParseAddrPort("198.51.100.77:80")
+	if err := r.check(added); err != nil {
+		t.Fatalf("before the address exists: %v", err)
+	}
+	if out, err := exec.Command("ip", "addr", "add", "198.51.100.77/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add: %v: %s", err, out)
+	}
+	// The kernel announces the change; the watch lists the addresses
+	// again. Bounded by the test's own timeout, not by a sleep.
+	for r.check(added) == nil {
+		runtime.Gosched()
+	}
+	if _, ok := r.check(added).(*RefusedError); !ok {
+		t.Errorf("after the address was added: %v", r.check(added))
 	}
 }
