@@ -24,6 +24,7 @@ import (
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/shim"
+	"github.com/dal-runtime/dal/internal/termsafe"
 	"github.com/dal-runtime/dal/internal/version"
 	"github.com/dal-runtime/dal/internal/wire"
 )
@@ -323,7 +324,11 @@ func (r *recording) capture() error {
 		return err
 	}
 	for _, d := range denied {
-		fmt.Fprintf(r.spec.Log, "dal: the agent tried to write outside the workspace (%s %s): refused, read-only\n", d.Op, d.Path)
+		if d.Path == "" { // a refused call, e.g. io_uring_setup
+			fmt.Fprintf(r.spec.Log, "dal: the agent called %s, which the sandbox refuses\n", d.Op)
+			continue
+		}
+		fmt.Fprintf(r.spec.Log, "dal: the agent tried to write outside the workspace (%s %s): refused, read-only\n", d.Op, termsafe.Line(d.Path))
 	}
 	if err := sandbox.Export(r.cfg, r.changes, filepath.Join(r.w.Dir(), "fs-diff"), filepath.Join(r.w.Dir(), "fs-pre")); err != nil {
 		return fmt.Errorf("store the run's file changes: %w", err)
