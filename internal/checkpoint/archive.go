@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dal-runtime/dal/internal/atomicfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/atomicfile"
 
 	"github.com/klauspost/compress/zstd"
 )

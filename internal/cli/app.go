@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/dal-runtime/dal/internal/termsafe"
+
 	"github.com/dal-runtime/dal/internal/version"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -73,7 +75,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintf(stderr, "dal-exec: %s\n", err)
+		fmt.Fprintf(stderr, "dal-exec: %s\n", termsafe.String(err.Error())) // errors quote bundle and agent text
 		return 2
 	}
 }

@@ -59,6 +59,9 @@ func ConsistencyCommand() *ucli.Command {
 			Usage: "the directory the agent works in (default: the current directory); runs never change it"},
 		&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
 			Usage: "ed25519 signing key (default: ~/.config/dal/signing.key, created on first use)"},
+		allowLoopbackFlag(),
+		&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
+			Usage: "treat this kept variable as a secret although its name does not say so (repeatable; as for record)"},
 	)
 	return &ucli.Command{
 		Name:      "consistency",
@@ -179,8 +182,10 @@ func childRecorder(c *ucli.Context) (consistency.Recorder, error) {
 	}
 	base := []string{"record", "--no-apply", "--key", key, "--mode", c.String("mode"), "--epoch", c.String("epoch"),
 		"--quantum", c.Duration("quantum").String(), "--cpus", c.String("cpus"), "--timeout", c.Duration("timeout").String()}
-	for _, k := range c.StringSlice("keep-env") {
-		base = append(base, "--keep-env", k)
+	for _, f := range []string{"keep-env", "allow-loopback", "secret-env"} {
+		for _, v := range c.StringSlice(f) {
+			base = append(base, "--"+f, v)
+		}
 	}
 	for _, name := range []string{"socket", "workspace"} {
 		if v := c.String(name); v != "" {

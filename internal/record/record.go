@@ -168,7 +168,7 @@ func prepareRecording(o Options) (*recording, error) {
 	if r.w, err = bundle.Create(r.out); err != nil {
 		return nil, err
 	}
-	if r.stage, r.held, err = newStage("dal-sandbox-", r.spec.Log); err != nil {
+	if r.stage, r.held, err = newStage("dal-sandbox-"); err != nil {
 		r.w.Abort()
 		return nil, err
 	}
@@ -177,13 +177,10 @@ func prepareRecording(o Options) (*recording, error) {
 
 // newStage sweeps the staging directories that dead runs left behind and
 // creates this run's, held (leftover.Hold) so that no other run sweeps it.
-func newStage(prefix string, log io.Writer) (string, *leftover.Held, error) {
-	var gone []string
+func newStage(prefix string) (string, *leftover.Held, error) {
+	// Silently: another run's kill is not this run's news.
 	for _, p := range []string{"dal-sandbox-*", "dal-replay-*"} {
-		gone = append(gone, leftover.Sweep(stagingRoot(), p)...)
-	}
-	if len(gone) > 0 && log != nil {
-		fmt.Fprintf(log, "dal: removed %d staging directories left by dead runs in %s\n", len(gone), stagingRoot())
+		leftover.Sweep(stagingRoot(), p)
 	}
 	stage, err := os.MkdirTemp(stagingRoot(), prefix)
 	if err != nil {

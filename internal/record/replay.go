@@ -182,7 +182,7 @@ func (r *replaying) prepareWorkspace() error {
 		return err
 	}
 	r.ws = ws
-	stage, held, err := newStage("dal-replay-", r.o.Log)
+	stage, held, err := newStage("dal-replay-")
 	if err != nil {
 		return err
 	}
