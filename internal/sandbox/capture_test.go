@@ -107,7 +107,7 @@ func recorded(t *testing.T) (Config, []Change, string, string) {
 	t.Helper()
 	cfg := newConfig(t, agentFiles)
 	seen := t.TempDir()
-	cfg.Binds = []string{seen}
+	cfg.WritableBinds = []string{seen}
 	pre := hashOf(t, cfg.Workspace)
 	if r := run(t, cfg, agentScript, "SEEN="+seen); r.code != 0 {
 		t.Fatalf("agent failed: exit %d, %s", r.code, r.stderr)
@@ -178,7 +178,7 @@ func TestCaptureApplyRevert(t *testing.T) {
 	replay := Config{Workspace: cfg.Workspace, Staging: filepath.Join(t.TempDir(), "staging"), PrivateTmp: true,
 		Lower: []string{layer, cfg.Workspace}}
 	seen2 := t.TempDir()
-	replay.Binds = []string{seen2}
+	replay.WritableBinds = []string{seen2}
 	if r := run(t, replay, agentScript, "SEEN="+seen2); r.code != 0 {
 		t.Fatalf("replayed agent failed: exit %d, %s", r.code, r.stderr)
 	}

@@ -266,16 +266,26 @@ func Revert(workspace, preDir string, changes []Change) error {
 
 // applyTo checks the workspace's state and moves it to the other one:
 // forward (Apply) from the mirror of the run's results, or back (Revert)
-// from the mirror of pre-images.
+// from the mirror of pre-images. A journal beside the workspace lasts
+// while it works ([Recover]); an earlier one is recovered first. When a
+// step fails, what was done is undone from the other side's mirror if the
+// bundle has it, and the error says which state the workspace is left at.
 func applyTo(workspace, mirror string, changes []Change, forward bool) error {
+	if findJournal(workspace) != "" {
+		if _, err := Recover(workspace); err != nil {
+			return err
+		}
+	}
 	ws, err := safefs.Open(workspace)
 	if err != nil {
 		return err
 	}
 	defer ws.Close()
-	check, gone, want := atPost, OpCreated, Change.before
+	op, check, gone, want := "revert", atPost, OpCreated, Change.before
+	origin := "post-run"
 	if forward {
-		check, gone, want = atPre, OpDeleted, Change.applied
+		op, check, gone, want = "apply", atPre, OpDeleted, Change.applied
+		origin = "pre-run"
 	}
 	if err := check(ws, changes); err != nil {
 		return err
@@ -285,7 +295,33 @@ func applyTo(workspace, mirror string, changes []Change, forward bool) error {
 		return err
 	}
 	defer src.Close()
-	return replace(ws, src, changes, gone, want)
+	abs, _ := filepath.Abs(workspace)
+	absMirror, _ := filepath.Abs(mirror)
+	j := &journal{V: 1, Op: op, Workspace: abs, Mirror: absMirror, Undo: otherMirror(absMirror), PID: os.Getpid(), Changes: changes}
+	jf, err := openJournal(j)
+	if err != nil {
+		return err
+	}
+	err = replace(ws, src, changes, gone, want)
+	if errors.Is(err, errInterrupted) {
+		jf.Close()
+		return err
+	}
+	if err == nil {
+		if ferr := finish(jf); ferr != nil {
+			return fmt.Errorf("the workspace is at its new state, but the journal %s could not be removed (%v): remove it", jf.Name(), ferr)
+		}
+		return nil
+	}
+	if j.Undo != "" {
+		if uerr := converge(ws, j.Undo, changes, !forward); uerr == nil && check(ws, changes) == nil {
+			if finish(jf) == nil {
+				return fmt.Errorf("%w; nothing was changed: the workspace is back at its %s state", err, origin)
+			}
+		}
+	}
+	jf.Close()
+	return fmt.Errorf("%w; the workspace is partly changed: dal-exec recover completes or undoes it (journal %s)", err, jf.Name())
 }
 
 // replace removes the entries of changes with operation gone (deepest
@@ -293,10 +329,18 @@ func applyTo(workspace, mirror string, changes []Change, forward bool) error {
 // (parents first), then sets directory metadata. The state was checked
 // ([atState]): every parent on the way is a real directory.
 func replace(ws, src *safefs.Dir, changes []Change, gone string, want func(Change) *Entry) error {
+	steps := 0
+	interrupted := func() bool {
+		steps++
+		return interruptAfter > 0 && steps > interruptAfter
+	}
 	for i := len(changes) - 1; i >= 0; i-- {
 		c := changes[i]
 		if c.Op != gone {
 			continue
+		}
+		if interrupted() {
+			return errInterrupted
 		}
 		if err := ws.Remove(c.Path); err != nil && !isAbsent(err) {
 			return err
@@ -307,6 +351,9 @@ func replace(ws, src *safefs.Dir, changes []Change, gone string, want func(Chang
 		w := want(c)
 		if w == nil {
 			continue
+		}
+		if interrupted() {
+			return errInterrupted
 		}
 		if err := place(ws, src, c.Path, *w, &dirs); err != nil {
 			return err
@@ -409,6 +456,11 @@ func rewrite(src, ws *safefs.Dir, rel string, m meta) (string, error) {
 // paths and pre-images from preDir at the post-run state. Anything else is
 // an error naming the first differing path. Whiteouts need CAP_MKNOD.
 func Restore(workspace, preDir string, changes []Change, layer string) (string, error) {
+	if findJournal(workspace) != "" {
+		if _, err := Recover(workspace); err != nil {
+			return "", err
+		}
+	}
 	if err := os.MkdirAll(layer, 0o700); err != nil {
 		return "", fmt.Errorf("create the replay layer: %w", err)
 	}
