@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,5 +190,119 @@ ln -s ` + filepath.Dir(victim.Name()) + ` sub/evil
 	}
 	if got := string(mustRead(t, filepath.Join(ws, "report.md"))); got != "draft 1\n" {
 		t.Errorf("report.md in the workspace is %q", got)
+	}
+}
+
+// A hostile agent's probes, each of which reached the host on 1690cec:
+// block devices, a host SysV shared-memory segment, a setuid program
+// applied to the workspace, a non-UTF-8 file name that lost the run.
+func TestHostileAgentProbesAreContained(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	agent := `import os, subprocess, sys
+blocks = sorted(os.listdir("/sys/block"))
+for b in blocks:
+    try:
+        os.close(os.open("/dev/" + b, os.O_RDWR))
+        print("OPENED /dev/" + b)
+    except OSError as e:
+        print("refused /dev/" + b)
+for d in ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/full", "/dev/random"]:
+    os.close(os.open(d, os.O_RDWR))
+print("devices ok")
+out = subprocess.run(["ipcmk", "-M", "4096"], capture_output=True, text=True).stdout
+print("shm", out.strip().split()[-1] if out.strip() else "none")
+open("suid", "w").write("#!/bin/sh\n")
+os.chmod("suid", 0o4755)
+open(b"bad\xffname.txt", "wb").write(b"odd\n")
+`
+	os.WriteFile(filepath.Join(ws, "agent.py"), []byte(agent), 0o644)
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	out := filepath.Join(t.TempDir(), "b")
+	r := dalIn(t, ws, env, "record", "--out", out, "--", "python3", "agent.py")
+	if r.code != 0 || !strings.Contains(r.stdout, "devices ok") {
+		t.Fatalf("record: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "OPENED") {
+		t.Errorf("the agent opened a block device:\n%s", r.stdout)
+	}
+	// The segment the agent made lives in its own IPC namespace.
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if id, ok := strings.CutPrefix(l, "shm "); ok && id != "none" {
+			if err := exec.Command("ipcs", "-m", "-i", id).Run(); err == nil {
+				exec.Command("ipcrm", "-m", id).Run()
+				t.Errorf("the agent's shared-memory segment %s is on the host", id)
+			}
+		}
+	}
+	fi, err := os.Stat(filepath.Join(ws, "suid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		t.Errorf("a setuid program reached the workspace: %v", fi.Mode())
+	}
+	if got, err := os.ReadFile(filepath.Join(ws, "bad\xffname.txt")); err != nil || string(got) != "odd\n" {
+		t.Errorf("the non-UTF-8 name was not applied: %q %v", got, err)
+	}
+	if r := dalIn(t, ws, env, "verify", out); r.code != 0 {
+		t.Errorf("verify: %d %s", r.code, r.stderr)
+	}
+}
+
+// Text from a bundle reaches the terminal with its escape sequences
+// neutralized: an OSC 52 clipboard write and a title change in the
+// agent's output are shown, not executed, by diff and replay.
+func TestBundleTextIsEscapedOnTheTerminal(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "agent.py"), []byte(`import random
+print("\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b]0;owned\x07", random.random())
+`), 0o644)
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	dir := t.TempDir()
+	for _, seed := range []string{"1", "2"} {
+		if r := dalIn(t, ws, env, "record", "--no-apply", "--seed", seed, "--out", filepath.Join(dir, seed), "--", "python3", "agent.py"); r.code != 0 {
+			t.Fatalf("record: %s", r.stderr)
+		}
+	}
+	d := dalIn(t, ws, env, "diff", filepath.Join(dir, "1"), filepath.Join(dir, "2"))
+	if d.code != 1 || !strings.Contains(d.stdout, "DIFFERENT  stdout") {
+		t.Fatalf("diff: %d %q", d.code, d.stdout)
+	}
+	if strings.ContainsAny(d.stdout+d.stderr, "\x1b\x07") {
+		t.Errorf("diff printed raw escape sequences: %q", d.stdout)
+	}
+}
+
+// A kept secret that the agent sends in a JSON field not named like a
+// credential never reaches the bundle (HAR,
+// prompts, match keys), and the bundle replays exactly, offline, where the
+// secret is not set.
+func TestSecretSentOverTheNetworkIsScrubbed(t *testing.T) {
+	t.Parallel()
+	srv := startLLMServer(t, false)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "agent.py"), []byte(`import json, os, urllib.request
+key = os.environ["OPENAI_API_KEY"]
+body = {"model": "test-model", "note": "sent with " + key, "messages": [{"role": "user", "content": "hello"}]}
+req = urllib.request.Request(os.environ["LLM_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+    method="POST", headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=30) as r:
+    print(json.load(r)["choices"][0]["message"]["content"])
+`), 0o644)
+	out := filepath.Join(t.TempDir(), "run")
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "OPENAI_API_KEY=" + apiKey, "LLM_BASE_URL=" + srv.base()}
+	rec := dalIn(t, ws, env, "record", "--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE_URL", "--out", out, "--", "python3", "agent.py")
+	if rec.code != 0 {
+		t.Fatalf("record: %d %s %s", rec.code, rec.stdout, rec.stderr)
+	}
+	if hits := bundleHolds(t, out, apiKey); len(hits) > 0 {
+		t.Fatalf("the secret reached the bundle in %v", hits)
+	}
+	srv.stop()
+	rep := dalIn(t, ws, []string{env[0], "OPENAI_API_KEY=", "LLM_BASE_URL="}, "replay", out)
+	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
+		t.Fatalf("replay: %d %s %s", rep.code, rep.stdout, rep.stderr)
 	}
 }

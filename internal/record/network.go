@@ -41,7 +41,11 @@ const (
 type NetworkOptions struct {
 	RedactHeaders []string // more header names to redact
 	RedactFields  []string // more query/body field names to redact
-	Speed         float64  // replay: 0 fast, 1 recorded timing
+	// SecretValues are masked in every request's match key (secrets.go):
+	// the kept secrets' values when recording, their placeholders (and
+	// values the replay names) when replaying.
+	SecretValues []string
+	Speed        float64 // replay: 0 fast, 1 recorded timing
 	// AllowLoopback are the --allow-loopback values: services on this
 	// host (HOST:PORT) the agent may reach, mirrored into the sandbox when
 	// on loopback. Record only; nothing else on the host is reachable.
@@ -101,7 +105,7 @@ type network struct {
 // the allowed loopback addresses are mirrored (see allowed).
 func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string, log io.Writer) (*network, error) {
 	n := &network{opts: o, dir: dir, log: log,
-		redactor: har.NewRedactor(o.RedactHeaders, o.RedactFields)}
+		redactor: har.NewRedactor(o.RedactHeaders, o.RedactFields).WithValues(o.SecretValues...)}
 	n.env = NetworkEnv{Captured: true, RedactHeaders: o.RedactHeaders, RedactFields: o.RedactFields}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create the network staging directory: %w", err)

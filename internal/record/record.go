@@ -213,7 +213,9 @@ func (r *recording) cleanup() {
 func (r *recording) buildSandbox() error {
 	r.cfg = sandboxConfig(r.ws, filepath.Join(r.stage, "sandbox"))
 	if r.spec.Mode != "default" {
-		nw, err := newNetwork(filepath.Join(r.stage, "net"), r.o.Network, nil, nil, r.spec.Log)
+		nopts := r.o.Network
+		nopts.SecretValues = keptSecretValues(r.spec.KeepEnv, r.o.SecretEnv)
+		nw, err := newNetwork(filepath.Join(r.stage, "net"), nopts, nil, nil, r.spec.Log)
 		if err != nil {
 			return fmt.Errorf("network capture: %w", err)
 		}
@@ -392,6 +394,15 @@ func (r *recording) scrub() error {
 	scrubbed, err := s.tree(r.w.Dir(), "fs-pre")
 	if err != nil {
 		return err
+	}
+	// env.json itself: a plain setting may hold a secret's value.
+	for _, m := range []map[string]string{r.env.KeptValues, r.env.Inherited} {
+		for k, v := range m {
+			if b, hit := s.Bytes([]byte(v)); hit {
+				m[k] = string(b)
+				scrubbed = append(scrubbed, "env.json")
+			}
+		}
 	}
 	r.env.Scrubbed = scrubbed
 	if len(scrubbed) > 0 {

@@ -269,6 +269,9 @@ func (r *replaying) buildSandbox() error {
 		}
 	}
 	nopts.Speed = r.o.Speed
+	for _, k := range env.Secrets {
+		nopts.SecretValues = append(nopts.SecretValues, Placeholder(k), os.Getenv(k))
+	}
 	nw, err := newNetwork(filepath.Join(r.stage, "net"), nopts, r.recHAR, mirrored, r.o.Log)
 	if err != nil {
 		return fmt.Errorf("network replay: %w", err)

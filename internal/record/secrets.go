@@ -213,3 +213,23 @@ func readNoFollow(p string) ([]byte, error) {
 	_, err = io.ReadFull(f, b)
 	return b, err
 }
+
+// keptSecretValues are the values, in dal-exec's environment, of the
+// variables --keep-env passes (a name, or a PREFIX_* pattern) that are
+// secrets.
+func keptSecretValues(keep, secretEnv []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if v == "" || !IsSecretName(k, secretEnv) {
+			continue
+		}
+		for _, p := range keep {
+			if p == k || (strings.HasSuffix(p, "*") && strings.HasPrefix(k, strings.TrimSuffix(p, "*"))) {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	return out
+}

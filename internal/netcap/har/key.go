@@ -23,10 +23,10 @@ func Key(req *Request, headers []string) string {
 // could hold anything) and HEX the SHA-256 of the canonical material:
 // method, normalized URL with its sorted query, the headers named in
 // headers (case-insensitive; their values as sent) and the canonical
-// body. Credential values in the query and body are masked in that
-// material.
+// body. Credential values in the query and body, and the secret values
+// given to WithValues anywhere, are masked in that material.
 func (r *Redactor) Key(req *Request, headers []string) string {
-	u := r.normalURL(req.URL)
+	u := string(r.maskValues([]byte(r.normalURL(req.URL))))
 	h := sha256.New()
 	h.Write([]byte(req.Method))
 	h.Write([]byte{'\n'})
@@ -42,14 +42,14 @@ func (r *Redactor) Key(req *Request, headers []string) string {
 			h.Write([]byte(n))
 			h.Write([]byte{':'})
 			for _, v := range req.Header.Values(n) {
-				h.Write([]byte(v))
+				h.Write(r.maskValues([]byte(v)))
 				h.Write([]byte{'\n'})
 			}
 			h.Write([]byte{0})
 		}
 	}
 	h.Write([]byte{'\n'})
-	h.Write(r.canonicalBody(req.Header.Get("Content-Type"), requestBody(req)))
+	h.Write(r.canonicalBody(req.Header.Get("Content-Type"), r.maskValues(bytes.Clone(requestBody(req)))))
 	var sum [sha256.Size]byte
 	readable, _, _ := strings.Cut(u, "?")
 	return printable(req.Method) + " " + printable(readable) + " sha256:" + hex.EncodeToString(h.Sum(sum[:0]))

@@ -12,6 +12,35 @@ import (
 type Redactor struct {
 	headers map[string]bool // lower-case header names
 	fields  map[string]bool // normalized field names
+	values  [][]byte        // secret values masked in match keys, longest first
+}
+
+// WithValues returns a copy of r that also masks these secret values (a
+// kept secret's value when recording, its placeholder when replaying)
+// wherever they occur in a request's match key material — URL, headers,
+// body — so the key holds no hash of a secret and a replay whose agent
+// got a placeholder computes the same key. Values shorter than 4 bytes are
+// ignored (they would match too much).
+func (r *Redactor) WithValues(values ...string) *Redactor {
+	c := *r
+	c.values = nil
+	for _, v := range values {
+		if len(v) >= 4 {
+			c.values = append(c.values, []byte(v))
+		}
+	}
+	slices.SortFunc(c.values, func(a, b []byte) int { return len(b) - len(a) })
+	return &c
+}
+
+// maskValues replaces the secret values in b by [REDACTED].
+func (r *Redactor) maskValues(b []byte) []byte {
+	for _, v := range r.values {
+		if bytes.Contains(b, v) {
+			b = bytes.ReplaceAll(b, v, []byte("[REDACTED]"))
+		}
+	}
+	return b
 }
 
 // The default credential headers, lower-case. Header names that are
