@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dal-runtime/dal/internal/safefs"
 )
@@ -80,7 +83,7 @@ func export(upper *safefs.Dir, lower view, changes []Change, diffDir, preDir str
 			if a.Kind == KindFile {
 				m.mode &^= fs.ModeSetuid | fs.ModeSetgid
 			}
-			if err := copyInto(upper, c.Path, fi, files, link, m, &dirs); err != nil {
+			if err := copyInto(upper, c.Path, fi, files, MirrorPath(c.Path), link, m, &dirs); err != nil {
 				return err
 			}
 		}
@@ -92,7 +95,7 @@ func export(upper *safefs.Dir, lower view, changes []Change, diffDir, preDir str
 			if fi == nil || kindOf(fi) != b.Kind {
 				return fmt.Errorf("the workspace changed during the run at %s: its pre-image is gone", c.Path)
 			}
-			if err := copyInto(d, c.Path, fi, pre, false, metaOf(fi), &dirs); err != nil {
+			if err := copyInto(d, c.Path, fi, pre, MirrorPath(c.Path), false, metaOf(fi), &dirs); err != nil {
 				return err
 			}
 		}
@@ -129,21 +132,42 @@ func invoker() (uid, gid int, change bool) {
 }
 
 // copyInto copies the entry rel of src (lstat'ed as fi) to the new path
-// rel of dst, creating dst's parents; a directory's metadata is queued in
+// drel of dst, creating dst's parents; a directory's metadata is queued in
 // dirs.
-func copyInto(src *safefs.Dir, rel string, fi fs.FileInfo, dst *safefs.Dir, link bool, m meta, dirs *dirMetas) error {
-	if err := dst.MkdirAll(path.Dir(rel), 0o755); err != nil {
+func copyInto(src *safefs.Dir, rel string, fi fs.FileInfo, dst *safefs.Dir, drel string, link bool, m meta, dirs *dirMetas) error {
+	if err := dst.MkdirAll(path.Dir(drel), 0o755); err != nil {
 		return err
 	}
 	if fi.IsDir() {
-		if err := dst.Mkdir(rel, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := dst.Mkdir(drel, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
-		*dirs = append(*dirs, dirMeta{dst, rel, m})
+		*dirs = append(*dirs, dirMeta{dst, drel, m})
 		return nil
 	}
-	_, err := copyEntry(src, rel, fi, dst, rel, link, m)
+	_, err := copyEntry(src, rel, fi, dst, drel, link, m)
 	return err
+}
+
+// mirrorPrefix marks an encoded component of a mirror path.
+const mirrorPrefix = ".dal-b64-"
+
+// MirrorPath is where the copy of the changed path rel lies in a mirror
+// (fs-diff/files/, fs-pre/files/): rel itself, except that a component
+// that is not UTF-8 — or that begins with ".dal-b64-", so the mapping
+// stays one to one — is stored as ".dal-b64-" and the unpadded URL-safe
+// base64 of its bytes, because a bundle holds UTF-8 names only.
+func MirrorPath(rel string) string {
+	if utf8.ValidString(rel) && !strings.Contains(rel, mirrorPrefix) {
+		return rel
+	}
+	parts := strings.Split(rel, "/")
+	for i, c := range parts {
+		if !utf8.ValidString(c) || strings.HasPrefix(c, mirrorPrefix) {
+			parts[i] = mirrorPrefix + base64.RawURLEncoding.EncodeToString([]byte(c))
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 // copyEntry creates drel in dst (which must not exist) as a copy of the
@@ -366,7 +390,7 @@ func replace(ws, src *safefs.Dir, changes []Change, gone string, want func(Chang
 // replacing what is there (an empty directory, or a non-directory). Its
 // mode is w's; its times are the copy's.
 func place(ws, src *safefs.Dir, rel string, w Entry, dirs *dirMetas) error {
-	fi, err := src.Lstat(rel)
+	fi, err := src.Lstat(MirrorPath(rel))
 	if err != nil || kindOf(fi) != w.Kind {
 		return fmt.Errorf("the copy of %s is missing from %s", rel, src.Name())
 	}
@@ -415,7 +439,7 @@ func place(ws, src *safefs.Dir, rel string, w Entry, dirs *dirMetas) error {
 			return err
 		}
 	}
-	h, err := copyEntry(src, rel, fi, ws, rel, false, m)
+	h, err := copyEntry(src, MirrorPath(rel), fi, ws, rel, false, m)
 	if err != nil {
 		return err
 	}
@@ -435,7 +459,7 @@ func nlink(fi fs.FileInfo) uint64 {
 // rewrite replaces the content and metadata of the existing regular file
 // rel of ws with those of rel in src, and returns the hash it wrote.
 func rewrite(src, ws *safefs.Dir, rel string, m meta) (string, error) {
-	in, err := src.Open(rel)
+	in, err := src.Open(MirrorPath(rel))
 	if err != nil {
 		return "", err
 	}
@@ -553,7 +577,7 @@ func buildLayer(ws, pre *safefs.Dir, changes []Change, layer *safefs.Dir) error 
 			}
 			continue
 		}
-		fi, err := pre.Lstat(c.Path)
+		fi, err := pre.Lstat(MirrorPath(c.Path))
 		if err != nil || kindOf(fi) != b.Kind {
 			return fmt.Errorf("the pre-image of %s is missing", c.Path)
 		}
@@ -575,7 +599,7 @@ func buildLayer(ws, pre *safefs.Dir, changes []Change, layer *safefs.Dir) error 
 			continue
 		}
 		// A copy, not a link: the bundle's own files must not change.
-		h, err := copyEntry(pre, c.Path, fi, layer, c.Path, false, m)
+		h, err := copyEntry(pre, MirrorPath(c.Path), fi, layer, c.Path, false, m)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -332,6 +333,14 @@ python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("sock")'
 	if err := Export(cfg, cs, diffDir, preDir); err != nil {
 		t.Fatal(err)
 	}
+	for _, d := range []string{diffDir, preDir} {
+		filepath.WalkDir(d, func(p string, _ fs.DirEntry, err error) error {
+			if !utf8.ValidString(p) {
+				t.Errorf("the mirror holds a name that is not UTF-8: %q", p)
+			}
+			return err
+		})
+	}
 	raw, _ := os.ReadFile(filepath.Join(diffDir, "changes.json"))
 	for _, want := range []string{`"path": "caf%E9"`, `"path_b64": "Y2Fm6Q=="`, `"link_target": "t%FE"`} {
 		if !strings.Contains(string(raw), want) {
@@ -361,6 +370,22 @@ python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("sock")'
 	}
 	if got := hashOf(t, cfg.Workspace); got != pre {
 		t.Errorf("after Revert the workspace hashes to %s, want %s", got, pre)
+	}
+}
+
+func TestMirrorPath(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"a/b.txt":        "a/b.txt",
+		"d\xff/f":        ".dal-b64-ZP8/f",
+		"caf\xe9":        ".dal-b64-Y2Fm6Q",
+		".dal-b64-ZP8/f": ".dal-b64-LmRhbC1iNjQtWlA4/f",
+		"x/.dal-b64-":    "x/.dal-b64-LmRhbC1iNjQt",
+		"x/a.dal-b64-b":  "x/a.dal-b64-b",
+	} {
+		if got := MirrorPath(in); got != want {
+			t.Errorf("MirrorPath(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
