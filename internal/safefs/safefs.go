@@ -637,18 +637,23 @@ func futimens(fd int, ts []unix.Timespec) error {
 }
 
 // withFd runs fn on a read-only descriptor of the regular file or
-// directory rel.
+// directory rel (opened O_NONBLOCK: a fifo or device there is refused
+// without waiting, never read).
 func (d *Dir) withFd(op, rel string, fn func(fd int) error) error {
-	f, err := d.Open(rel)
+	fd, err := d.openat2(op, rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			pe.Op = op
-		}
 		return err
 	}
-	defer f.Close()
-	if err := fn(int(f.Fd())); err != nil {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	if t := st.Mode & unix.S_IFMT; err == nil && t != unix.S_IFREG && t != unix.S_IFDIR {
+		err = ErrNotRegular
+	}
+	if err == nil {
+		err = fn(fd)
+	}
+	if err != nil {
 		return d.pathErr(op, rel, err)
 	}
 	return nil
