@@ -211,10 +211,15 @@ for d in ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/full", "/dev/random"]:
     os.close(os.open(d, os.O_RDWR))
 print("devices ok")
 out = subprocess.run(["ipcmk", "-M", "4096"], capture_output=True, text=True).stdout
-print("shm", out.strip().split()[-1] if out.strip() else "none")
+shmid = out.strip().split()[-1] if out.strip() else "none"
+for l in open("/proc/sysvipc/shm").read().splitlines()[1:]:
+    f = l.split()
+    if f[1] == shmid:
+        print("shmkey", f[0])
 open("suid", "w").write("#!/bin/sh\n")
 os.chmod("suid", 0o4755)
 open(b"bad\xffname.txt", "wb").write(b"odd\n")
+os.mkfifo("pipe")
 `
 	os.WriteFile(filepath.Join(ws, "agent.py"), []byte(agent), 0o644)
 	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
@@ -226,13 +231,21 @@ open(b"bad\xffname.txt", "wb").write(b"odd\n")
 	if strings.Contains(r.stdout, "OPENED") {
 		t.Errorf("the agent opened a block device:\n%s", r.stdout)
 	}
-	// The segment the agent made lives in its own IPC namespace.
+	// The segment the agent made (found by its random key) lives in its
+	// own IPC namespace, not on the host.
+	key := ""
 	for _, l := range strings.Split(r.stdout, "\n") {
-		if id, ok := strings.CutPrefix(l, "shm "); ok && id != "none" {
-			if err := exec.Command("ipcs", "-m", "-i", id).Run(); err == nil {
-				exec.Command("ipcrm", "-m", id).Run()
-				t.Errorf("the agent's shared-memory segment %s is on the host", id)
-			}
+		if k, ok := strings.CutPrefix(l, "shmkey "); ok {
+			key = k
+		}
+	}
+	if key == "" {
+		t.Fatalf("the agent could not make a shared-memory segment to probe with:\n%s", r.stdout)
+	}
+	for _, l := range strings.Split(string(mustRead(t, "/proc/sysvipc/shm")), "\n")[1:] {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == key {
+			exec.Command("ipcrm", "-m", f[1]).Run()
+			t.Errorf("the agent's shared-memory segment (key %s) is on the host", key)
 		}
 	}
 	fi, err := os.Stat(filepath.Join(ws, "suid"))
@@ -241,6 +254,9 @@ open(b"bad\xffname.txt", "wb").write(b"odd\n")
 	}
 	if fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
 		t.Errorf("a setuid program reached the workspace: %v", fi.Mode())
+	}
+	if !strings.Contains(r.stderr, "suid had setuid, removed") || !strings.Contains(r.stderr, "made a fifo at pipe: not captured") {
+		t.Errorf("record does not report the stripped bit or the fifo:\n%s", r.stderr)
 	}
 	if got, err := os.ReadFile(filepath.Join(ws, "bad\xffname.txt")); err != nil || string(got) != "odd\n" {
 		t.Errorf("the non-UTF-8 name was not applied: %q %v", got, err)

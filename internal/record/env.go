@@ -65,6 +65,9 @@ type RunEnv struct {
 	// DeniedWrites are the agent's attempts to write outside the
 	// workspace, which failed inside the sandbox.
 	DeniedWrites []sandbox.DeniedWrite `json:"denied_writes"`
+	// Uncaptured are the fifos, sockets and device nodes the agent made
+	// in the workspace, which a bundle does not hold.
+	Uncaptured []sandbox.Uncaptured `json:"uncaptured,omitempty"`
 	// Network is the capture's setup; nil when the run's network was
 	// passthrough (default mode).
 	Network *NetworkEnv `json:"network,omitempty"`

@@ -313,11 +313,19 @@ func (r *recording) selectIterations() error {
 // copy of dal's own that apply works from (hard links, cheap: the bundle's
 // staging is gone once published).
 func (r *recording) capture() error {
-	changes, err := sandbox.Capture(r.cfg)
+	changes, uncaptured, err := sandbox.CaptureAll(r.cfg)
 	if err != nil {
 		return fmt.Errorf("capture the run's file changes: %w", err)
 	}
 	r.changes = dropOwn(changes, excluded(r.ws, r.out))
+	for _, u := range uncaptured {
+		fmt.Fprintf(r.spec.Log, "dal: the agent made a %s at %s: not captured (a bundle holds files, directories and symlinks only)\n", u.Kind, termsafe.Line(u.Path))
+	}
+	for _, c := range r.changes {
+		if len(c.Stripped) > 0 {
+			fmt.Fprintf(r.spec.Log, "dal: %s had %s, removed: a run's output never carries privileges\n", termsafe.Line(c.Path), strings.Join(c.Stripped, " and "))
+		}
+	}
 	denied, err := sandbox.Denied(r.cfg)
 	if err != nil {
 		return err
@@ -339,6 +347,7 @@ func (r *recording) capture() error {
 	}
 	r.env = newRunEnv(&r.spec, r.res, r.ws, r.cwd, r.started, r.o.SecretEnv)
 	r.env.DeniedWrites = denied
+	r.env.Uncaptured = uncaptured
 	r.env.SelfContained = r.o.SelfContained
 	r.env.Applied = !r.o.NoApply
 	if r.nw != nil {

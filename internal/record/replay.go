@@ -363,7 +363,7 @@ func (r *replaying) secretScrubber() *scrubber {
 // content was scrubbed: the recorded side is hashed as stored in the
 // bundle, the replayed side after the same scrub.
 func (r *replaying) scrubbedHashes() error {
-	scrubbed := map[string]bool{}
+	scrubbed := map[string]bool{} // by mirror path
 	for _, p := range r.env.Scrubbed {
 		if rel, ok := strings.CutPrefix(p, "fs-diff/files/"); ok {
 			scrubbed[rel] = true
@@ -374,8 +374,8 @@ func (r *replaying) scrubbedHashes() error {
 	}
 	s := r.secretScrubber()
 	for i, c := range r.changes {
-		if scrubbed[c.Path] && c.Hash != "" {
-			b, err := r.b.ReadFile("fs-diff/files/" + c.Path)
+		if scrubbed[sandbox.MirrorPath(c.Path)] && c.Hash != "" {
+			b, err := r.b.ReadFile("fs-diff/files/" + sandbox.MirrorPath(c.Path))
 			if err != nil {
 				return err
 			}
@@ -383,7 +383,7 @@ func (r *replaying) scrubbedHashes() error {
 		}
 	}
 	for i, c := range r.got {
-		if !scrubbed[c.Path] || c.Hash == "" {
+		if !scrubbed[sandbox.MirrorPath(c.Path)] || c.Hash == "" {
 			continue
 		}
 		b, err := readNoFollow(filepath.Join(sandbox.Upper(r.cfg), filepath.FromSlash(c.Path)))
