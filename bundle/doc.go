@@ -3,7 +3,7 @@
 // `diff` and `revert` read. It is a format package: it knows files,
 // hashes and signatures, not what a run is. The only part of dal it
 // imports is internal/safefs, through which it touches every bundle tree
-// (a bundle is hostile, DESIGN §12). This comment describes the format
+// (a bundle is hostile, docs/design.md §12). This comment describes the format
 // for anyone who reads bundles.
 //
 // # Layout

@@ -17,7 +17,7 @@ const FormatVersion = 1
 // SnapshotVersion is the execution-snapshot schema version ("version").
 const SnapshotVersion = "1.0"
 
-// Execution modes of DESIGN §2, the schema's config.execution_mode.
+// Execution modes of docs/design.md §2, the schema's config.execution_mode.
 const (
 	ModeStrict  = "strict"
 	ModeSeeded  = "seeded"
@@ -41,7 +41,7 @@ const (
 	OpDeleted  = "deleted"
 )
 
-// Manifest is manifest.json: an execution snapshot (DESIGN §6.1) whose
+// Manifest is manifest.json: an execution snapshot (docs/design.md §6.1) whose
 // dal section covers every file of the bundle.
 type Manifest struct {
 	SnapshotID   string        `json:"snapshot_id"` // a UUID; Commit fills it when empty

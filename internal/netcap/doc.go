@@ -1,4 +1,4 @@
-// Package netcap is dal's recording and replaying HTTP(S) proxy (DESIGN
+// Package netcap is dal's recording and replaying HTTP(S) proxy (docs/design.md
 // §7): the mechanism that sees every HTTP exchange an agent makes, hands
 // it over as a raw [har.Exchange] when recording, and answers it from a
 // [Source] when replaying. It does not write HAR, redact, match requests

@@ -1,7 +1,7 @@
 // Package sandbox runs an agent in its own mount, pid, IPC and UTS (and,
 // on request, network) namespaces with its workspace on an overlay, and
 // reads, exports, applies and reverts what the agent changed there. It is
-// the filesystem half of DESIGN §6 (fs-diff/, fs-pre/) and §9 (revert) and
+// the filesystem half of docs/design.md §6 (fs-diff/, fs-pre/) and §9 (revert) and
 // the containment of §12; it knows nothing of bundles, signing or the CLI.
 //
 // # The sandbox

@@ -1,5 +1,5 @@
 // Package termsafe makes text that dal did not write safe to print on a
-// terminal. A bundle is hostile (DESIGN §12): its logs, file names,
+// terminal. A bundle is hostile (docs/design.md §12): its logs, file names,
 // divergence texts and prompts may carry escape sequences that set the
 // window title, write the clipboard (OSC 52), move the cursor over
 // earlier lines, or reorder what the reader sees (Trojan Source bidi
