@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/leftover"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/dal-runtime/dal/internal/safefs"
@@ -27,6 +29,7 @@ type Writer struct {
 	staging string
 	packing packing
 	done    bool
+	held    *leftover.Held // marks staging as a live writer's (Leftovers)
 }
 
 // commitHook, when set (by tests), is called at each stage of Commit:
@@ -37,8 +40,8 @@ var commitHook func(stage string)
 // a single archive when out ends in .tgz, .tar.gz or .tar.zst. It refuses
 // when out exists (ErrExists) or its parent directory does not. The
 // staging directory is <dir of out>/.<base of out>.partial-XXXX; a process
-// that dies before Commit leaves it there, never a bundle at out, and it
-// may be removed at any time (see Leftovers).
+// that dies before Commit leaves it there, never a bundle at out; the next
+// Create for the same out removes it (a live writer's is locked and kept).
 func Create(out string) (*Writer, error) {
 	out = filepath.Clean(out)
 	if _, err := os.Lstat(out); err == nil {
@@ -50,11 +53,19 @@ func Create(out string) (*Writer, error) {
 	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("bundle %s: directory %s does not exist: create it first", out, parent)
 	}
+	// Staging directories of writers of out that died are removed first;
+	// a live writer's is locked (internal/leftover) and kept.
+	leftover.Sweep(parent, "."+escapeGlob(filepath.Base(out))+".partial-*")
 	staging, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".partial-")
 	if err != nil {
 		return nil, writeErr(out, "the staging directory", err)
 	}
-	return &Writer{out: out, staging: staging, packing: packingFor(out)}, nil
+	held, err := leftover.Hold(staging)
+	if err != nil {
+		os.RemoveAll(staging)
+		return nil, writeErr(out, "the staging directory", err)
+	}
+	return &Writer{out: out, staging: staging, packing: packingFor(out), held: held}, nil
 }
 
 // Leftovers lists the staging directories (and partial archives) that
@@ -148,6 +159,7 @@ func (w *Writer) Commit(m *Manifest, key ed25519.PrivateKey) error {
 		return fmt.Errorf("bundle %s: Commit after Commit or Abort", w.out)
 	}
 	w.done = true
+	defer w.held.Release()
 	if err := w.commit(m, key); err != nil {
 		os.RemoveAll(w.staging)
 		return err
@@ -257,6 +269,7 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	w.done = true
+	defer w.held.Release()
 	if err := os.RemoveAll(w.staging); err != nil {
 		return fmt.Errorf("bundle %s: removing the staging directory: %w", w.out, err)
 	}

@@ -2,12 +2,13 @@
 // directories of runs killed with SIGKILL, a power cut or a full disk.
 //
 // A live process marks a directory it owns with [Hold]: an exclusive
-// flock(2) on a lock file inside it, held until [Held.Release] or the
-// process's death (the kernel drops the lock with the last fd). [Sweep], at
-// the next start, removes the directories matching a pattern whose lock
-// nobody holds. A live run's directory is never removed: its lock is held.
-// A directory without a lock file is removed only when it is older than
-// [Grace] (a run between its mkdir and its Hold).
+// flock(2) on the directory itself (nothing is written into it, so a
+// bundle's staging directory stays exactly its content), held until
+// [Held.Release] or the process's death (the kernel drops the lock with the
+// last fd). [Sweep], at the next start, removes the directories matching a
+// pattern whose lock nobody holds and that are older than [Grace] (a run
+// between its mkdir and its Hold is younger). A live run's directory is
+// never removed: its lock is held.
 //
 // Sweep runs with dal's privileges in shared places (/var/tmp, /tmp), so
 // it trusts nothing there: it only considers directories (never symlinks,
@@ -16,7 +17,6 @@
 package leftover
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -27,12 +27,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LockFile is the name of the lock file inside a held directory.
-const LockFile = ".dal-lock"
-
-// Grace is how old an unlocked directory without a lock file must be
-// before Sweep removes it.
-const Grace = 10 * time.Minute
+// Grace is how old an unlocked directory must be before Sweep removes it.
+const Grace = 30 * time.Second
 
 // Held is a directory marked as in use by this process.
 type Held struct{ f *os.File }
@@ -40,7 +36,7 @@ type Held struct{ f *os.File }
 // Hold marks dir (which this process just created) as in use until Release
 // or the process's death.
 func Hold(dir string) (*Held, error) {
-	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_CREATE|os.O_EXCL|os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("mark %s as in use: %w", dir, err)
 	}
@@ -90,10 +86,10 @@ func Sweep(root, pattern string) []string {
 
 // abandoned reports whether no live process holds dir.
 func abandoned(dir string, fi fs.FileInfo) bool {
-	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return time.Since(fi.ModTime()) > Grace
+	if time.Since(fi.ModTime()) < Grace {
+		return false
 	}
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}

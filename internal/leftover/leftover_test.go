@@ -17,25 +17,32 @@ func TestSweepRemovesOnlyAbandonedDirectories(t *testing.T) {
 		}
 		return p
 	}
+	past := time.Now().Add(-2 * Grace)
 	live := mk("dal-sandbox-live")
+	os.Chtimes(live, past, past)
 	h, err := Hold(live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Release()
-
-	// A dead process's directory: its lock file exists, nobody holds it.
-	dead := mk("dal-sandbox-dead")
-	cmd := exec.Command("flock", filepath.Join(dead, LockFile), "true")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("flock(1): %v %s", err, out)
-	}
-	fresh := mk("dal-sandbox-fresh") // no lock yet, just made
-	old := mk("dal-sandbox-old")     // no lock, older than Grace
-	past := time.Now().Add(-2 * Grace)
-	os.Chtimes(old, past, past)
-	other := mk("other-dir")
+	// Held by another live process, flock(1).
+	other := mk("dal-sandbox-other-process")
 	os.Chtimes(other, past, past)
+	cmd := exec.Command("flock", other, "sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	for exec.Command("flock", "-n", other, "true").Run() == nil {
+		// wait until flock(1) holds it (no sleep: poll the lock itself)
+	}
+
+	// A dead process's directory: nobody holds it.
+	dead := mk("dal-sandbox-dead")
+	os.Chtimes(dead, past, past)
+	fresh := mk("dal-sandbox-fresh") // unlocked but just made
+	unrelated := mk("other-dir")
+	os.Chtimes(unrelated, past, past)
 
 	// A symlink matching the pattern, to a directory outside: never
 	// followed, never removed through.
@@ -47,7 +54,7 @@ func TestSweepRemovesOnlyAbandonedDirectories(t *testing.T) {
 	}
 
 	got := Sweep(root, "dal-sandbox-*")
-	want := map[string]bool{dead: true, old: true}
+	want := map[string]bool{dead: true}
 	if len(got) != len(want) {
 		t.Fatalf("removed %v, want %v", got, want)
 	}
@@ -56,7 +63,7 @@ func TestSweepRemovesOnlyAbandonedDirectories(t *testing.T) {
 			t.Fatalf("removed %s", p)
 		}
 	}
-	for _, p := range []string{live, fresh, other, filepath.Join(outside, "keep"), filepath.Join(root, "dal-sandbox-link")} {
+	for _, p := range []string{live, other, fresh, unrelated, filepath.Join(outside, "keep"), filepath.Join(root, "dal-sandbox-link")} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s is gone: %v", p, err)
 		}

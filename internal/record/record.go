@@ -79,7 +79,9 @@ type Summary struct {
 // and only without NoApply.
 func Record(ctx context.Context, o Options) (*Summary, error) {
 	sum, err := record(ctx, o)
-	if errors.Is(err, syscall.ENOSPC) && (sum == nil || !sum.Applied) {
+	// Only before the bundle is published is "untouched" true: a failed
+	// apply says itself what state the workspace is in.
+	if errors.Is(err, syscall.ENOSPC) && sum == nil {
 		err = fmt.Errorf("the disk is full (%w): free space where --out and the sandbox staging live (%s), or choose another --out; no bundle was written and the workspace is untouched", err, stagingRoot())
 	}
 	return sum, err

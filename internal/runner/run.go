@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/leftover"
+
 	"github.com/dal-runtime/dal/internal/daemon"
 	"github.com/dal-runtime/dal/internal/shim"
 	"github.com/dal-runtime/dal/internal/trace"
@@ -188,11 +190,17 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err != nil {
 		return nil, UsageError{fmt.Errorf("command %q not found: check its spelling or PATH", spec.Args[0])}
 	}
+	// Private directories of runs that died are removed first; a live
+	// run's is locked (internal/leftover) and kept.
+	leftover.Sweep(os.TempDir(), "dal-run-*")
 	tmp, err := os.MkdirTemp("", "dal-run-")
 	if err != nil {
 		return nil, fmt.Errorf("create the run's private directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	if held, err := leftover.Hold(tmp); err == nil {
+		defer held.Release()
+	}
 
 	client, where, stop, err := connect(&spec, tmp)
 	if err != nil {
