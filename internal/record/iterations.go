@@ -216,12 +216,26 @@ func (its *Iterations) preserve(dst string) error {
 }
 
 // copyMark copies the directory srel of src (a mark) to the new directory
-// drel of dst: directories, regular files with their permission bits, and
-// symlinks as symlinks.
+// drel of dst.
 func copyMark(src *safefs.Dir, srel string, dst *safefs.Dir, drel string) error {
+	return copyBeneath(src, srel, dst, drel, nil)
+}
+
+// copyBeneath copies the directory srel of src to the new directory drel
+// of dst, never following a symlink on either side: directories, regular
+// files with their permission bits, and symlinks as symlinks; fifos,
+// sockets and devices are not copied. Entries below srel for which skip
+// (when set) is true are left out, with their content.
+func copyBeneath(src *safefs.Dir, srel string, dst *safefs.Dir, drel string, skip func(rel string) bool) error {
 	return src.Walk(srel, func(rel string, fi fs.FileInfo, err error) error {
 		if err != nil {
 			return err
+		}
+		if skip != nil && rel != srel && skip(rel) {
+			if fi.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		target := drel
 		if rel != srel {

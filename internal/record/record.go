@@ -8,9 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,6 +22,7 @@ import (
 	"github.com/dal-runtime/dal/internal/leftover"
 	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/shim"
 	"github.com/dal-runtime/dal/internal/termsafe"
@@ -368,7 +369,7 @@ func (r *recording) writeRecords() error {
 		return err
 	}
 	if r.o.SelfContained {
-		if err := copyTree(r.ws, filepath.Join(r.w.Dir(), "workspace"), excluded(r.ws, r.out)); err != nil {
+		if err := copyWorkspace(r.ws, r.w.Dir(), "workspace", excluded(r.ws, r.out)); err != nil {
 			return fmt.Errorf("store the pre-run workspace: %w", err)
 		}
 	}
@@ -585,53 +586,27 @@ func dropOwn(changes []sandbox.Change, own []string) []sandbox.Change {
 	return out
 }
 
-// copyTree copies the regular files, directories and symlinks of src into
-// dst, keeping modes, skipping the relative paths in skip.
-func copyTree(src, dst string, skip []string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
+// copyWorkspace stores the pre-run workspace ws as the directory name of
+// the bundle directory dir, leaving out dal's own output in it (skip: slash
+// paths relative to ws, and the writer's .<out>.partial-* staging).
+func copyWorkspace(ws, dir, name string, skip []string) error {
+	src, err := safefs.Open(ws)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := safefs.OpenOneMount(dir)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	return copyBeneath(src, ".", dst, name, func(rel string) bool {
 		for _, s := range skip {
-			if rel == s || strings.HasPrefix(filepath.ToSlash(rel), s+"/") || strings.HasPrefix(filepath.Base(p), "."+filepath.Base(s)+".partial") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
+			if rel == s || strings.HasPrefix(rel, s+"/") || strings.HasPrefix(path.Base(rel), "."+path.Base(s)+".partial") {
+				return true
 			}
 		}
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(target, info.Mode().Perm()|0o700)
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case d.Type().IsRegular():
-			in, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			o, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, info.Mode().Perm())
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(o, in); err != nil {
-				o.Close()
-				return err
-			}
-			return o.Close()
-		}
-		return nil // fifos, sockets, devices are not workspace content
+		return false
 	})
 }
 
