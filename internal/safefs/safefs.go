@@ -215,7 +215,7 @@ func (d *Dir) Open(rel string) (*os.File, error) {
 // Create creates the regular file rel, which must not exist (not even as a
 // symlink), for writing, with perm (less the umask, as open(2)).
 func (d *Dir) Create(rel string, perm fs.FileMode) (*os.File, error) {
-	fd, err := d.openat2("create", rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_NOCTTY, chmodBits(perm))
+	fd, err := d.openat2("create", rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_NOCTTY, UnixMode(perm))
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (d *Dir) Mkdir(rel string, perm fs.FileMode) error {
 		return err
 	}
 	defer release()
-	if err := unix.Mkdirat(pfd, name, chmodBits(perm)); err != nil {
+	if err := unix.Mkdirat(pfd, name, UnixMode(perm)); err != nil {
 		return d.pathErr("mkdir", rel, err)
 	}
 	return nil
@@ -284,7 +284,7 @@ func (d *Dir) MkdirAll(rel string, perm fs.FileMode) error {
 	for i, c := range comps {
 		fd, err := openat2(cur, c, unix.O_PATH|unix.O_DIRECTORY, 0, d.resolve)
 		if errors.Is(err, unix.ENOENT) {
-			if err = unix.Mkdirat(cur, c, chmodBits(perm)); err == nil || errors.Is(err, unix.EEXIST) {
+			if err = unix.Mkdirat(cur, c, UnixMode(perm)); err == nil || errors.Is(err, unix.EEXIST) {
 				fd, err = openat2(cur, c, unix.O_PATH|unix.O_DIRECTORY, 0, d.resolve)
 			}
 		}
@@ -547,7 +547,7 @@ func (d *Dir) rename(oldrel, newrel string, flags uint) error {
 // Chmod sets the mode bits of rel (permission, setuid, setgid, sticky).
 // A symlink is refused.
 func (d *Dir) Chmod(rel string, mode fs.FileMode) error {
-	m := chmodBits(mode)
+	m := UnixMode(mode)
 	if isRoot(rel) {
 		return d.withFd("chmod", rel, func(fd int) error { return unix.Fchmod(fd, m) })
 	}
@@ -739,8 +739,9 @@ func (d *Dir) walk(rel string, fi fs.FileInfo, fn WalkFunc) error {
 	return nil
 }
 
-// chmodBits converts fs.FileMode bits to chmod(2) bits.
-func chmodBits(m fs.FileMode) uint32 {
+// UnixMode converts fs.FileMode permission, set-id and sticky bits to
+// chmod(2) bits.
+func UnixMode(m fs.FileMode) uint32 {
 	u := uint32(m.Perm())
 	if m&fs.ModeSetuid != 0 {
 		u |= unix.S_ISUID

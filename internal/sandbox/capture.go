@@ -255,19 +255,7 @@ func (c *Change) UnmarshalJSON(b []byte) error {
 }
 
 // unixMode and goMode convert between fs.FileMode bits and chmod(2) bits.
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= unix.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= unix.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= unix.S_ISVTX
-	}
-	return u
-}
+func unixMode(m fs.FileMode) uint32 { return safefs.UnixMode(m) }
 
 func goMode(u uint32) fs.FileMode {
 	m := fs.FileMode(u & 0o777)
