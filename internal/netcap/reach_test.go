@@ -340,7 +340,7 @@ func BenchmarkReachCheck(b *testing.B) {
 func TestReachWatchesAddressChanges(t *testing.T) {
 	if os.Getenv("DAL_NETCAP_IN_NETNS") != "1" {
 		if os.Geteuid() != 0 {
-			t.Skip("needs root to create a network namespace")
+			t.Fatal("creating a network namespace needs root (CAP_SYS_ADMIN); the network tests run as root")
 		}
 		cmd := exec.Command("unshare", "--net", "--", os.Args[0], "-test.run", "^TestReachWatchesAddressChanges$", "-test.count", "1", "-test.v")
 		cmd.Env = append(os.Environ(), "DAL_NETCAP_IN_NETNS=1")
