@@ -9,7 +9,7 @@ export CGO_ENABLED := 0
 help:
 	@echo "make demo    build, then run the example agents twice in strict mode and compare"
 	@echo "make test    build and run every test (Go, Python shim, Node shim, end to end)"
-	@echo "make bench   run the benchmarks and regenerate bench/out/report.md and the README figures"
+	@echo "make bench   run the benchmarks and regenerate bench/out/report.md and docs/benchmarks.md"
 	@echo "make bench-smoke     the short benchmark CI runs (fidelity of every example, overheads)"
 	@echo "make bench-fidelity  record, replay and revert every example agent with SEEDS random seeds"
 	@echo "make bench-compare OLD=rev [NEW=rev]  Go micro-benchmarks at two commits, with benchstat"
@@ -58,7 +58,7 @@ fuzz:
 	./scripts/fuzz.sh
 
 # make bench: every benchmark, bench/out/report.{md,json}, bench/out/bench.prom
-# and the README's figures section. bench-smoke: the short suite CI runs
+# and docs/benchmarks.md (its figures section). bench-smoke: the short suite CI runs
 # (bench/out/smoke/). bench-fidelity: record, replay and revert the example
 # agents with SEEDS random seeds each (bench/out/fidelity/). All three exit 1
 # when a replay of a deterministic agent is not exact. bench-compare: the Go

@@ -100,7 +100,7 @@ func suiteName() string {
 }
 
 // write writes report.md, report.json and bench.prom to *out, prints the
-// Markdown and, after a full run, regenerates the README's figures.
+// Markdown and, after a full run, regenerates docs/benchmarks.md's figures.
 func write(figs []bench.Figure, took time.Duration) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
