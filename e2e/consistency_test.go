@@ -295,7 +295,7 @@ func TestConsistencyRunTimesOut(t *testing.T) {
 if os.environ["AGENT_SEED"] == "2":
     while True: pass
 print("done")`
-	r, rep := consistency(t, dir, "--seeds", "1,2,3", "--timeout", "1s", "--", "python3", "-c", script)
+	r, rep := consistency(t, dir, "--seeds", "1,2,3", "--timeout", "5s", "--", "python3", "-c", script)
 	if r.code > 1 || len(rep.IndividualRuns) != 3 {
 		t.Fatalf("exit %d, %d runs\n%s", r.code, len(rep.IndividualRuns), r.stderr)
 	}
