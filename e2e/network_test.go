@@ -456,7 +456,7 @@ sys.exit(7)
 				t.Fatalf("network.har: %v, %d entries", err, len(h.Log.Entries))
 			}
 			if d := h.Log.Entries[0].Dal; d.Error != "" || d.ClientClosed == nil {
-				t.Errorf("entry _dal: error %q, client_closed %v", d.Error, d.ClientClosed)
+				t.Errorf("entry _dal: error %q, client_closed %v\n%s", d.Error, d.ClientClosed, mustRead(t, filepath.Join(out, "network.har")))
 			}
 			ts.Close()
 			for i := range 2 {

@@ -185,7 +185,11 @@ func (u *upstream) target(uu *url.URL) (key, addr, serverName string) {
 
 // try makes one attempt at req on c.
 func (u *upstream) try(ctx context.Context, c *upConn, req *http.Request, body []byte) (*exchange, time.Time, error) {
-	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
+	// Closed under TLS without close_notify, as a client that goes away
+	// does: a server that saw close_notify could end the response
+	// cleanly before the read fails, and a stream cut by the client would
+	// be recorded as complete.
+	stop := context.AfterFunc(ctx, func() { c.raw.Close() })
 	fail := func(err error) error {
 		stop()
 		if ctx.Err() != nil {
