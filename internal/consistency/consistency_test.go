@@ -255,3 +255,17 @@ func TestUnwritableReportDir(t *testing.T) {
 		t.Fatalf("error %v after %d runs", err, calls.Load())
 	}
 }
+
+// TestAllDifferentIsNoMajority is issue 20's first report: five runs that
+// agree on nothing were "decided (majority, confidence 0.20)".
+func TestAllDifferentIsNoMajority(t *testing.T) {
+	t.Parallel()
+	o := options(t, 5, func(i int, _ uint64) (int, string, int64, int64) { return 0, fmt.Sprintf("answer %d\n", i), 100, 10 })
+	rep, err := Evaluate(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Consensus.Verdict == consensus.VerdictDecided || rep.Consensus.Decision != "" {
+		t.Fatalf("five different outputs: verdict %s, decision %q (%s)", rep.Consensus.Verdict, rep.Consensus.Decision, rep.Consensus.Reason)
+	}
+}

@@ -25,6 +25,7 @@ type Strategy string
 // The consensus strategies.
 const (
 	Majority  Strategy = "majority"
+	Plurality Strategy = "plurality"
 	Weighted  Strategy = "weighted"
 	Unanimous Strategy = "unanimous"
 	Threshold Strategy = "threshold"
@@ -33,7 +34,7 @@ const (
 
 // Strategies lists every strategy, in the order a help text shows them.
 func Strategies() []Strategy {
-	return []Strategy{Majority, Weighted, Unanimous, Threshold, BestOfN}
+	return []Strategy{Majority, Plurality, Weighted, Unanimous, Threshold, BestOfN}
 }
 
 // ParseStrategy reads a strategy name as a user types it
@@ -45,7 +46,7 @@ func ParseStrategy(s string) (Strategy, error) {
 			return st, nil
 		}
 	}
-	names := make([]string, 0, 5)
+	names := make([]string, 0, len(Strategies()))
 	for _, st := range Strategies() {
 		names = append(names, string(st))
 	}
@@ -110,10 +111,10 @@ type Result struct {
 	// Excluded holds the Index of every run left out as an outlier, ascending.
 	Excluded []int `json:"excluded"`
 	// Tally lists the outputs of the counted successful runs, strongest
-	// first (ties in the order they were broken).
+	// first (equal ones in the order of their earliest run).
 	Tally []Tally `json:"tally"`
-	// Tied lists the outputs that tied for the lead, winner first; empty
-	// without a tie.
+	// Tied lists the outputs that tied for the lead, in the order of their
+	// earliest run; empty without a tie. A tie is never a decision.
 	Tied []string `json:"tied,omitempty"`
 	// BestRun is the Index of the run best-of-N chose.
 	BestRun *int `json:"best_run,omitempty"`
@@ -177,6 +178,8 @@ func Decide(s Strategy, runs []Run, opts Options) (Result, error) {
 	case Weighted:
 		err = vote(&res, counted, rule{weighted: true})
 	case Majority:
+		err = vote(&res, counted, rule{majority: true})
+	case Plurality:
 		err = vote(&res, counted, rule{})
 	case Threshold:
 		err = vote(&res, counted, rule{need: threshold})
@@ -207,8 +210,8 @@ func validate(runs []Run) ([]Run, error) {
 	return sorted, nil
 }
 
-// tally counts the successful runs' outputs, strongest first, ties to the
-// earliest run. weighted sums scores instead of counting.
+// tally counts the successful runs' outputs, strongest first, equal ones in
+// the order of their earliest run. weighted sums scores instead of counting.
 func tally(runs []Run, weighted bool) ([]Tally, error) {
 	at := map[string]int{}
 	var ts []Tally
@@ -251,6 +254,7 @@ func tied(a, b float64) bool { return math.Abs(a-b) <= tieEpsilon }
 // rule is what a voting strategy asks of the leading output.
 type rule struct {
 	weighted  bool    // weigh runs by score
+	majority  bool    // the leader needs more than half of the counted runs
 	need      float64 // share the leader must reach; 0: a plurality is enough
 	unanimous bool    // every counted run must succeed with the same output
 }
@@ -300,9 +304,17 @@ func vote(res *Result, runs []Run, rl rule) error {
 		return nil
 	}
 	switch {
+	case len(res.Tied) > 0:
+		res.Verdict = VerdictNoConsensus
+		res.Reason = fmt.Sprintf("%d outputs tie for the lead with %s each: a tie is never a decision", len(res.Tied), share)
+		return nil
 	case rl.unanimous && (len(ts) > 1 || res.Failed > 0):
 		res.Verdict = VerdictNoConsensus
 		res.Reason = fmt.Sprintf("not unanimous: the leading output has %d of %d runs (%d other outputs, %d failed)", lead.Runs, res.Runs, len(ts)-1, res.Failed)
+		return nil
+	case rl.majority && !(2*lead.Weight > total):
+		res.Verdict = VerdictNoConsensus
+		res.Reason = fmt.Sprintf("no majority: the leading output has %s, and a majority needs more than half (failed runs count)", share)
 		return nil
 	case need > 0 && lead.Weight/total < need:
 		res.Verdict = VerdictNoConsensus
@@ -316,11 +328,10 @@ func vote(res *Result, runs []Run, rl rule) error {
 		res.Reason = fmt.Sprintf("all %d runs agree", res.Runs)
 	case need > 0:
 		res.Reason = fmt.Sprintf("the leading output has %s (%.3f), reaching the threshold %v", share, res.Confidence, need)
+	case rl.majority:
+		res.Reason = fmt.Sprintf("the leading output has %s, more than half", share)
 	default:
-		res.Reason = fmt.Sprintf("the leading output has %s", share)
-	}
-	if len(res.Tied) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%d outputs tied for the lead; the tie went to the output of the earliest run (run %d)", len(res.Tied), lead.First))
+		res.Reason = fmt.Sprintf("the leading output has %s, more than any other", share)
 	}
 	return nil
 }
@@ -382,8 +393,12 @@ func bestOfN(res *Result, runs []Run) error {
 		}
 		if len(outs) > 1 {
 			res.Tied = outs
+			res.Verdict, res.Decision, res.BestRun = VerdictNoConsensus, "", nil
+			res.Reason = fmt.Sprintf("%d runs with %d different outputs tie for the highest score, %s (runs %s): a tie is never a decision",
+				len(tiedRuns)+1, len(outs), num(score), list(append([]int{idx}, tiedRuns...)))
+			return nil
 		}
-		res.Notes = append(res.Notes, fmt.Sprintf("%d runs tied at score %s; the earliest, run %d, was chosen (the others: %s)", len(tiedRuns)+1, num(score), idx, list(tiedRuns)))
+		res.Notes = append(res.Notes, fmt.Sprintf("%d runs with the same output tie at score %s; the earliest, run %d, is shown (the others: %s)", len(tiedRuns)+1, num(score), idx, list(tiedRuns)))
 	}
 	return nil
 }

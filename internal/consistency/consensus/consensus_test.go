@@ -75,25 +75,37 @@ func TestStrategies(t *testing.T) {
 		runs     []Run
 		want     want
 	}{
-		// majority
+		// majority: more than half of the counted runs, failed ones included
 		{"majority clear", Majority, Options{}, []Run{ok(0, "A"), ok(1, "A"), ok(2, "B")},
 			want{VerdictDecided, "A", 2.0 / 3, nil, nil}},
-		{"majority plurality", Majority, Options{}, []Run{ok(0, "A"), ok(1, "B"), ok(2, "C"), ok(3, "B")},
-			want{VerdictDecided, "B", 0.5, nil, nil}},
-		{"majority tie goes to earliest", Majority, Options{}, []Run{ok(0, "A"), ok(1, "B"), ok(2, "B"), ok(3, "A")},
-			want{VerdictDecided, "A", 0.5, []string{"A", "B"}, nil}},
-		{"majority tie earliest is B", Majority, Options{}, []Run{ok(0, "B"), ok(1, "A"), ok(2, "B"), ok(3, "A")},
-			want{VerdictDecided, "B", 0.5, []string{"B", "A"}, nil}},
+		{"majority needs more than half", Majority, Options{}, []Run{ok(0, "A"), ok(1, "B"), ok(2, "C"), ok(3, "B")},
+			want{VerdictNoConsensus, "", 0.5, nil, nil}},
+		{"majority all different", Majority, Options{}, []Run{ok(0, "A"), ok(1, "B"), ok(2, "C"), ok(3, "D"), ok(4, "E")},
+			want{VerdictNoConsensus, "", 0.2, []string{"A", "B", "C", "D", "E"}, nil}},
+		{"majority tie is no decision", Majority, Options{}, []Run{ok(0, "A"), ok(1, "B"), ok(2, "B"), ok(3, "A")},
+			want{VerdictNoConsensus, "", 0.5, []string{"A", "B"}, nil}},
 		{"majority failures in denominator", Majority, Options{}, []Run{ok(0, "A"), ok(1, "A"), ok(2, "A"), fail(3), fail(4)},
 			want{VerdictDecided, "A", 0.6, nil, nil}},
+		{"majority failures deny it", Majority, Options{}, []Run{ok(0, "A"), ok(1, "A"), ok(2, "B"), fail(3), fail(4)},
+			want{VerdictNoConsensus, "", 0.4, nil, nil}},
 		{"majority failure wins", Majority, Options{}, []Run{ok(0, "A"), fail(1), fail(2)},
 			want{VerdictFailed, "", 1.0 / 3, nil, nil}},
 		{"majority failure ties leader", Majority, Options{}, []Run{ok(0, "A"), fail(1)},
 			want{VerdictNoConsensus, "", 0.5, nil, nil}},
 		{"majority failed partial output does not vote", Majority, Options{}, []Run{ok(0, "A"), ok(1, "partial"), ok(2, "A"), ok(5, "A"), fail(3), fail(4)},
-			want{VerdictDecided, "A", 0.5, nil, nil}},
+			want{VerdictNoConsensus, "", 0.5, nil, nil}},
 		{"majority single run", Majority, Options{}, []Run{ok(7, "A")},
 			want{VerdictDecided, "A", 1, nil, nil}},
+
+		// plurality: the most common output, never a tie
+		{"plurality", Plurality, Options{}, []Run{ok(0, "A"), ok(1, "B"), ok(2, "C"), ok(3, "B")},
+			want{VerdictDecided, "B", 0.5, nil, nil}},
+		{"plurality tie is no decision", Plurality, Options{}, []Run{ok(0, "B"), ok(1, "A"), ok(2, "B"), ok(3, "A")},
+			want{VerdictNoConsensus, "", 0.5, []string{"B", "A"}, nil}},
+		{"plurality all different", Plurality, Options{}, []Run{ok(0, "A"), ok(1, "B"), ok(2, "C")},
+			want{VerdictNoConsensus, "", 1.0 / 3, []string{"A", "B", "C"}, nil}},
+		{"plurality failures in denominator", Plurality, Options{}, []Run{ok(0, "A"), ok(1, "A"), ok(2, "B"), fail(3)},
+			want{VerdictDecided, "A", 0.5, nil, nil}},
 
 		// weighted
 		{"weighted quality beats numbers", Weighted, Options{}, []Run{ok(0, "A", 0.2), ok(1, "A", 0.2), ok(2, "B", 0.9)},
@@ -103,7 +115,7 @@ func TestStrategies(t *testing.T) {
 		{"weighted failure in denominator", Weighted, Options{}, []Run{ok(0, "A", 1), ok(1, "A", 1), ok(2, "B", 0.5), fail(3)},
 			want{VerdictDecided, "A", 2 / 3.5, nil, nil}},
 		{"weighted float sums tie", Weighted, Options{}, []Run{ok(0, "B", 0.3), ok(1, "A", 0.1), ok(2, "A", 0.2)},
-			want{VerdictDecided, "B", 0.5, []string{"B", "A"}, nil}},
+			want{VerdictNoConsensus, "", 0.5, []string{"B", "A"}, nil}},
 		{"weighted all zero", Weighted, Options{}, []Run{ok(0, "A", 0), ok(1, "B", 0)},
 			want{VerdictNoConsensus, "", 0, []string{"A", "B"}, nil}},
 		{"weighted missing score", Weighted, Options{}, []Run{ok(0, "A", 0.5), ok(1, "A")},
@@ -133,13 +145,15 @@ func TestStrategies(t *testing.T) {
 		{"threshold 1 is unanimity", Threshold, Options{Threshold: 1}, []Run{ok(0, "A"), ok(1, "A")},
 			want{VerdictDecided, "A", 1, nil, nil}},
 		{"threshold low with tie", Threshold, Options{Threshold: 0.5}, []Run{ok(0, "B"), ok(1, "A"), ok(2, "A"), ok(3, "B")},
-			want{VerdictDecided, "B", 0.5, []string{"B", "A"}, nil}},
+			want{VerdictNoConsensus, "", 0.5, []string{"B", "A"}, nil}},
 
 		// best-of-n
 		{"best-of-n highest score", BestOfN, Options{}, []Run{ok(0, "A", 0.5), ok(1, "B", 0.9), ok(2, "A", 0.7)},
 			want{VerdictDecided, "B", 0.9, nil, nil}},
-		{"best-of-n tie goes to earliest", BestOfN, Options{}, []Run{ok(2, "B", 0.9), ok(1, "A", 0.9), ok(0, "C", 0.1)},
-			want{VerdictDecided, "A", 0.9, []string{"A", "B"}, nil}},
+		{"best-of-n tie between outputs is no decision", BestOfN, Options{}, []Run{ok(2, "B", 0.9), ok(1, "A", 0.9), ok(0, "C", 0.1)},
+			want{VerdictNoConsensus, "", 0.9, []string{"A", "B"}, nil}},
+		{"best-of-n tie within one output", BestOfN, Options{}, []Run{ok(2, "A", 0.9), ok(1, "A", 0.9), ok(0, "C", 0.1)},
+			want{VerdictDecided, "A", 0.9, nil, nil}},
 		{"best-of-n failed run never chosen", BestOfN, Options{}, []Run{ok(0, "A", 0.4), fail(1, 1), fail(2)},
 			want{VerdictDecided, "A", 0.4, nil, nil}},
 		{"best-of-n missing score", BestOfN, Options{}, []Run{ok(0, "A", 0.4), ok(1, "B")},
@@ -179,7 +193,6 @@ func TestBestOfNDetails(t *testing.T) {
 	}{
 		{"margin to the best rival", []Run{ok(0, "A", 0.5), ok(1, "B", 0.9), ok(2, "A", 0.7)}, 1, sc(0.9 - 0.7)},
 		{"rival with the same output is no rival", []Run{ok(0, "A", 0.5), ok(1, "A", 0.9)}, 1, nil},
-		{"tie with another output has margin 0", []Run{ok(3, "B", 0.8), ok(1, "A", 0.8)}, 1, sc(0)},
 		{"failed runs are no rivals", []Run{ok(0, "A", 0.6), fail(1, 0.99)}, 0, nil},
 	}
 	for _, tt := range tests {
@@ -263,7 +276,7 @@ func TestBadInput(t *testing.T) {
 func TestParseStrategy(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]Strategy{
-		"majority": Majority, " Weighted ": Weighted, "unanimous": Unanimous, "THRESHOLD": Threshold,
+		"majority": Majority, "Plurality": Plurality, " Weighted ": Weighted, "unanimous": Unanimous, "THRESHOLD": Threshold,
 		"best-of-n": BestOfN, "best_of_n": BestOfN,
 	} {
 		got, err := ParseStrategy(in)

@@ -1,6 +1,6 @@
 // Package consensus decides what a set of runs of the same agent agree on:
-// the consensus strategies of consistency evaluation (majority, weighted,
-// unanimous, threshold, best-of-N), each with a confidence, and optional
+// the consensus strategies of consistency evaluation (majority, plurality,
+// weighted, unanimous, threshold, best-of-N), each with a confidence, and optional
 // exclusion of runs whose duration or token count is an outlier.
 //
 // It is pure: Decide takes per-run outcomes ([]Run) and returns a Result.
@@ -34,8 +34,12 @@
 //
 // # Strategies
 //
-//   - Majority: the most common output (a plurality). Confidence is its
-//     share of the counted runs, failed ones included.
+//   - Majority: an output that more than half of the counted runs produced,
+//     failed runs counted: 3 of 5 decide, 2 of 4 do not, nor do 3 agreeing
+//     runs of 7 when 4 failed. Confidence is the leader's share of the
+//     counted runs, failed ones included.
+//   - Plurality: the most common output, however small its share (what
+//     majority meant before issue 20). Confidence as for majority.
 //   - Weighted: outputs weighted by the sum of their runs' scores; a failed
 //     run weighs 1. Confidence is the winning weight over the total weight.
 //     Every successful counted run needs a score.
@@ -46,8 +50,8 @@
 //   - Threshold: a decision when the leading output's share reaches
 //     Options.Threshold (default 0.67). The comparison is literal: 2 of 3
 //     runs (0.667) do not reach 0.67; pass 2.0/3 for "two thirds".
-//   - Best-of-N: the successful run with the highest score, the earliest
-//     (lowest Index) on ties. Confidence is that run's score: how good the
+//   - Best-of-N: the successful run with the highest score (the earliest
+//     of runs with the same output that tie). Confidence is that run's score: how good the
 //     chosen output is, not how many runs agree. Result.Margin is the gap to
 //     the best run with a different output, when there is one. Every
 //     successful counted run needs a score.
@@ -61,10 +65,14 @@
 //
 // # Ties and determinism
 //
-// Ties between outputs (equal counts, or weights within 1e-9 of each other)
-// go to the output produced by the earliest run, the one with the lowest
-// Index; the result lists the tied outputs in Result.Tied and says so in
-// Notes. Runs are processed in Index order, never in slice order, so the
+// A tie for the lead between outputs (equal counts, or weights within 1e-9
+// of each other) is never a decision, under any strategy: the verdict is
+// VerdictNoConsensus and Result.Tied lists the tied outputs in the order of
+// their earliest run. Giving a tie to the earliest run would make the
+// decision depend on scheduling, and a CI gate pass on a coin flip. For
+// best-of-N the same holds for runs with different outputs that tie for the
+// highest score; runs with the same output may tie (the earliest is shown).
+// Runs are processed in Index order, never in slice order, so the
 // same runs in any order give the same Result, bit for bit. Indices must be
 // unique.
 //
