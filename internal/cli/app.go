@@ -9,7 +9,7 @@ import (
 	"io"
 
 	"github.com/dal-runtime/dal/internal/termsafe"
-
+	"github.com/dal-runtime/dal/internal/usage"
 	"github.com/dal-runtime/dal/internal/version"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -19,8 +19,8 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// usageError is a mistake in the command line: exit 2 with its sentence.
-type usageError struct{ error }
+// usageError is a mistake in the command line: the one usage-error type.
+type usageError = usage.Error
 
 // App builds dal-exec.
 func App(stdout, stderr io.Writer) *ucli.App {
@@ -70,13 +70,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// stderr still ends dal-exec, as it ends any Unix filter.
 	err := App(stdout, stderr).RunContext(context.Background(), args)
 	var ee exitError
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.As(err, &ee):
-		return ee.code
-	default:
-		fmt.Fprintf(stderr, "dal-exec: %s\n", termsafe.String(err.Error())) // errors quote bundle and agent text
-		return 2
 	}
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if ue, ok := usage.As(err); ok {
+		// The user's mistake: its own sentence says what to do; the
+		// context layers wrapped around it would only bury it.
+		err = ue
+	}
+	fmt.Fprintf(stderr, "dal-exec: %s\n", termsafe.String(err.Error())) // errors quote bundle and agent text
+	return 2
 }

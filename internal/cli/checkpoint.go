@@ -65,15 +65,15 @@ func cpPolicyFrom(c *ucli.Context, n cpFlagNames) (checkpoint.Policy, error) {
 	var p checkpoint.Policy
 	p.Keep = c.Int(n.keep)
 	if p.Keep < 0 {
-		return p, usageError{fmt.Errorf("--%s %d: give a count >= 0 (0 keeps every checkpoint)", n.keep, p.Keep)}
+		return p, usageError{Err: fmt.Errorf("--%s %d: give a count >= 0 (0 keeps every checkpoint)", n.keep, p.Keep)}
 	}
 	age, err := checkpoint.ParseAge(c.String(n.maxAge))
 	if err != nil {
-		return p, usageError{fmt.Errorf("--%s: %w", n.maxAge, err)}
+		return p, usageError{Err: fmt.Errorf("--%s: %w", n.maxAge, err)}
 	}
 	p.MaxAge = age
 	if p.Aged, err = checkpoint.ParseAgedAction(c.String(n.aged)); err != nil {
-		return p, usageError{fmt.Errorf("--%s: %w", n.aged, err)}
+		return p, usageError{Err: fmt.Errorf("--%s: %w", n.aged, err)}
 	}
 	return p, nil
 }
@@ -81,7 +81,7 @@ func cpPolicyFrom(c *ucli.Context, n cpFlagNames) (checkpoint.Policy, error) {
 func cpStoreFrom(c *ucli.Context, n cpFlagNames) (*checkpoint.Store, error) {
 	s, err := checkpoint.Open(c.String(n.store))
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	if s.Policy, err = cpPolicyFrom(c, n); err != nil {
 		return nil, err
@@ -216,12 +216,12 @@ Examples:
 				return err
 			}
 			if len(args) == 0 || strings.TrimSpace(args[0]) == "" {
-				return usageError{errors.New("save needs a checkpoint name, e.g. dal-exec checkpoint save phase-build out/")}
+				return usageError{Err: errors.New("save needs a checkpoint name, e.g. dal-exec checkpoint save phase-build out/")}
 			}
 			in := marks.Input{Kind: marks.Checkpoint, Name: args[0], Tag: c.String("tag"), Note: c.String("note"), Paths: args[1:]}
 			if in.Tag != "" {
 				if err := checkpoint.CheckTag(in.Tag); err != nil {
-					return usageError{err}
+					return usageError{Err: err}
 				}
 			}
 			if in.State, err = cpState(c); err != nil {
@@ -244,7 +244,7 @@ Examples:
 func cpState(c *ucli.Context) (json.RawMessage, error) {
 	s, f := c.String("state"), c.String("state-file")
 	if s != "" && f != "" {
-		return nil, usageError{errors.New("give the state with --state or --state-file, not both")}
+		return nil, usageError{Err: errors.New("give the state with --state or --state-file, not both")}
 	}
 	var b []byte
 	switch {
@@ -258,13 +258,13 @@ func cpState(c *ucli.Context) (json.RawMessage, error) {
 	case f != "":
 		var err error
 		if b, err = os.ReadFile(f); err != nil {
-			return nil, usageError{fmt.Errorf("--state-file: %w", err)}
+			return nil, usageError{Err: fmt.Errorf("--state-file: %w", err)}
 		}
 	default:
 		return nil, nil
 	}
 	if !json.Valid(b) {
-		return nil, usageError{errors.New("the state is not valid JSON, e.g. --state '{\"phase\": \"build\"}'")}
+		return nil, usageError{Err: errors.New("the state is not valid JSON, e.g. --state '{\"phase\": \"build\"}'")}
 	}
 	return b, nil
 }
@@ -285,7 +285,7 @@ func cpSaveManual(c *ucli.Context, in marks.Input) error {
 		return err
 	}
 	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-		return usageError{fmt.Errorf("workspace %s is not a directory", ws)}
+		return usageError{Err: fmt.Errorf("workspace %s is not a directory", ws)}
 	}
 	tmp, err := os.MkdirTemp("", "dal-checkpoint-")
 	if err != nil {
@@ -296,11 +296,7 @@ func cpSaveManual(c *ucli.Context, in marks.Input) error {
 	now := time.Now()
 	in.AtNS = now.UnixNano()
 	if _, err := marks.Write(tmp, in); err != nil {
-		var ue marks.UsageError
-		if errors.As(err, &ue) {
-			return usageError{ue}
-		}
-		return err
+		return err // bad input is a usage error already
 	}
 	ms, _, err := marks.Read(tmp, marks.Checkpoint)
 	if err != nil {
@@ -345,7 +341,7 @@ Examples:
 				return err
 			}
 			if c.NArg() > 0 {
-				return usageError{fmt.Errorf("list takes no arguments; filter with --run, --workspace or --tag")}
+				return usageError{Err: fmt.Errorf("list takes no arguments; filter with --run, --workspace or --tag")}
 			}
 			s, err := cpOpenStore(c)
 			if err != nil {
@@ -568,7 +564,7 @@ Examples:
 				return err
 			}
 			if len(args) == 0 {
-				return usageError{errors.New("restore needs a checkpoint id, e.g. dal-exec checkpoint restore latest")}
+				return usageError{Err: errors.New("restore needs a checkpoint id, e.g. dal-exec checkpoint restore latest")}
 			}
 			s, err := cpOpenStore(c)
 			if err != nil {
@@ -617,10 +613,10 @@ func checkpointTagCommand() *ucli.Command {
 				return err
 			}
 			if len(args) != 2 {
-				return usageError{errors.New("tag takes a checkpoint id and a tag, e.g. dal-exec checkpoint tag latest release-1")}
+				return usageError{Err: errors.New("tag takes a checkpoint id and a tag, e.g. dal-exec checkpoint tag latest release-1")}
 			}
 			if err := checkpoint.CheckTag(args[1]); err != nil {
-				return usageError{err}
+				return usageError{Err: err}
 			}
 			s, err := cpOpenStore(c)
 			if err != nil {
@@ -681,7 +677,7 @@ Examples:
 				return err
 			}
 			if c.NArg() > 0 {
-				return usageError{errors.New("prune takes no arguments")}
+				return usageError{Err: errors.New("prune takes no arguments")}
 			}
 			s, err := cpStoreFrom(c, cpCommandNames)
 			if err != nil {
@@ -759,7 +755,7 @@ Example:
 func cpOpenStore(c *ucli.Context) (*checkpoint.Store, error) {
 	s, err := checkpoint.Open(c.String(cpCommandNames.store))
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	return s, nil
 }
@@ -774,7 +770,7 @@ func cpOneID(c *ucli.Context, cmd string) (string, error) {
 		if cmd == "repair" {
 			what = "a run id"
 		}
-		return "", usageError{fmt.Errorf("%s takes %s, e.g. dal-exec checkpoint %s latest", cmd, what, cmd)}
+		return "", usageError{Err: fmt.Errorf("%s takes %s, e.g. dal-exec checkpoint %s latest", cmd, what, cmd)}
 	}
 	return args[0], nil
 }
@@ -797,12 +793,12 @@ func cpArgs(c *ucli.Context) ([]string, error) {
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		f := cpFlag(c.Command, name)
 		if f == nil {
-			return nil, usageError{fmt.Errorf("flag %s is not defined for %s (put a path that starts with - as ./%s)", a, c.Command.HelpName, a)}
+			return nil, usageError{Err: fmt.Errorf("flag %s is not defined for %s (put a path that starts with - as ./%s)", a, c.Command.HelpName, a)}
 		}
 		if vf, ok := f.(interface{ TakesValue() bool }); ok && vf.TakesValue() {
 			if !hasVal {
 				if i+1 >= len(in) {
-					return nil, usageError{fmt.Errorf("flag %s needs a value", a)}
+					return nil, usageError{Err: fmt.Errorf("flag %s needs a value", a)}
 				}
 				i++
 				val = in[i]
@@ -811,7 +807,7 @@ func cpArgs(c *ucli.Context) ([]string, error) {
 			val = "true"
 		}
 		if err := c.Set(f.Names()[0], val); err != nil {
-			return nil, usageError{fmt.Errorf("flag %s: %v", a, err)}
+			return nil, usageError{Err: fmt.Errorf("flag %s: %v", a, err)}
 		}
 	}
 	return out, nil

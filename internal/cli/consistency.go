@@ -98,18 +98,18 @@ Examples:
 			}
 			strategy, err := consensus.ParseStrategy(c.String("strategy"))
 			if err != nil {
-				return usageError{err}
+				return usageError{Err: err}
 			}
 			th := c.Float64("threshold")
 			if !(th > 0 && th <= 1) {
-				return usageError{fmt.Errorf("threshold %v must be in (0, 1], e.g. 0.67", th)}
+				return usageError{Err: fmt.Errorf("threshold %v must be in (0, 1], e.g. 0.67", th)}
 			}
 			method, err := consensus.ParseOutlierMethod(c.String("exclude-outliers"))
 			if err != nil {
-				return usageError{err}
+				return usageError{Err: err}
 			}
 			if c.Int("parallel") < 1 {
-				return usageError{fmt.Errorf("parallel %d must be at least 1", c.Int("parallel"))}
+				return usageError{Err: fmt.Errorf("parallel %d must be at least 1", c.Int("parallel"))}
 			}
 			dir := c.String("report")
 			if err := consistency.CheckDir(dir); err != nil {
@@ -222,27 +222,27 @@ func consistencySeeds(c *ucli.Context) ([]uint64, error) {
 	runs := c.Int("runs")
 	if list := c.String("seeds"); list != "" {
 		if c.IsSet("seed") {
-			return nil, usageError{fmt.Errorf("give either --seed (a base seed) or --seeds (one per run), not both")}
+			return nil, usageError{Err: fmt.Errorf("give either --seed (a base seed) or --seeds (one per run), not both")}
 		}
 		var seeds []uint64
 		for _, f := range strings.Split(list, ",") {
 			s, err := seedrng.ParseSeed(strings.TrimSpace(f))
 			if err != nil {
-				return nil, usageError{fmt.Errorf("--seeds: %w", err)}
+				return nil, usageError{Err: fmt.Errorf("--seeds: %w", err)}
 			}
 			seeds = append(seeds, s)
 		}
 		if c.IsSet("runs") && runs != len(seeds) {
-			return nil, usageError{fmt.Errorf("--runs %d but --seeds lists %d seeds", runs, len(seeds))}
+			return nil, usageError{Err: fmt.Errorf("--runs %d but --seeds lists %d seeds", runs, len(seeds))}
 		}
 		return seeds, nil
 	}
 	if runs < 1 {
-		return nil, usageError{fmt.Errorf("how many runs? give --runs N (at least 1) or --seeds")}
+		return nil, usageError{Err: fmt.Errorf("how many runs? give --runs N (at least 1) or --seeds")}
 	}
 	base, err := seedrng.ParseSeed(c.String("seed"))
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	return consistency.Seeds(base, runs), nil
 }

@@ -27,7 +27,7 @@ Examples:
 		Flags: trustFlags(),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 2 {
-				return usageError{fmt.Errorf("diff takes two bundles, e.g. dal-exec diff run1 run2")}
+				return usageError{Err: fmt.Errorf("diff takes two bundles, e.g. dal-exec diff run1 run2")}
 			}
 			t, err := trustFromFlags(c)
 			if err != nil {

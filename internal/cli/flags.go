@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/seedrng"
 	"github.com/dal-runtime/dal/vclock"
 	ucli "github.com/urfave/cli/v2"
@@ -29,7 +30,7 @@ func runFlags() []ucli.Flag {
 			Usage: "pass an environment variable through to the agent (repeatable; NAME or PREFIX_*); the rest is scrubbed"},
 		metricsTextfileFlag(),
 		&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
-			Usage: "dald socket to use (default: a dald running at " + runner.DefaultSocket() + ", else an embedded one)"},
+			Usage: "dald socket to use (default: a dald running at " + wire.DefaultSocket() + ", else an embedded one)"},
 	}
 }
 
@@ -42,20 +43,20 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 		valid = valid || m == spec.Mode
 	}
 	if !valid {
-		return spec, usageError{fmt.Errorf("unknown mode %q: use strict, seeded, logged or default", spec.Mode)}
+		return spec, usageError{Err: fmt.Errorf("unknown mode %q: use strict, seeded, logged or default", spec.Mode)}
 	}
 	seed, err := seedrng.ParseSeed(c.String("seed"))
 	if err != nil {
-		return spec, usageError{err}
+		return spec, usageError{Err: err}
 	}
 	spec.Seed = seed
 	spec.Epoch, err = time.Parse(time.RFC3339Nano, c.String("epoch"))
 	if err != nil {
-		return spec, usageError{fmt.Errorf("epoch %q is not an RFC 3339 time like 2026-01-01T00:00:00Z", c.String("epoch"))}
+		return spec, usageError{Err: fmt.Errorf("epoch %q is not an RFC 3339 time like 2026-01-01T00:00:00Z", c.String("epoch"))}
 	}
 	spec.Quantum = c.Duration("quantum")
 	if spec.Quantum <= 0 {
-		return spec, usageError{fmt.Errorf("quantum %s must be positive, e.g. 1us", spec.Quantum)}
+		return spec, usageError{Err: fmt.Errorf("quantum %s must be positive, e.g. 1us", spec.Quantum)}
 	}
 	switch cpus := c.String("cpus"); cpus {
 	case "first":
@@ -66,18 +67,18 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	default:
 		spec.CPUs, err = runner.ParseCPUs(cpus)
 		if err != nil {
-			return spec, usageError{err}
+			return spec, usageError{Err: err}
 		}
 	}
 	spec.Timeout = c.Duration("timeout")
 	if spec.Timeout < 0 {
-		return spec, usageError{fmt.Errorf("timeout %s is negative", spec.Timeout)}
+		return spec, usageError{Err: fmt.Errorf("timeout %s is negative", spec.Timeout)}
 	}
 	spec.KeepEnv = c.StringSlice("keep-env")
 	spec.Socket = c.String("socket")
 	spec.Args = c.Args().Slice()
 	if len(spec.Args) == 0 {
-		return spec, usageError{fmt.Errorf("no command given: put it after --, e.g. %s -- python3 agent.py", c.Command.HelpName)}
+		return spec, usageError{Err: fmt.Errorf("no command given: put it after --, e.g. %s -- python3 agent.py", c.Command.HelpName)}
 	}
 	return spec, nil
 }

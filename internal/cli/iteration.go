@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -39,15 +38,15 @@ func policyFromFlags(c *ucli.Context) (iterate.Policy, error) {
 	if s := c.String("quality-weights"); s != "" {
 		w, err := iterate.ParseWeights(s)
 		if err != nil {
-			return p, usageError{err}
+			return p, usageError{Err: err}
 		}
 		p.Weights = w
 	}
 	if p.Drop < 0 {
-		return p, usageError{fmt.Errorf("--degradation-drop %v: must be >= 0", p.Drop)}
+		return p, usageError{Err: fmt.Errorf("--degradation-drop %v: must be >= 0", p.Drop)}
 	}
 	if err := p.Check(); err != nil {
-		return p, usageError{err}
+		return p, usageError{Err: err}
 	}
 	if p.Use != "best" {
 		fmt.Fprintf(c.App.ErrWriter, "dal: selection override: --use %s (%s)\n", p.Use, p.Reason)
@@ -83,7 +82,7 @@ Examples:
 			if s := c.String("score"); s != "" {
 				v, err := strconv.ParseFloat(s, 64)
 				if err != nil {
-					return usageError{fmt.Errorf("--score %q is not a number: give a number in [0, 1]", s)}
+					return usageError{Err: fmt.Errorf("--score %q is not a number: give a number in [0, 1]", s)}
 				}
 				in.Score = &v
 			}
@@ -111,7 +110,7 @@ func parseDims(kvs []string) (map[string]float64, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if !ok || strings.TrimSpace(k) == "" || err != nil {
-			return nil, usageError{fmt.Errorf("--dim %q: expected NAME=VALUE with VALUE a number in [0, 1]", kv)}
+			return nil, usageError{Err: fmt.Errorf("--dim %q: expected NAME=VALUE with VALUE a number in [0, 1]", kv)}
 		}
 		out[strings.TrimSpace(k)] = f
 	}
@@ -123,16 +122,11 @@ func parseDims(kvs []string) (map[string]float64, error) {
 func writeMark(in marks.Input) (*marks.Mark, error) {
 	dir := os.Getenv(marks.EnvDir)
 	if dir == "" {
-		return nil, usageError{fmt.Errorf("%s is not set: run this from inside an agent started by dal-exec run or dal-exec record", marks.EnvDir)}
+		return nil, usageError{Err: fmt.Errorf("%s is not set: run this from inside an agent started by dal-exec run or dal-exec record", marks.EnvDir)}
 	}
 	in.Workspace = os.Getenv(marks.EnvWorkspace)
 	in.Runtime = "shell"
 	in.PID = os.Getppid()
 	in.AtNS = time.Now().UnixNano()
-	m, err := marks.Write(dir, in)
-	var ue marks.UsageError
-	if errors.As(err, &ue) {
-		return nil, usageError{ue}
-	}
-	return m, err
+	return marks.Write(dir, in) // bad input is a usage error already
 }

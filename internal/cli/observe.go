@@ -32,7 +32,7 @@ func newFigures(c *ucli.Context) (*figures, error) {
 	}
 	if f.path != "" {
 		if err := metrics.CheckTextfilePath(f.path); err != nil {
-			return nil, usageError{err}
+			return nil, usageError{Err: err}
 		}
 		f.m = metrics.New(metrics.Options{})
 	}

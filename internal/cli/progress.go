@@ -4,23 +4,16 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/dal-runtime/dal/internal/runner"
 )
 
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
+// isTerminal reports whether w is a terminal (runner.IsTerminal, the one
+// check dal-exec has).
+func isTerminal(w io.Writer) bool { return runner.IsTerminal(w) }
 
 // progressBar keeps a one-line bar at the bottom of a terminal while the
 // lines written through it scroll above.

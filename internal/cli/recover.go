@@ -29,7 +29,7 @@ Examples:
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 0 {
-				return usageError{fmt.Errorf("recover takes no arguments; name the workspace with --workspace DIR")}
+				return usageError{Err: fmt.Errorf("recover takes no arguments; name the workspace with --workspace DIR")}
 			}
 			ws := c.String("workspace")
 			if ws == "" {

@@ -50,7 +50,7 @@ Examples:
 		}, trustFlags()...),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 1 {
-				return usageError{fmt.Errorf("replay takes one bundle, e.g. dal-exec replay run1")}
+				return usageError{Err: fmt.Errorf("replay takes one bundle, e.g. dal-exec replay run1")}
 			}
 			trust, err := trustFromFlags(c)
 			if err != nil {
@@ -59,7 +59,7 @@ Examples:
 			o := record.ReplayOptions{Bundle: c.Args().First(), Workspace: c.String("workspace"), Trust: trust, KeyPath: os.Getenv("DAL_KEY"), Log: c.App.ErrWriter,
 				Speed: c.Float64("replay-speed"), KeepEnv: c.StringSlice("keep-env")}
 			if o.Speed < 0 {
-				return usageError{fmt.Errorf("--replay-speed %v is negative: use 0 (fast), 1 (recorded timing) or more", o.Speed)}
+				return usageError{Err: fmt.Errorf("--replay-speed %v is negative: use 0 (fast), 1 (recorded timing) or more", o.Speed)}
 			}
 			if c.Bool("show-output") {
 				o.Stdout = termsafe.NewWriter(c.App.Writer)

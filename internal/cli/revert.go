@@ -34,7 +34,7 @@ Examples:
 		}, trustFlags()...),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 1 {
-				return usageError{fmt.Errorf("revert takes one bundle, e.g. dal-exec revert run1")}
+				return usageError{Err: fmt.Errorf("revert takes one bundle, e.g. dal-exec revert run1")}
 			}
 			b, err := openTrusted(c, c.Args().First())
 			if err != nil {
@@ -52,7 +52,7 @@ Examples:
 			ws := c.String("workspace")
 			if ws == "" {
 				if why := record.Foreign(b, &env); why != "" {
-					return usageError{fmt.Errorf("%s was %s, so its workspace path is not taken from it: pass --workspace DIR", c.Args().First(), why)}
+					return usageError{Err: fmt.Errorf("%s was %s, so its workspace path is not taken from it: pass --workspace DIR", c.Args().First(), why)}
 				}
 				ws = env.Workspace
 			}

@@ -50,7 +50,7 @@ Examples:
 			if p := c.String("replay-clock"); p != "" {
 				spec.Replay, err = vclock.ReadFile(p)
 				if err != nil {
-					return usageError{err}
+					return usageError{Err: err}
 				}
 			}
 			spec.Stdin, spec.Stdout, spec.Stderr, spec.Log = os.Stdin, c.App.Writer, c.App.ErrWriter, c.App.ErrWriter

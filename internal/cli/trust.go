@@ -33,7 +33,7 @@ func trustFromFlags(c *ucli.Context) (*bundle.Trust, error) {
 	o.Signers = c.StringSlice("trust-signer")
 	t, err := bundle.LoadTrust(o)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	return t, nil
 }

@@ -39,7 +39,7 @@ Examples:
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 1 {
-				return usageError{fmt.Errorf("verify takes one bundle, e.g. dal-exec verify run1")}
+				return usageError{Err: fmt.Errorf("verify takes one bundle, e.g. dal-exec verify run1")}
 			}
 			topts := bundle.TrustOptions{OwnKey: bundle.DefaultKeyPath(), TrustedKeysFile: c.String("trusted-keys")}
 			opts := bundle.OpenOptions{AllowUntrusted: true}
@@ -59,13 +59,13 @@ Examples:
 			if s := c.String("max-extract-bytes"); s != "" {
 				n, err := bundle.ParseSize(s)
 				if err != nil {
-					return usageError{fmt.Errorf("--max-extract-bytes: %w", err)}
+					return usageError{Err: fmt.Errorf("--max-extract-bytes: %w", err)}
 				}
 				opts.Limits = opts.Limits.WithMaxBytes(n)
 			}
 			if n := c.Int("max-extract-entries"); n != 0 {
 				if n < 0 {
-					return usageError{fmt.Errorf("--max-extract-entries %d: give a positive count", n)}
+					return usageError{Err: fmt.Errorf("--max-extract-entries %d: give a positive count", n)}
 				}
 				opts.Limits = opts.Limits.WithMaxEntries(n)
 			}

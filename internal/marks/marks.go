@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/dal-runtime/dal/internal/usage"
 )
 
 // Version is the protocol version written in every mark.
@@ -92,30 +94,25 @@ type Input struct {
 	AtNS       int64
 }
 
-// UsageError is bad input from the agent: nothing was written.
-type UsageError struct{ Err error }
-
-func (e UsageError) Error() string { return e.Err.Error() }
-func (e UsageError) Unwrap() error { return e.Err }
-
 // Write validates in, claims the next number of its kind in dir and writes
-// the mark. The mark is complete only once Write returns nil.
+// the mark. The mark is complete only once Write returns nil. Bad input
+// from the agent is a usage.Error, and then nothing was written.
 func Write(dir string, in Input) (*Mark, error) {
 	if in.Kind != Iteration && in.Kind != Checkpoint {
 		return nil, fmt.Errorf("marks: unknown kind %q", in.Kind)
 	}
 	if in.Score != nil {
 		if err := checkUnit("score", *in.Score); err != nil {
-			return nil, UsageError{err}
+			return nil, usage.Error{Err: err}
 		}
 	}
 	for k, v := range in.Dimensions {
 		if err := checkUnit("dimension "+k, v); err != nil {
-			return nil, UsageError{err}
+			return nil, usage.Error{Err: err}
 		}
 	}
 	if len(in.State) > 0 && !json.Valid(in.State) {
-		return nil, UsageError{errors.New("the checkpoint state is not valid JSON")}
+		return nil, usage.Error{Err: errors.New("the checkpoint state is not valid JSON")}
 	}
 	cwd := in.Cwd
 	if cwd == "" {
@@ -177,13 +174,13 @@ func expand(cwd string, paths []string) ([]string, error) {
 		fi, err := os.Stat(p)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, UsageError{fmt.Errorf("artifact %s does not exist", p)}
+				return nil, usage.Error{Err: fmt.Errorf("artifact %s does not exist", p)}
 			}
 			return nil, err
 		}
 		if !fi.IsDir() {
 			if !fi.Mode().IsRegular() {
-				return nil, UsageError{fmt.Errorf("artifact %s is not a regular file or a directory", p)}
+				return nil, usage.Error{Err: fmt.Errorf("artifact %s is not a regular file or a directory", p)}
 			}
 			out = append(out, p)
 			continue

@@ -3,7 +3,6 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -108,13 +107,16 @@ func signalTree(agent int, group bool) int {
 	return n
 }
 
-// interactive reports whether r is a terminal.
-func interactive(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// IsTerminal reports whether f, a reader or a writer, is a terminal: an
+// *os.File on which the TCGETS ioctl succeeds. It is dal-exec's one
+// terminal check (the agent's stdin decides its process group here; the
+// command line draws a progress bar only on a terminal).
+func IsTerminal(f any) bool {
+	file, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
 	return err == nil
 }
 

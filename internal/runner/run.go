@@ -23,6 +23,7 @@ import (
 	"github.com/dal-runtime/dal/internal/daemon"
 	"github.com/dal-runtime/dal/internal/shim"
 	"github.com/dal-runtime/dal/internal/trace"
+	"github.com/dal-runtime/dal/internal/usage"
 	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/metrics"
 	"github.com/dal-runtime/dal/vclock"
@@ -101,15 +102,9 @@ type Trace struct {
 }
 
 // UsageError is a mistake in what the user asked for, as opposed to a
-// failure of dal itself.
-type UsageError struct{ Err error }
-
-func (e UsageError) Error() string { return e.Err.Error() }
-func (e UsageError) Unwrap() error { return e.Err }
-
-// DefaultSocket is where dald listens unless told otherwise; it is
-// wire.DefaultSocket, kept here for existing callers.
-func DefaultSocket() string { return wire.DefaultSocket() }
+// failure of dal itself: the one usage-error type, usage.Error, under the
+// name internal/record constructs it by.
+type UsageError = usage.Error
 
 type session struct {
 	id, socket, clockFile string
@@ -132,7 +127,7 @@ func connect(spec *Spec, tmp string) (*wire.Client, string, func(), error) {
 		}
 		return c, spec.Socket, func() {}, nil
 	}
-	if def := DefaultSocket(); fileIsSocket(def) {
+	if def := wire.DefaultSocket(); fileIsSocket(def) {
 		c, _, err := wire.Dial(def, hello)
 		if err == nil {
 			return c, def, func() {}, nil
@@ -311,7 +306,7 @@ func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result)
 	// Its own process group, so the tree can be signalled at once -- except
 	// on a terminal, where the agent must stay in the foreground group to
 	// read input.
-	cmd.SysProcAttr.Setpgid = !interactive(spec.Stdin)
+	cmd.SysProcAttr.Setpgid = !IsTerminal(spec.Stdin)
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	// Output copying (when Stdout is not a file) must not outlive a killed
 	// tree by long.
