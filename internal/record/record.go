@@ -25,9 +25,11 @@ import (
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/shim"
+	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	"github.com/dal-runtime/dal/internal/version"
 	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/vclock"
 )
 
 // Options configure a recording.
@@ -238,6 +240,7 @@ func (r *recording) buildSandbox() error {
 	// dal-exec forks the sandbox init, which execs (1) and starts the agent,
 	// which execs (2): counting starts there.
 	r.spec.TraceFromExec = 2
+	r.cfg.Virtual = virtualConfig(&r.spec)
 	cfg := &r.cfg
 	clockOut := r.spec.ClockOut
 	r.spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
@@ -692,6 +695,28 @@ func sandboxConfig(ws, staging string) sandbox.Config {
 		cfg.Binds = append(cfg.Binds, self)
 	}
 	return cfg
+}
+
+// virtualConfig is what the syscall layer serves every process of a run
+// in spec's mode (docs/design.md §2, §3): in strict mode clocks and
+// randomness, in seeded mode randomness; logged and default runs see the
+// real values (a logged replay's are served by the shims' logs only).
+func virtualConfig(spec *runner.Spec) sysvirt.Config {
+	vc := vclock.DefaultConfig()
+	c := sysvirt.Config{Seed: spec.Seed, EpochNS: vc.EpochNS, MonoNS: vc.MonoNS, QuantumNS: vc.QuantumNS}
+	if !spec.Epoch.IsZero() {
+		c.EpochNS = spec.Epoch.UnixNano()
+	}
+	if spec.Quantum > 0 {
+		c.QuantumNS = int64(spec.Quantum)
+	}
+	switch spec.Mode {
+	case "strict":
+		c.Clock, c.Random = true, true
+	case "seeded":
+		c.Random = true
+	}
+	return c
 }
 
 // withVars returns env with vars added (a new map when env is nil).

@@ -289,6 +289,7 @@ func (r *replaying) buildSandbox() error {
 	r.marks = marksDir
 	r.cfg.Mounts = append(r.cfg.Mounts, marksMount)
 	r.spec.Env = withVars(r.spec.Env, marksVars(marks.SandboxDir, r.ws))
+	r.cfg.Virtual = virtualConfig(&r.spec)
 	cfg := &r.cfg
 	r.spec.Wrap = func(argv, envl []string, dir string) (*exec.Cmd, error) {
 		cfg.Sockets = append(cfg.Sockets, daldSocket(envl)...)

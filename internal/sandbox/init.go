@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dal-runtime/dal/internal/sysvirt"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,6 +34,7 @@ const (
 	statusFD = 3 // write end of the status pipe
 	deniedFD = 4 // Staging/denied.jsonl, opened for append
 	gateFD   = 5 // read end of the gate pipe
+	countsFD = 6 // Staging/sysvirt.json: what the syscall layer served
 )
 
 // runInit is the init's whole life; it returns the exit status.
@@ -42,6 +44,8 @@ func runInit(arg string) int {
 	syscall.CloseOnExec(statusFD)
 	syscall.CloseOnExec(deniedFD)
 	syscall.CloseOnExec(gateFD)
+	syscall.CloseOnExec(countsFD)
+	countsOut := os.NewFile(countsFD, "counts")
 	gate := os.NewFile(gateFD, "gate")
 	fail := func(err error) int {
 		msg := err.Error()
@@ -90,13 +94,18 @@ func runInit(arg string) int {
 		return fail(err)
 	}
 	w := newWatcher(denied, sp.Quiet, sp.Network)
+	var rules []sysvirt.Rule
+	if sp.Virtual.Enabled() {
+		w.virt = sysvirt.New(sp.Virtual)
+		rules = sysvirt.Rules(sp.Virtual)
+	}
 	if err := w.readMounts(); err != nil {
 		return fail(err)
 	}
 	if err := dropPrivileges(); err != nil {
 		return fail(err)
 	}
-	listener, err := installFilter(sp.Network)
+	listener, err := installFilter(sp.Network, rules)
 	if err != nil {
 		return fail(err)
 	}
@@ -114,7 +123,9 @@ func runInit(arg string) int {
 	}
 	gate.Close()
 
-	attr := &syscall.SysProcAttr{Setsid: true}
+	// Under the syscall layer the agent's tree is traced from this
+	// thread: exec, fork and clone stops only (see package sysvirt).
+	attr := &syscall.SysProcAttr{Setsid: true, Ptrace: w.virt != nil}
 	if term != nil {
 		attr.Setctty, attr.Ctty = true, term.ctty()
 	}
@@ -139,7 +150,16 @@ func runInit(arg string) int {
 			}
 		}
 	}()
-	code := reap(pid)
+	var code int
+	if w.virt != nil {
+		code = w.virt.Trace(pid)
+		if b, err := json.Marshal(w.virt.Counts()); err == nil {
+			countsOut.Write(b)
+		}
+	} else {
+		code = reap(pid)
+	}
+	countsOut.Close()
 	if term != nil {
 		// What the agent left running holds the pty: end it now, as
 		// leaving PID 1 would, so its output drains and ends.

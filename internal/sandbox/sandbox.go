@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/dal-runtime/dal/internal/sysvirt"
 )
 
 // Config describes one sandbox.
@@ -61,6 +63,11 @@ type Config struct {
 	// the moment to open listeners in its network namespace or start
 	// tracing it. An error stops the sandbox; [Ready] returns it.
 	BeforeAgent func(initPID int) error
+	// Virtual, when enabled, puts every process of the agent's tree under
+	// the syscall layer (package sysvirt): virtual clocks, sleeps and
+	// timed waits, seeded getrandom and AT_RANDOM. [Virtualized] reads
+	// what it served.
+	Virtual sysvirt.Config
 }
 
 // Mount is a bind of Source at Target inside the sandbox.
@@ -74,6 +81,24 @@ func Upper(cfg Config) string { return filepath.Join(cfg.Staging, "upper") }
 
 func workDir(cfg Config) string    { return filepath.Join(cfg.Staging, "work") }
 func deniedFile(cfg Config) string { return filepath.Join(cfg.Staging, "denied.jsonl") }
+func countsFile(cfg Config) string { return filepath.Join(cfg.Staging, "sysvirt.json") }
+
+// Virtualized returns what the syscall layer served in the finished
+// sandbox of cfg; ok is false when it was not enabled or left nothing (the
+// init was killed).
+func Virtualized(cfg Config) (c sysvirt.Counts, ok bool, err error) {
+	if !cfg.Virtual.Enabled() {
+		return c, false, nil
+	}
+	b, err := os.ReadFile(countsFile(cfg))
+	if err != nil || len(b) == 0 {
+		return c, false, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, false, fmt.Errorf("read the syscall layer's counts: %w", err)
+	}
+	return c, true, nil
+}
 
 // lowers returns the lower layers, top first.
 func (cfg Config) lowers() []string {
@@ -96,20 +121,21 @@ const setupExit = 125
 // spec is what the init is told, as JSON in argv[1]. The agent's
 // environment is the init's own.
 type spec struct {
-	Workspace     string   `json:"workspace"`
-	Lower         []string `json:"lower"`
-	Upper         string   `json:"upper"`
-	Work          string   `json:"work"`
-	Binds         []string `json:"binds"`
-	WritableBinds []string `json:"writable_binds"`
-	Sockets       []string `json:"sockets"`
-	PrivateTmp    bool     `json:"private_tmp"`
-	Argv          []string `json:"argv"`
-	Dir           string   `json:"dir"`
-	Quiet         []string `json:"quiet"`
-	Mounts        []Mount  `json:"mounts"`
-	Network       bool     `json:"network"`
-	Gate          bool     `json:"gate"`
+	Workspace     string         `json:"workspace"`
+	Lower         []string       `json:"lower"`
+	Upper         string         `json:"upper"`
+	Work          string         `json:"work"`
+	Binds         []string       `json:"binds"`
+	WritableBinds []string       `json:"writable_binds"`
+	Sockets       []string       `json:"sockets"`
+	PrivateTmp    bool           `json:"private_tmp"`
+	Argv          []string       `json:"argv"`
+	Dir           string         `json:"dir"`
+	Quiet         []string       `json:"quiet"`
+	Mounts        []Mount        `json:"mounts"`
+	Network       bool           `json:"network"`
+	Gate          bool           `json:"gate"`
+	Virtual       sysvirt.Config `json:"virtual"`
 }
 
 // SetupError is a failure to build the sandbox: the agent never ran. Its
@@ -163,7 +189,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 	}
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
 		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
-		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil}
+		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual}
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
@@ -172,14 +198,21 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 	if err != nil {
 		return nil, fmt.Errorf("create the denied-writes list: %w", err)
 	}
+	counts, err := os.OpenFile(countsFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		denied.Close()
+		return nil, fmt.Errorf("create the syscall layer's counts: %w", err)
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		denied.Close()
+		counts.Close()
 		return nil, fmt.Errorf("create the sandbox status pipe: %w", err)
 	}
 	gr, gw, err := os.Pipe()
 	if err != nil {
 		denied.Close()
+		counts.Close()
 		pr.Close()
 		pw.Close()
 		return nil, fmt.Errorf("create the sandbox gate pipe: %w", err)
@@ -192,13 +225,13 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 		Path:       "/proc/self/exe",
 		Args:       []string{initArg, string(b)},
 		Env:        env,
-		ExtraFiles: []*os.File{pw, denied, gr}, // fd 3, 4, 5
+		ExtraFiles: []*os.File{pw, denied, gr, counts}, // fd 3, 4, 5, 6
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: flags,
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
-	started.Store(cmd, &pending{status: pr, gate: gw, before: cfg.BeforeAgent, child: []*os.File{pw, denied, gr}})
+	started.Store(cmd, &pending{status: pr, gate: gw, before: cfg.BeforeAgent, child: []*os.File{pw, denied, gr, counts}})
 	return cmd, nil
 }
 

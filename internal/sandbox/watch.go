@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/dal-runtime/dal/internal/sysvirt"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,6 +119,10 @@ func (b *bpf) load(off uint32) {
 	b.prog = append(b.prog, unix.SockFilter{Code: bpfLdAbsW, K: off})
 }
 
+func (b *bpf) alu(op uint16, k uint32) {
+	b.prog = append(b.prog, unix.SockFilter{Code: unix.BPF_ALU | op | unix.BPF_K, K: k})
+}
+
 func (b *bpf) ret(k uint32) {
 	b.prog = append(b.prog, unix.SockFilter{Code: bpfRetK, K: k})
 }
@@ -147,7 +152,7 @@ func (b *bpf) assemble() []unix.SockFilter {
 // filter builds the program: the watched calls go to the listener, the
 // refused ones fail with EPERM, the rest (and the rest of other ABIs) are
 // allowed.
-func filter(network bool) []unix.SockFilter {
+func filter(network bool, virt []sysvirt.Rule) []unix.SockFilter {
 	always := []watched{uringCall}
 	var flagged []watched
 	if network {
@@ -163,6 +168,7 @@ func filter(network bool) []unix.SockFilter {
 	b := &bpf{labels: map[string]int{}}
 	b.load(offArch)
 	b.jump(bpfJeqK, auditArch, "", "compat")
+	virtRules(b, virt)
 	b.load(offNr)
 	for _, c := range always {
 		b.jump(bpfJeqK, uint32(c.nr), "notify", "")
@@ -201,6 +207,53 @@ func filter(network bool) []unix.SockFilter {
 	return b.assemble()
 }
 
+// virtRules hands the syscall layer's calls to the listener. Each rule
+// ends in its own return, so its jumps stay short.
+func virtRules(b *bpf, rules []sysvirt.Rule) {
+	for i, r := range rules {
+		next := fmt.Sprintf("virt%d", i+1)
+		notify, allow := next+"-notify", next+"-allow"
+		b.load(offNr)
+		b.jump(bpfJeqK, uint32(r.Nr), "", next)
+		switch r.Cond {
+		case sysvirt.CondAlways:
+			// on to notify
+		case sysvirt.CondPositive:
+			b.load(uint32(offArgs + 8*r.Arg))
+			b.jump(bpfJeqK, 0, allow, "")
+			b.jump(bpfJsetK, 0x80000000, allow, notify)
+		case sysvirt.CondNonNull:
+			b.load(uint32(offArgs + 8*r.Arg))
+			b.jump(bpfJeqK, 0, "", notify)
+			b.load(uint32(offArgs + 8*r.Arg + 4))
+			b.jump(bpfJeqK, 0, allow, notify)
+		case sysvirt.CondIn:
+			b.load(uint32(offArgs + 8*r.Arg))
+			for _, v := range r.In {
+				b.jump(bpfJeqK, v, notify, "")
+			}
+			b.jump(bpfJeqK, 0, allow, allow)
+		case sysvirt.CondFutex:
+			b.load(uint32(offArgs + 8*1))
+			b.alu(unix.BPF_AND, 0x7f)
+			for _, v := range r.In {
+				b.jump(bpfJeqK, v, next+"-timed", "")
+			}
+			b.jump(bpfJeqK, 0, allow, allow)
+			b.label(next + "-timed")
+			b.load(uint32(offArgs + 8*3))
+			b.jump(bpfJeqK, 0, "", notify)
+			b.load(uint32(offArgs + 8*3 + 4))
+			b.jump(bpfJeqK, 0, allow, notify)
+		}
+		b.label(notify)
+		b.ret(unix.SECCOMP_RET_USER_NOTIF)
+		b.label(allow)
+		b.ret(unix.SECCOMP_RET_ALLOW)
+		b.label(next)
+	}
+}
+
 // refuseIoctls checks an ioctl's request against refusedIoctls. Its
 // request is an unsigned int: the low half of the argument is all of it.
 func refuseIoctls(b *bpf, deny, allow string) {
@@ -216,8 +269,8 @@ func refuseIoctls(b *bpf, deny, allow string) {
 
 // installFilter installs the filter on the calling thread only (which must
 // be locked and have no_new_privs) and returns the listener fd.
-func installFilter(network bool) (int, error) {
-	f := filter(network)
+func installFilter(network bool, virt []sysvirt.Rule) (int, error) {
+	f := filter(network, virt)
 	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
 	fd, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
@@ -229,22 +282,10 @@ func installFilter(network bool) (int, error) {
 }
 
 // struct seccomp_notif and seccomp_notif_resp.
-type seccompNotif struct {
-	ID    uint64
-	Pid   uint32
-	Flags uint32
-	Nr    int32
-	Arch  uint32
-	IP    uint64
-	Args  [6]uint64
-}
-
-type seccompNotifResp struct {
-	ID    uint64
-	Val   int64
-	Error int32
-	Flags uint32
-}
+type (
+	seccompNotif     = sysvirt.Notif
+	seccompNotifResp = sysvirt.Resp
+)
 
 // mountEntry is one line of /proc/self/mountinfo.
 type mountEntry struct {
@@ -266,6 +307,8 @@ type watcher struct {
 	// network: the sandbox has its own network namespace, and connect is
 	// watched for attempts to reach other machines.
 	network bool
+	// virt, when set, answers the syscall layer's calls.
+	virt *sysvirt.Supervisor
 }
 
 // connectCall is watched when the sandbox has its own network namespace.
@@ -343,6 +386,9 @@ func (w *watcher) serve(fd int) {
 				continue
 			}
 			return
+		}
+		if w.virt != nil && w.virt.Handle(fd, &n) {
+			continue
 		}
 		if w.network && int(n.Nr) == unix.SYS_CONNECT {
 			w.connect(fd, &n)

@@ -1,0 +1,11 @@
+package sysvirt
+
+const sysTime = -1
+
+func (s *Supervisor) waitLegacy(n *Notif) bool { return false }
+
+var legacyNotified []int
+
+var legacyTimed [][2]int
+
+const sysEpollWait = -2

@@ -1,0 +1,77 @@
+package sysvirt
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Config is what the supervisor serves. The zero Config serves nothing.
+type Config struct {
+	// Clock: realtime and monotonic reads, sleeps and timed waits are
+	// virtual (strict mode).
+	Clock bool `json:"clock,omitempty"`
+	// Random: getrandom and AT_RANDOM come from the process's stream
+	// (strict and seeded modes).
+	Random    bool   `json:"random,omitempty"`
+	Seed      uint64 `json:"seed,omitempty"`
+	EpochNS   int64  `json:"epoch_ns,omitempty"`
+	MonoNS    int64  `json:"mono_ns,omitempty"`
+	QuantumNS int64  `json:"quantum_ns,omitempty"`
+}
+
+// Enabled reports whether c serves anything.
+func (c Config) Enabled() bool { return c.Clock || c.Random }
+
+// Counts is what a supervisor served and what it let through, by
+// category, for the whole process tree.
+type Counts struct {
+	// Processes is how many processes ran under the supervisor (execs
+	// included: each image counts once); Unpatched those whose auxiliary
+	// vector could not be edited (their vDSO reads escape).
+	Processes int `json:"processes"`
+	Unpatched int `json:"unpatched,omitempty"`
+	// Served counts calls answered from the streams: "clock", "sleep",
+	// "wait", "random", "at_random", "deadline" (a translated absolute
+	// deadline).
+	Served map[string]int64 `json:"served,omitempty"`
+	// Real counts calls that ran on real time or real randomness, by
+	// reason: "cpu_clock", "sleep_threaded", "wait_sigmask",
+	// "wait_outstanding" (waited in real time for I/O; t jumped only on
+	// expiry), "other_clock".
+	Real map[string]int64 `json:"real,omitempty"`
+	// Escapes are calls that returned real clock or random values where a
+	// virtual one was due; any makes the category uncaptured.
+	Escapes map[string]int64 `json:"escapes,omitempty"`
+	// Notes are one-line explanations of escapes (a kernel without a
+	// feature, an image that could not be edited).
+	Notes []string `json:"notes,omitempty"`
+}
+
+func (c *Counts) add(m *map[string]int64, k string, n int64) {
+	if *m == nil {
+		*m = map[string]int64{}
+	}
+	(*m)[k] += n
+}
+
+func (c *Counts) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	for _, n := range c.Notes {
+		if n == s {
+			return
+		}
+	}
+	if len(c.Notes) < 20 {
+		c.Notes = append(c.Notes, s)
+	}
+}
+
+// MarshalJSON writes the notes sorted, for stable files.
+func (c Counts) MarshalJSON() ([]byte, error) {
+	type plain Counts
+	p := plain(c)
+	p.Notes = append([]string(nil), c.Notes...)
+	sort.Strings(p.Notes)
+	return json.Marshal(p)
+}

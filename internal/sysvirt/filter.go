@@ -1,0 +1,62 @@
+package sysvirt
+
+import "golang.org/x/sys/unix"
+
+// Rule says when the seccomp filter hands a call to the supervisor.
+type Rule struct {
+	Nr   int
+	Cond Cond
+	// Arg is the argument Cond looks at.
+	Arg int
+	// In are the values CondIn (and CondFutex, for the operation's
+	// command) accept.
+	In []uint32
+}
+
+// Cond is a rule's test.
+type Cond int
+
+const (
+	CondAlways   Cond = iota
+	CondPositive      // int32(args[Arg]) > 0: a timeout in ms that would wait
+	CondNonNull       // args[Arg] != 0: a pointer to a timeout
+	CondIn            // uint32(args[Arg]) is one of In: a clock id
+	CondFutex         // args[1]&0x7f is one of In and args[3] != 0
+)
+
+// virtualClocks are the clock ids served virtually.
+var virtualClocks = []uint32{clockRealtime, clockMonotonic, clockMonotonicRaw, clockRealtimeCoarse,
+	clockMonotonicCoarse, clockBoottime, clockRealtimeAlarm, clockBoottimeAlarm, clockTAI}
+
+// Rules are the filter rules for cfg.
+func Rules(cfg Config) []Rule {
+	var r []Rule
+	if cfg.Clock {
+		r = append(r,
+			Rule{Nr: unix.SYS_CLOCK_GETTIME, Cond: CondIn, Arg: 0, In: virtualClocks},
+			Rule{Nr: unix.SYS_GETTIMEOFDAY},
+			Rule{Nr: unix.SYS_NANOSLEEP},
+			Rule{Nr: unix.SYS_CLOCK_NANOSLEEP, Cond: CondIn, Arg: 0, In: virtualClocks},
+			Rule{Nr: unix.SYS_EPOLL_PWAIT, Cond: CondPositive, Arg: 3},
+			Rule{Nr: unix.SYS_EPOLL_PWAIT2, Cond: CondNonNull, Arg: 3},
+			Rule{Nr: unix.SYS_PPOLL, Cond: CondNonNull, Arg: 2},
+			Rule{Nr: unix.SYS_PSELECT6, Cond: CondNonNull, Arg: 4},
+			Rule{Nr: unix.SYS_FUTEX, Cond: CondFutex, In: []uint32{futexWaitBitset, futexLockPI, futexLockPI2, futexWaitRequeuePI}},
+			Rule{Nr: unix.SYS_FUTEX_WAITV, Cond: CondNonNull, Arg: 3},
+		)
+		for _, nr := range legacyNotified {
+			r = append(r, Rule{Nr: nr})
+		}
+		for _, t := range legacyTimed {
+			if t[1] >= 0 {
+				r = append(r, Rule{Nr: t[0], Cond: CondPositive, Arg: t[1]})
+			} else {
+				r = append(r, Rule{Nr: t[0], Cond: CondNonNull, Arg: 4})
+			}
+		}
+	}
+	if cfg.Random {
+		r = append(r, Rule{Nr: unix.SYS_GETRANDOM})
+	}
+	return r
+}

@@ -1,0 +1,457 @@
+package sysvirt
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dal-runtime/dal/seedrng"
+	"golang.org/x/sys/unix"
+)
+
+// Supervisor serves the virtual clock and randomness to a process tree. Its
+// process table is fed by [Supervisor.Trace]; its answers by
+// [Supervisor.Handle], called for every seccomp notification.
+type Supervisor struct {
+	cfg Config
+	fd  int // the seccomp listener, set by Handle
+
+	mu      sync.Mutex
+	procs   map[int]*proc // by thread-group id
+	threads map[int]int   // thread id → thread-group id
+	counts  Counts
+}
+
+// proc is one process (thread group) and its stream.
+type proc struct {
+	tgid    int
+	parent  int // the thread-group id of the process that started it
+	stream  string
+	spawned int   // children named so far
+	t       int64 // the stream's virtual offset, ns
+	threads int
+	execs   int
+	rng     *seedrng.Stream
+}
+
+// New returns a supervisor for cfg.
+func New(cfg Config) *Supervisor {
+	if cfg.QuantumNS < 0 {
+		cfg.QuantumNS = 0
+	}
+	return &Supervisor{cfg: cfg, fd: -1, procs: map[int]*proc{}, threads: map[int]int{}}
+}
+
+// Counts returns what was served so far.
+func (s *Supervisor) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counts
+	c.Served = cloneMap(c.Served)
+	c.Real = cloneMap(c.Real)
+	c.Escapes = cloneMap(c.Escapes)
+	c.Notes = append([]string(nil), c.Notes...)
+	return c
+}
+
+func cloneMap(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Supervisor) served(k string)  { s.counts.add(&s.counts.Served, k, 1) }
+func (s *Supervisor) real(k string)    { s.counts.add(&s.counts.Real, k, 1) }
+func (s *Supervisor) escaped(k string) { s.counts.add(&s.counts.Escapes, k, 1) }
+
+// newProc registers thread-group tgid under stream name. Callers hold mu.
+func (s *Supervisor) newProc(tgid int, stream string) *proc {
+	p := &proc{tgid: tgid, stream: stream, threads: 1}
+	s.procs[tgid] = p
+	s.threads[tgid] = tgid
+	return p
+}
+
+// lookup returns the process of thread tid. Callers hold mu. A thread the
+// tracer has not reported yet (its clone event may still be queued) is
+// found through /proc.
+func (s *Supervisor) lookup(tid int) *proc {
+	if g, ok := s.threads[tid]; ok {
+		return s.procs[g]
+	}
+	g := tgidOf(tid)
+	if g <= 0 {
+		return nil
+	}
+	p := s.procs[g]
+	if p != nil {
+		s.threads[tid] = g
+		p.threads++
+	}
+	return p
+}
+
+// tgidOf reads a thread's group id from /proc; 0 when it is gone.
+func tgidOf(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("Tgid:")); ok {
+			n, _ := strconv.Atoi(string(bytes.TrimSpace(v)))
+			return n
+		}
+	}
+	return 0
+}
+
+// Clock identifiers (linux/time.h).
+const (
+	clockRealtime        = 0
+	clockMonotonic       = 1
+	clockProcessCPU      = 2
+	clockThreadCPU       = 3
+	clockMonotonicRaw    = 4
+	clockRealtimeCoarse  = 5
+	clockMonotonicCoarse = 6
+	clockBoottime        = 7
+	clockRealtimeAlarm   = 8
+	clockBoottimeAlarm   = 9
+	clockTAI             = 11
+)
+
+// clockKind sorts a clock id: 'r' realtime, 'm' monotonic, 0 other.
+func clockKind(id int32) byte {
+	switch id {
+	case clockRealtime, clockRealtimeCoarse, clockRealtimeAlarm, clockTAI:
+		return 'r'
+	case clockMonotonic, clockMonotonicRaw, clockMonotonicCoarse, clockBoottime, clockBoottimeAlarm:
+		return 'm'
+	}
+	return 0
+}
+
+// now reads p's clock of kind k, advancing it by the quantum when tick.
+// Callers hold mu.
+func (s *Supervisor) now(p *proc, k byte, tick bool) int64 {
+	if tick {
+		p.t += s.cfg.QuantumNS
+	}
+	if k == 'r' {
+		return s.cfg.EpochNS + p.t
+	}
+	return s.cfg.MonoNS + p.t
+}
+
+// realNow reads the real clock of kind k.
+func realNow(k byte) int64 {
+	var ts unix.Timespec
+	id := int32(unix.CLOCK_MONOTONIC)
+	if k == 'r' {
+		id = unix.CLOCK_REALTIME
+	}
+	unix.ClockGettime(id, &ts)
+	return ts.Nano()
+}
+
+// Handle answers notification n on listener fd if it is one of the
+// supervisor's calls, and reports whether it was.
+func (s *Supervisor) Handle(fd int, n *Notif) bool {
+	s.fd = fd
+	switch int(n.Nr) {
+	case unix.SYS_CLOCK_GETTIME:
+		s.clockGettime(n)
+	case unix.SYS_GETTIMEOFDAY:
+		s.gettimeofday(n)
+	case sysTime:
+		s.time(n)
+	case unix.SYS_GETRANDOM:
+		s.getrandom(n)
+	case unix.SYS_NANOSLEEP:
+		s.sleep(n, clockMonotonic, 0, n.Args[0])
+	case unix.SYS_CLOCK_NANOSLEEP:
+		s.sleep(n, int32(n.Args[0]), int(n.Args[1]), n.Args[2])
+	case unix.SYS_FUTEX:
+		s.futex(n)
+	case unix.SYS_FUTEX_WAITV:
+		s.futexWaitv(n)
+	case unix.SYS_PPOLL, unix.SYS_PSELECT6, unix.SYS_EPOLL_PWAIT, unix.SYS_EPOLL_PWAIT2, sysEpollWait:
+		s.wait(n)
+	default:
+		if !s.waitLegacy(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// caller returns n's process, or answers ESRCH-like and returns nil for a
+// caller the tracer does not know (then the call runs as the kernel would).
+func (s *Supervisor) caller(n *Notif) *proc {
+	p := s.lookup(int(n.Pid))
+	if p == nil {
+		s.counts.note("a process dal was not tracing made a clock or random call: it got a real value")
+	}
+	return p
+}
+
+func (s *Supervisor) clockGettime(n *Notif) {
+	id, addr := int32(n.Args[0]), n.Args[1]
+	k := clockKind(id)
+	s.mu.Lock()
+	p := s.caller(n)
+	if k == 0 || p == nil || !s.cfg.Clock {
+		switch {
+		case id == clockProcessCPU || id == clockThreadCPU || id < 0:
+			s.real("cpu_clock")
+		case k == 0:
+			s.real("other_clock")
+		default:
+			s.escaped("clock")
+		}
+		s.mu.Unlock()
+		Continue(s.fd, n.ID)
+		return
+	}
+	v := s.now(p, k, true)
+	s.served("clock")
+	s.mu.Unlock()
+	if addr != 0 {
+		if err := writeMem(int(n.Pid), addr, putTimespec(v)); err != nil {
+			fail(s.fd, n.ID, unix.EFAULT)
+			return
+		}
+	}
+	reply(s.fd, n.ID, 0)
+}
+
+func (s *Supervisor) gettimeofday(n *Notif) {
+	tv, tz := n.Args[0], n.Args[1]
+	s.mu.Lock()
+	p := s.caller(n)
+	if p == nil || !s.cfg.Clock {
+		s.escaped("clock")
+		s.mu.Unlock()
+		Continue(s.fd, n.ID)
+		return
+	}
+	v := int64(0)
+	if tv != 0 {
+		v = s.now(p, 'r', true)
+		s.served("clock")
+	}
+	s.mu.Unlock()
+	if tv != 0 {
+		var b [16]byte
+		binary.LittleEndian.PutUint64(b[0:], uint64(v/1e9))
+		binary.LittleEndian.PutUint64(b[8:], uint64(v%1e9/1e3))
+		if writeMem(int(n.Pid), tv, b[:]) != nil {
+			fail(s.fd, n.ID, unix.EFAULT)
+			return
+		}
+	}
+	if tz != 0 {
+		if writeMem(int(n.Pid), tz, make([]byte, 8)) != nil {
+			fail(s.fd, n.ID, unix.EFAULT)
+			return
+		}
+	}
+	reply(s.fd, n.ID, 0)
+}
+
+func (s *Supervisor) time(n *Notif) {
+	s.mu.Lock()
+	p := s.caller(n)
+	if p == nil || !s.cfg.Clock {
+		s.escaped("clock")
+		s.mu.Unlock()
+		Continue(s.fd, n.ID)
+		return
+	}
+	sec := s.now(p, 'r', true) / 1e9
+	s.served("clock")
+	s.mu.Unlock()
+	if n.Args[0] != 0 {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(sec))
+		if writeMem(int(n.Pid), n.Args[0], b[:]) != nil {
+			fail(s.fd, n.ID, unix.EFAULT)
+			return
+		}
+	}
+	reply(s.fd, n.ID, sec)
+}
+
+// maxRandom is the most getrandom returns in one call (the kernel's own
+// limit: INT_MAX >> 6, rounded down to 32 MiB - 1).
+const maxRandom = 1<<25 - 1
+
+func (s *Supervisor) getrandom(n *Notif) {
+	buf, size, flags := n.Args[0], n.Args[1], n.Args[2]
+	if flags&^uint64(unix.GRND_NONBLOCK|unix.GRND_RANDOM|grndInsecure) != 0 {
+		fail(s.fd, n.ID, unix.EINVAL)
+		return
+	}
+	s.mu.Lock()
+	p := s.caller(n)
+	if p == nil || !s.cfg.Random {
+		s.escaped("random")
+		s.mu.Unlock()
+		Continue(s.fd, n.ID)
+		return
+	}
+	size = min(size, maxRandom)
+	if p.rng == nil {
+		p.rng = seedrng.Derive(s.cfg.Seed, p.stream+"/getrandom")
+	}
+	b := p.rng.Bytes(int(size))
+	s.served("random")
+	s.mu.Unlock()
+	if err := writeMem(int(n.Pid), buf, b); err != nil {
+		fail(s.fd, n.ID, unix.EFAULT)
+		return
+	}
+	reply(s.fd, n.ID, int64(size))
+}
+
+const grndInsecure = 0x4
+
+// sleep serves nanosleep and clock_nanosleep.
+func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
+	k := clockKind(id)
+	s.mu.Lock()
+	p := s.caller(n)
+	if k == 0 || p == nil || !s.cfg.Clock {
+		if k == 0 {
+			s.real("other_clock")
+		} else {
+			s.escaped("sleep")
+		}
+		s.mu.Unlock()
+		Continue(s.fd, n.ID)
+		return
+	}
+	s.mu.Unlock()
+	d, errno := readTimespec(int(n.Pid), req)
+	if errno != 0 {
+		fail(s.fd, n.ID, errno)
+		return
+	}
+	s.mu.Lock()
+	if flags&unix.TIMER_ABSTIME != 0 {
+		d -= s.now(p, k, false)
+	}
+	if d <= 0 {
+		s.served("sleep")
+		s.mu.Unlock()
+		reply(s.fd, n.ID, 0)
+		return
+	}
+	if p.threads <= 1 {
+		p.t += d
+		s.served("sleep")
+		s.mu.Unlock()
+		reply(s.fd, n.ID, 0)
+		return
+	}
+	s.real("sleep_threaded")
+	s.mu.Unlock()
+	fd, id2, pid := s.fd, n.ID, int(n.Pid)
+	go func() {
+		// A real sleep, cut short when the caller is interrupted (it will
+		// call again, or not).
+		deadline := time.Now().Add(time.Duration(d))
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			time.Sleep(min(left, 50*time.Millisecond))
+			if !Valid(fd, id2) {
+				return
+			}
+		}
+		_ = pid
+		reply(fd, id2, 0)
+	}()
+}
+
+// Futex operations whose timeout is an absolute time.
+const (
+	futexCmdMask       = 0x7f
+	futexWaitBitset    = 9
+	futexLockPI        = 6
+	futexLockPI2       = 13
+	futexWaitRequeuePI = 11
+	futexClockRealtime = 256
+)
+
+// futex translates an absolute deadline on the virtual clock into the real
+// one, then lets the call run.
+func (s *Supervisor) futex(n *Notif) {
+	op, addr := int(n.Args[1]), n.Args[3]
+	k := byte('m')
+	switch op & futexCmdMask {
+	case futexLockPI:
+		k = 'r'
+	case futexWaitBitset, futexLockPI2, futexWaitRequeuePI:
+		if op&futexClockRealtime != 0 {
+			k = 'r'
+		}
+	default:
+		Continue(s.fd, n.ID)
+		return
+	}
+	s.translate(n, k, addr)
+}
+
+// futexWaitv (waiters, nr, flags, timeout, clockid): an absolute timeout.
+func (s *Supervisor) futexWaitv(n *Notif) {
+	k := clockKind(int32(n.Args[4]))
+	if k == 0 {
+		Continue(s.fd, n.ID)
+		return
+	}
+	s.translate(n, k, n.Args[3])
+}
+
+// translate rewrites the absolute timespec at addr from p's virtual clock
+// of kind k to the real clock, keeping the time left, and lets the call run.
+func (s *Supervisor) translate(n *Notif, k byte, addr uint64) {
+	if addr == 0 || !s.cfg.Clock {
+		Continue(s.fd, n.ID)
+		return
+	}
+	abs, errno := readTimespec(int(n.Pid), addr)
+	s.mu.Lock()
+	p := s.caller(n)
+	if errno != 0 || p == nil {
+		s.mu.Unlock()
+		Continue(s.fd, n.ID) // the kernel reports the bad timespec
+		return
+	}
+	left := abs - s.now(p, k, false)
+	s.served("deadline")
+	s.mu.Unlock()
+	if Valid(s.fd, n.ID) {
+		writeMem(int(n.Pid), addr, putTimespec(realNow(k)+max(left, 0)))
+	}
+	Continue(s.fd, n.ID)
+}
+
+// String describes the supervisor's configuration, for logs.
+func (s *Supervisor) String() string {
+	return fmt.Sprintf("sysvirt(clock=%v random=%v seed=%d)", s.cfg.Clock, s.cfg.Random, s.cfg.Seed)
+}

@@ -1,0 +1,344 @@
+package sysvirt
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ptrace options: stop at exec, and follow every new task.
+const traceOptions = unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK |
+	unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_EXITKILL
+
+// Trace follows the process tree of agent, which the calling thread forked
+// with PTRACE_TRACEME (its first stop is the SIGTRAP after its exec), until
+// agent exits; it returns agent's exit status (128+n when killed by signal
+// n). It must run on that thread (runtime.LockOSThread), and also reaps
+// every other child, as the sandbox's init must.
+func (s *Supervisor) Trace(agent int) int {
+	s.mu.Lock()
+	s.newProc(agent, "0")
+	s.mu.Unlock()
+	// Tasks whose first stop (the SIGSTOP every auto-attached task starts
+	// with) has not been seen yet.
+	fresh := map[int]bool{}
+	seen := map[int]bool{agent: true}
+	started := false
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 127
+		}
+		if ws.Exited() || ws.Signaled() {
+			s.exited(pid)
+			if pid == agent {
+				if ws.Signaled() {
+					return 128 + int(ws.Signal())
+				}
+				return ws.ExitStatus()
+			}
+			continue
+		}
+		if !ws.Stopped() {
+			continue
+		}
+		sig := ws.StopSignal()
+		switch {
+		case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
+			if old, err := unix.PtraceGetEventMsg(pid); err == nil && int(old) != pid {
+				s.threadGone(int(old))
+			}
+			s.exec(pid)
+			unix.PtraceCont(pid, 0)
+		case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXIT:
+			s.exiting(pid)
+			unix.PtraceCont(pid, 0)
+		case sig == unix.SIGTRAP && (ws.TrapCause() == unix.PTRACE_EVENT_FORK ||
+			ws.TrapCause() == unix.PTRACE_EVENT_VFORK || ws.TrapCause() == unix.PTRACE_EVENT_CLONE):
+			if child, err := unix.PtraceGetEventMsg(pid); err == nil {
+				s.spawned(pid, int(child))
+				if !seen[int(child)] {
+					fresh[int(child)] = true
+				}
+			}
+			unix.PtraceCont(pid, 0)
+		case sig == unix.SIGTRAP && pid == agent && !started:
+			// The agent's own exec (PTRACE_TRACEME): follow its tree
+			// from now on.
+			started = true
+			if err := unix.PtraceSetOptions(pid, traceOptions); err != nil {
+				s.mu.Lock()
+				s.counts.note("dal could not follow the agent's processes (ptrace options: %v): its children get real clock and random values", err)
+				s.mu.Unlock()
+			}
+			s.exec(pid)
+			unix.PtraceCont(pid, 0)
+		case sig == unix.SIGSTOP && (fresh[pid] || !seen[pid]):
+			// A new task's initial stop.
+			delete(fresh, pid)
+			seen[pid] = true
+			unix.PtraceCont(pid, 0)
+		default:
+			seen[pid] = true
+			if groupStop(pid) {
+				// A group stop (SIGSTOP, SIGTSTP...): without
+				// PTRACE_SEIZE it cannot be kept; the task goes on.
+				unix.PtraceCont(pid, 0)
+				continue
+			}
+			unix.PtraceCont(pid, int(sig))
+		}
+	}
+}
+
+// spawned names a new task of parent's: a thread joins its process, a
+// process gets the next child stream.
+func (s *Supervisor) spawned(parent, child int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.lookup(parent)
+	if p == nil {
+		return
+	}
+	if g := tgidOf(child); g == p.tgid {
+		if _, ok := s.threads[child]; !ok {
+			s.threads[child] = p.tgid
+			p.threads++
+		}
+		return
+	}
+	p.spawned++
+	c := s.newProc(child, p.stream+"."+strconv.Itoa(p.spawned))
+	c.parent = p.tgid
+	// A child starts at its parent's time, as a forked process's clock
+	// would; its own reads are its own from there.
+	c.t = p.t
+}
+
+// exiting hands the time of a process that ends to its parent when the
+// parent is waiting for it — every thread of it blocked — as a shell
+// running one command after another is: `date; sleep 2; date` shows two
+// seconds pass. It runs at the exit's first step, before the process's
+// descriptors close, so the parent cannot have seen the end yet. A parent
+// busy meanwhile keeps its own time: when it looks is up to the scheduler.
+func (s *Supervisor) exiting(tid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.procs[tid]
+	if p == nil || p.parent == 0 {
+		return
+	}
+	parent := s.procs[p.parent]
+	if parent == nil || parent.t >= p.t || !idle(parent.tgid) {
+		return
+	}
+	parent.t = p.t
+}
+
+// idle reports whether no thread of process tgid is running.
+func idle(tgid int) bool {
+	dir := "/proc/" + strconv.Itoa(tgid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue // gone
+		}
+		// The state follows the command's closing parenthesis.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false
+		}
+		if st := b[i+2]; st == 'R' {
+			return false
+		}
+	}
+	return true
+}
+
+// exited forgets a task that ended.
+func (s *Supervisor) exited(tid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.threads[tid]
+	if !ok {
+		return
+	}
+	delete(s.threads, tid)
+	if p := s.procs[g]; p != nil {
+		p.threads--
+		if tid == g {
+			delete(s.procs, g)
+		}
+	}
+}
+
+// threadGone forgets a thread that vanished in its process's exec.
+func (s *Supervisor) threadGone(tid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.threads, tid)
+}
+
+// Auxiliary vector entries (linux/auxvec.h).
+const (
+	atNull        = 0
+	atIgnore      = 1
+	atRandom      = 25
+	atSysinfoEhdr = 33
+)
+
+// exec edits the auxiliary vector of pid's new image, stopped before its
+// first instruction.
+func (s *Supervisor) exec(pid int) {
+	s.mu.Lock()
+	p := s.lookup(pid)
+	if p == nil {
+		p = s.newProc(pid, "0.?"+strconv.Itoa(pid))
+	}
+	p.execs++
+	p.threads = 1
+	for tid, g := range s.threads {
+		if g == p.tgid && tid != pid {
+			delete(s.threads, tid)
+		}
+	}
+	s.threads[pid] = p.tgid
+	s.counts.Processes++
+	stream, k := p.stream, p.execs
+	s.mu.Unlock()
+	if err := s.patchAuxv(pid, stream, k); err != nil {
+		s.mu.Lock()
+		s.counts.Unpatched++
+		s.counts.note("dal could not edit a new program's auxiliary vector (%v): its vDSO clock reads are real", err)
+		s.mu.Unlock()
+	}
+}
+
+// patchAuxv hides the vDSO and reseeds AT_RANDOM. The initial stack is
+// argc, argv[], NULL, envp[], NULL, then the (type, value) pairs.
+func (s *Supervisor) patchAuxv(pid int, stream string, k int) error {
+	sp, err := stackPointer(pid)
+	if err != nil {
+		return err
+	}
+	r := &stackReader{pid: pid, addr: sp}
+	argc, err := r.word()
+	if err != nil {
+		return err
+	}
+	if argc > 1<<20 {
+		return fmt.Errorf("implausible argc %d", argc)
+	}
+	if err := r.skip(int(argc) + 1); err != nil {
+		return err
+	}
+	for n := 0; ; n++ {
+		v, err := r.word()
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			break
+		}
+		if n > 1<<20 {
+			return fmt.Errorf("environment without an end")
+		}
+	}
+	hidVDSO := false
+	for n := 0; n < 256; n++ {
+		at := r.addr
+		typ, err := r.word()
+		if err != nil {
+			return err
+		}
+		val, err := r.word()
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case atNull:
+			if !hidVDSO && s.cfg.Clock {
+				s.mu.Lock()
+				s.counts.note("a program ran without a vDSO to hide")
+				s.mu.Unlock()
+			}
+			return nil
+		case atSysinfoEhdr:
+			if s.cfg.Clock {
+				var b [8]byte
+				binary.LittleEndian.PutUint64(b[:], atIgnore)
+				if err := writeMem(pid, at, b[:]); err != nil {
+					return err
+				}
+				hidVDSO = true
+			}
+		case atRandom:
+			if s.cfg.Random && val != 0 {
+				b := seedBytes(s.cfg.Seed, stream+"/at_random."+strconv.Itoa(k), 16)
+				if err := writeMem(pid, val, b); err != nil {
+					return err
+				}
+				s.mu.Lock()
+				s.served("at_random")
+				s.mu.Unlock()
+			}
+		}
+	}
+	return fmt.Errorf("auxiliary vector without an end")
+}
+
+// stackReader reads words off a stopped task's stack.
+type stackReader struct {
+	pid  int
+	addr uint64
+	buf  []byte
+	at   uint64 // address of buf[0]
+}
+
+func (r *stackReader) word() (uint64, error) {
+	if r.addr < r.at || r.addr+8 > r.at+uint64(len(r.buf)) {
+		// Read up to the end of the page after this one.
+		end := (r.addr+8+4095)&^4095 + 4096
+		b := make([]byte, end-r.addr)
+		local := []unix.Iovec{{Base: &b[0]}}
+		local[0].SetLen(len(b))
+		remote := []unix.RemoteIovec{{Base: uintptr(r.addr), Len: len(b)}}
+		n, err := unix.ProcessVMReadv(r.pid, local, remote, 0)
+		if err != nil {
+			return 0, err
+		}
+		if n < 8 {
+			return 0, errShort
+		}
+		r.buf, r.at = b[:n], r.addr
+	}
+	v := binary.LittleEndian.Uint64(r.buf[r.addr-r.at:])
+	r.addr += 8
+	return v, nil
+}
+
+func (r *stackReader) skip(words int) error {
+	r.addr += uint64(words) * 8
+	return nil
+}
+
+// groupStop reports whether pid's stop is a group stop rather than a
+// signal's delivery: PTRACE_GETSIGINFO fails with EINVAL for those.
+func groupStop(pid int) bool {
+	var info [128]byte
+	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&info[0])), 0, 0)
+	return errno == unix.EINVAL
+}
