@@ -123,6 +123,15 @@ func runInit(arg string) int {
 	}
 	gate.Close()
 
+	if w.virt != nil {
+		// Addresses are an input too: bash seeds $RANDOM with a stack
+		// address, runtimes hash and order objects by address. The
+		// agent's tree runs without address-space randomization
+		// (inherited, like setarch -R).
+		if err := noASLR(); err != nil {
+			return fail(err)
+		}
+	}
 	// Under the syscall layer the agent's tree is traced from this
 	// thread: exec, fork and clone stops only (see package sysvirt).
 	attr := &syscall.SysProcAttr{Setsid: true, Ptrace: w.virt != nil}
@@ -234,4 +243,20 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// addrNoRandomize is ADDR_NO_RANDOMIZE (linux/personality.h).
+const addrNoRandomize = 0x0040000
+
+// noASLR turns off address-space randomization for the calling thread
+// and what it forks.
+func noASLR() error {
+	cur, _, errno := unix.RawSyscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("sandbox: read the personality: %v", errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_PERSONALITY, cur|addrNoRandomize, 0, 0); errno != 0 {
+		return fmt.Errorf("sandbox: turn off address-space randomization: %v", errno)
+	}
+	return nil
 }

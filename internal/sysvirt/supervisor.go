@@ -32,8 +32,12 @@ type proc struct {
 	tgid    int
 	parent  int // the thread-group id of the process that started it
 	stream  string
-	spawned int   // children named so far
-	t       int64 // the stream's virtual offset, ns
+	spawned int // children named so far
+	// The stream's virtual offset is base + reads×quantum: base holds
+	// what sleeps, expired waits and waited-for children added, and is
+	// what a child inherits; reads are the process's own.
+	base    int64
+	reads   int64
 	threads int
 	execs   int
 	rng     *seedrng.Stream
@@ -147,12 +151,13 @@ func clockKind(id int32) byte {
 // Callers hold mu.
 func (s *Supervisor) now(p *proc, k byte, tick bool) int64 {
 	if tick {
-		p.t += s.cfg.QuantumNS
+		p.reads++
 	}
+	t := p.base + p.reads*s.cfg.QuantumNS
 	if k == 'r' {
-		return s.cfg.EpochNS + p.t
+		return s.cfg.EpochNS + t
 	}
-	return s.cfg.MonoNS + p.t
+	return s.cfg.MonoNS + t
 }
 
 // realNow reads the real clock of kind k.
@@ -360,7 +365,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
 		return
 	}
 	if p.threads <= 1 {
-		p.t += d
+		p.base += d
 		s.served("sleep")
 		s.mu.Unlock()
 		reply(s.fd, n.ID, 0)

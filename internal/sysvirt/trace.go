@@ -119,9 +119,11 @@ func (s *Supervisor) spawned(parent, child int) {
 	p.spawned++
 	c := s.newProc(child, p.stream+"."+strconv.Itoa(p.spawned))
 	c.parent = p.tgid
-	// A child starts at its parent's time, as a forked process's clock
-	// would; its own reads are its own from there.
-	c.t = p.t
+	// A child starts where its parent's sleeps and waits had brought
+	// it: not its reads, so a child's values never depend on how often its
+	// parent looked at the clock (a shimmed runtime's own bookkeeping
+	// does, and varies).
+	c.base = p.base
 }
 
 // exiting hands the time of a process that ends to its parent when the
@@ -138,10 +140,10 @@ func (s *Supervisor) exiting(tid int) {
 		return
 	}
 	parent := s.procs[p.parent]
-	if parent == nil || parent.t >= p.t || !idle(parent.tgid) {
+	if parent == nil || parent.base >= p.base || !idle(parent.tgid) {
 		return
 	}
-	parent.t = p.t
+	parent.base = p.base
 }
 
 // idle reports whether no thread of process tgid is running.

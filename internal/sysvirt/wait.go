@@ -286,7 +286,7 @@ func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
 		return
 	}
 	s.mu.Lock()
-	p.t += w.timeout
+	p.base += w.timeout
 	if count != "" {
 		s.served(count)
 	}
