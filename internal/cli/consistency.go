@@ -42,7 +42,7 @@ func ConsistencyCommand() *ucli.Command {
 		&ucli.IntFlag{Name: "parallel", Aliases: []string{"p"}, Value: 1, EnvVars: []string{"DAL_PARALLEL"},
 			Usage: "record at most this many runs at once"},
 		&ucli.StringFlag{Name: "strategy", Value: string(consensus.Majority), EnvVars: []string{"DAL_STRATEGY"},
-			Usage: "consensus strategy: majority, weighted, unanimous, threshold or best-of-n"},
+			Usage: "consensus strategy: majority (more than half of the runs), plurality (the most common answer), weighted, unanimous, threshold or best-of-n; a tie is never a decision"},
 		&ucli.Float64Flag{Name: "threshold", Value: consensus.DefaultThreshold, EnvVars: []string{"DAL_THRESHOLD"},
 			Usage: "share of runs the threshold strategy needs, in (0, 1]"},
 		&ucli.StringFlag{Name: "exclude-outliers", Value: "none", EnvVars: []string{"DAL_EXCLUDE_OUTLIERS"},
@@ -53,8 +53,16 @@ func ConsistencyCommand() *ucli.Command {
 			Usage: "shell command that prints a run's quality score, a number in [0, 1]"},
 		&ucli.StringFlag{Name: "score-file", EnvVars: []string{"DAL_SCORE_FILE"},
 			Usage: "a file (relative to the workspace) in which the agent writes its own quality score, a number in [0, 1]; without --score and --score-file an agent that marks iterations is scored by its selected iteration"},
-		&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, Required: true, EnvVars: []string{"DAL_REPORT"},
-			Usage: "directory for the run bundles (runs/NNN), report.json, report.md and report.html; finished runs there are kept"},
+		&ucli.StringFlag{Name: "answer", EnvVars: []string{"DAL_ANSWER"},
+			Usage: "shell command that prints a run's answer, what runs vote on (gets the variables of --verify); default: the run's stdout"},
+		&ucli.StringFlag{Name: "answer-file", EnvVars: []string{"DAL_ANSWER_FILE"},
+			Usage: "a file (relative to the workspace) in which the agent writes its answer, read from the run's bundle"},
+		&ucli.StringFlag{Name: "answer-json", EnvVars: []string{"DAL_ANSWER_JSON"},
+			Usage: "a JSON path ($.final.answer, $.choices[0].text) to the answer in stdout, the --answer-file or the --answer output"},
+		&ucli.StringFlag{Name: "shard", EnvVars: []string{"DAL_SHARD"},
+			Usage: "record only shard K of N (runs K, K+N, K+2N, ...) and write DIR/shard.json; join the shards with consistency merge"},
+		&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, EnvVars: []string{"DAL_REPORT"},
+			Usage: "(required) directory for the run bundles (runs/NNN), report.json, report.md and report.html; finished runs there are kept"},
 		&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, EnvVars: []string{"DAL_WORKSPACE"},
 			Usage: "the directory the agent works in (default: the current directory); runs never change it"},
 		&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
@@ -64,13 +72,15 @@ func ConsistencyCommand() *ucli.Command {
 			Usage: "treat this kept variable as a secret although its name does not say so (repeatable; as for record)"},
 	)
 	return &ucli.Command{
-		Name:      "consistency",
-		Usage:     "run an agent N times, each recorded, and report how consistent the runs are",
-		ArgsUsage: "--runs N --report DIR -- CMD [ARGS...]",
+		Name:        "consistency",
+		Usage:       "run an agent N times, each recorded, and report how consistent the runs are",
+		ArgsUsage:   "--runs N --report DIR -- CMD [ARGS...]",
+		Subcommands: []*ucli.Command{ConsistencyMergeCommand(), ConsistencyCompareCommand()},
 		Description: `Records CMD --runs times as dal-exec record --no-apply does, each run with its own seed, into
 DIR/runs/001, 002, ..., then reports on them in DIR/report.json, report.md and report.html (plots,
 self-contained, renders offline): the consensus of
-the runs' outputs (the SHA-256 of their standard output), the success rate with its Wilson
+the runs' answers (their standard output, or --answer, --answer-file, --answer-json), the tally
+per answer, the success rate with its Wilson
 interval, mean, spread and outliers of durations, tokens and scores, and a reliability score
 (0.6 success rate + 0.2 (1 - CV duration) + 0.2 (1 - CV tokens); High >= 0.8, Medium >= 0.6).
 
@@ -80,14 +90,29 @@ Run i's seed is the first 8 bytes of the dal stream (--seed, "consistency/run/<i
 DAL_RUN_EXIT_CODE set. The agents' output goes to their bundles only; one line per finished run
 goes to stderr. Running again into the same DIR keeps the finished runs and records the rest.
 
-Exits 0 when the runs reach a consensus, 1 when they do not, 2 when dal-exec itself fails.
+majority needs more than half of the runs (failed runs count), plurality the most common
+answer; a tie for the lead is never a decision. A run whose answer cannot be read failed.
+
+--shard K/N records runs K, K+N, ... only (seeds depend on the run index alone) and writes
+DIR/shard.json instead of a report; dal-exec consistency merge --report OUT DIR... checks the
+shards' bundles and writes the report one machine would have written (docs/consistency.md).
+
+Exits 0 when the runs reach a consensus, 1 when they do not, 2 when dal-exec itself fails;
+a shard exits 0 once its runs are recorded.
 
 Examples:
    dal-exec consistency --runs 10 --seed 7 --report eval -- python3 agent.py
    dal-exec consistency --seeds 42,123,456 --strategy unanimous --report eval -- ./agent.sh
-   dal-exec consistency --runs 20 --parallel 4 --timeout 2m --verify 'test -s out.txt' --report eval -- node agent.js`,
+   dal-exec consistency --runs 20 --parallel 4 --timeout 2m --verify 'test -s out.txt' --report eval -- node agent.js
+   dal-exec consistency --runs 9 --answer-json '$.final.answer' --report eval -- python3 agent.py
+   dal-exec consistency --runs 1000 --shard 3/10 --report shard3 -- python3 agent.py`,
 		Flags: flags,
 		Action: func(c *ucli.Context) error {
+			// --report is checked here, not as a required flag: that would
+			// be asked of the merge and compare subcommands too.
+			if c.String("report") == "" {
+				return usageError{Err: fmt.Errorf("consistency needs --report DIR, the directory for the runs and the report: see the examples in dal-exec help consistency")}
+			}
 			spec, err := specFromFlags(c)
 			if err != nil {
 				return err
@@ -111,6 +136,19 @@ Examples:
 			if c.Int("parallel") < 1 {
 				return usageError{Err: fmt.Errorf("parallel %d must be at least 1", c.Int("parallel"))}
 			}
+			answer := consistency.AnswerSource{Command: c.String("answer"), File: c.String("answer-file"), JSON: c.String("answer-json")}
+			if err := answer.Check(); err != nil {
+				return usageError{Err: err}
+			}
+			var shard consistency.Shard
+			if c.IsSet("shard") {
+				if shard, err = consistency.ParseShard(c.String("shard")); err != nil {
+					return usageError{Err: err}
+				}
+				if shard.Count > len(seeds) {
+					return usageError{Err: fmt.Errorf("--shard %s: %d shards for %d runs would leave shards without a run; use at most %d shards", shard, shard.Count, len(seeds), len(seeds))}
+				}
+			}
 			dir := c.String("report")
 			if err := consistency.CheckDir(dir); err != nil {
 				return err
@@ -122,10 +160,15 @@ Examples:
 			o := consistency.Options{Dir: dir, Command: spec.Args, Mode: spec.Mode,
 				Seeds: seeds, Parallel: c.Int("parallel"), Strategy: strategy,
 				Consensus: consensus.Options{Threshold: th, Exclude: consensus.Exclusion{Method: method}},
-				Verify:    c.String("verify"), Score: c.String("score"), ScoreFile: c.String("score-file"), Record: rec, Progress: c.App.ErrWriter}
+				Verify:    c.String("verify"), Score: c.String("score"), ScoreFile: c.String("score-file"),
+				Answer: answer, Shard: shard, Record: rec, Progress: c.App.ErrWriter}
+			total := len(seeds)
+			if shard.Count > 0 {
+				total = (len(seeds) - shard.Index + shard.Count) / shard.Count
+			}
 			var bar *progressBar
 			if isTerminal(c.App.ErrWriter) {
-				bar = newProgressBar(c.App.ErrWriter, "runs", len(seeds))
+				bar = newProgressBar(c.App.ErrWriter, "runs", total)
 				o.Progress, o.OnProgress = bar, bar.Update
 			}
 			// An interrupt stops the evaluation between runs' bundles: the
@@ -140,18 +183,15 @@ Examples:
 				return err
 			}
 			w := c.App.Writer
-			cr := rep.Consensus
-			fmt.Fprintf(w, "consensus: %s (%s, confidence %.2f): %s\n", cr.Verdict, cr.Strategy, cr.Confidence, cr.Reason)
-			sr := rep.Variance.SuccessRate
-			if iv := sr.ConfidenceInterval; iv != nil {
-				fmt.Fprintf(w, "success rate: %.3f (%d/%d), %.0f%% interval [%.3f, %.3f]\n", sr.Value, sr.Successes, sr.N, iv.Level*100, iv.Lower, iv.Upper)
+			if shard.Count > 0 {
+				fmt.Fprintf(w, "shard %s: %d runs recorded in %s; merge all %d shards with: dal-exec consistency merge --report OUT DIR...\n",
+					shard, total, dir, shard.Count)
+				return nil
 			}
-			if rel := rep.Reliability; rel != nil {
-				fmt.Fprintf(w, "reliability: %.3f %s\n", rel.Score, rel.Label)
-			}
+			fmt.Fprint(w, rep.Summary())
 			fmt.Fprintf(w, "report: %s, %s, %s\n", dir+"/report.json", dir+"/report.md", dir+"/report.html")
-			if cr.Verdict != consensus.VerdictDecided {
-				return exitError{1}
+			if code := rep.ExitCode(); code != 0 {
+				return exitError{code}
 			}
 			return nil
 		},

@@ -18,14 +18,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/seedrng"
 )
 
-// SchemaVersion is report.json's format version.
-const SchemaVersion = 1
+// SchemaVersion is report.json's format version: 2 since runs vote on
+// their answer (answer, answer_hash, the tally per answer).
+const SchemaVersion = 2
 
 // RunSpec is one run to record.
 type RunSpec struct {
@@ -57,7 +59,12 @@ type Options struct {
 	// the run's bundle. Without Score and ScoreFile, a run whose agent
 	// marked iterations is scored by its selected iteration.
 	ScoreFile string
-	Record    Recorder
+	// Answer is what runs vote on (the zero value: stdout).
+	Answer AnswerSource
+	// Shard, when set, records only its share of the runs and writes
+	// shard.json instead of a report (see Shard).
+	Shard  Shard
+	Record Recorder
 	// Progress gets one line per finished run (nil: none).
 	Progress io.Writer
 	// OnProgress, when set, is called after each finished run with the
@@ -115,7 +122,14 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 
-	n := len(o.Seeds)
+	if err := o.Shard.check(len(o.Seeds)); err != nil {
+		return nil, err
+	}
+	if err := o.Answer.Check(); err != nil {
+		return nil, err
+	}
+	indices := o.Shard.indices(len(o.Seeds))
+	n := len(indices)
 	results := make([]RunReport, n)
 	warnings := make([][]string, n)
 	parent := ctx
@@ -129,7 +143,7 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 	)
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
-	for i := range n {
+	for k, i := range indices {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -138,10 +152,10 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 			break
 		}
 		wg.Add(1)
-		go func(i int) {
+		go func(k, i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rr, warn, kept, err := o.one(ctx, i+1, o.Seeds[i])
+			rr, warn, kept, err := o.one(ctx, i, o.Seeds[i-1])
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -151,7 +165,7 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 				}
 				return
 			}
-			results[i], warnings[i] = rr, warn
+			results[k], warnings[k] = rr, warn
 			done++
 			if !rr.Success {
 				failed++
@@ -165,7 +179,7 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 			if o.OnProgress != nil {
 				o.OnProgress(done, failed, n)
 			}
-		}(i)
+		}(k, i)
 	}
 	wg.Wait()
 	if err := parent.Err(); err != nil {
@@ -176,6 +190,9 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("evaluation interrupted after %d of %d runs (finished runs are kept; run again to resume): %w", done, n, err)
+	}
+	if o.Shard.Count > 0 {
+		return nil, o.writeShard(results, warnings)
 	}
 	rep := analyse(o, results, slices.Concat(warnings...))
 	if err := rep.Write(o.Dir); err != nil {
@@ -227,13 +244,16 @@ func (o *Options) one(ctx context.Context, i int, seed uint64) (RunReport, []str
 		if len(o.Command) > 0 && !slices.Equal(b.env.Command, o.Command) {
 			return RunReport{}, nil, false, fmt.Errorf("run %d's kept bundle %s was recorded for command %q, not %q: use another --report directory", i, path, b.env.Command, o.Command)
 		}
+		if o.Mode != "" && b.env.Mode != "" && b.env.Mode != o.Mode {
+			return RunReport{}, nil, false, fmt.Errorf("run %d's kept bundle %s was recorded in %s mode, not %s: use another --report directory", i, path, b.env.Mode, o.Mode)
+		}
 	}
 	rel, err := filepath.Rel(o.Dir, path)
 	if err != nil {
 		rel = path
 	}
-	rr := RunReport{Index: i, Seed: seed, Bundle: rel, ExitCode: b.env.ExitCode, TimedOut: b.env.TimedOut,
-		DurationMS: b.durationMS, Tokens: b.tokens, OutputHash: b.outputHash, Success: b.env.ExitCode == 0}
+	rr := RunReport{Index: i, Seed: seed, Bundle: filepath.ToSlash(rel), ExitCode: b.env.ExitCode, TimedOut: b.env.TimedOut,
+		DurationMS: b.durationMS, Tokens: b.tokens, OutputHash: b.outputHash, Success: b.env.ExitCode == 0, StartedAt: b.env.StartedAt}
 	var warn []string
 	env := []string{"DAL_RUN_INDEX=" + strconv.Itoa(i), "DAL_RUN_SEED=" + strconv.FormatUint(seed, 10),
 		"DAL_RUN_BUNDLE=" + path, "DAL_RUN_EXIT_CODE=" + strconv.Itoa(b.env.ExitCode)}
@@ -272,6 +292,18 @@ func (o *Options) one(ctx context.Context, i int, seed uint64) (RunReport, []str
 		}
 	} else if s, ok := iterationScore(path); ok {
 		rr.Score = &s
+	}
+	if rr.Success {
+		a, err := o.answerOf(ctx, path, env)
+		if ctx.Err() != nil {
+			return RunReport{}, nil, false, ctx.Err()
+		}
+		if err != nil {
+			rr.Success = false
+			warn = append(warn, fmt.Sprintf("run %d failed: it has no answer: %v", i, err))
+		} else {
+			rr.Answer, rr.AnswerHash = shorten(a.text, answerShown), a.hash
+		}
 	}
 	return rr, warn, kept, nil
 }
@@ -338,10 +370,13 @@ func parseScore(what string, out []byte, runErr error) (float64, error) {
 }
 
 type bundleEnv struct {
-	Command  []string `json:"command"`
-	Seed     uint64   `json:"seed"`
-	ExitCode int      `json:"exit_code"`
-	TimedOut bool     `json:"timed_out"`
+	Command    []string  `json:"command"`
+	Mode       string    `json:"mode"`
+	Seed       uint64    `json:"seed"`
+	ExitCode   int       `json:"exit_code"`
+	TimedOut   bool      `json:"timed_out"`
+	StartedAt  time.Time `json:"started_at"`
+	DalVersion string    `json:"dal_version"`
 }
 
 type bundleFacts struct {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
+	"github.com/dal-runtime/dal/internal/golden"
 	"github.com/dal-runtime/dal/seedrng"
 )
 
@@ -111,7 +112,7 @@ func TestEvaluate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := json.Unmarshal(data, &back); err != nil || back.SchemaVersion != 1 || len(back.IndividualRuns) != 4 {
+			if err := json.Unmarshal(data, &back); err != nil || back.SchemaVersion != SchemaVersion || len(back.IndividualRuns) != 4 {
 				t.Fatalf("report.json does not read back (%v): %s", err, data)
 			}
 			md, err := os.ReadFile(filepath.Join(o.Dir, "report.md"))
@@ -267,5 +268,49 @@ func TestAllDifferentIsNoMajority(t *testing.T) {
 	}
 	if rep.Consensus.Verdict == consensus.VerdictDecided || rep.Consensus.Decision != "" {
 		t.Fatalf("five different outputs: verdict %s, decision %q (%s)", rep.Consensus.Verdict, rep.Consensus.Decision, rep.Consensus.Reason)
+	}
+}
+
+// TestVerdictGoldens pins what a user sees (terminal summary, exit code,
+// report.md) for the evaluations a CI gate must not pass: runs that agree
+// on nothing, a tie, every run failed; and one that must pass.
+func TestVerdictGoldens(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		strategy consensus.Strategy
+		n        int
+		agent    fakeAgent
+		exit     int
+	}{
+		{"all-different", consensus.Majority, 5, func(i int, _ uint64) (int, string, int64, int64) {
+			return 0, fmt.Sprintf("answer %d\n", i), 100 + int64(i), 10
+		}, 1},
+		{"tie", consensus.Plurality, 4, func(i int, _ uint64) (int, string, int64, int64) {
+			return 0, []string{"", "A\n", "B\n", "B\n", "A\n"}[i], 100, 10
+		}, 1},
+		{"all-failed", consensus.Majority, 3, func(i int, _ uint64) (int, string, int64, int64) { return 1, "", 50 * int64(i), 0 }, 1},
+		{"majority", consensus.Majority, 5, func(i int, _ uint64) (int, string, int64, int64) {
+			return []int{0, 0, 0, 1, 0, 0}[i], []string{"", "42\n", "42\n", "", "41\n", " 42 \n"}[i], 100 * int64(i), 10 * int64(i)
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := options(t, tc.n, tc.agent)
+			o.Strategy = tc.strategy
+			rep, err := Evaluate(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.ExitCode() != tc.exit {
+				t.Errorf("exit code %d, want %d (%s)", rep.ExitCode(), tc.exit, rep.Consensus.Reason)
+			}
+			md, err := os.ReadFile(filepath.Join(o.Dir, "report.md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fmt.Sprintf("$ dal-exec consistency --strategy %s ...\n%sexit %d\n\n--- report.md\n%s", tc.strategy, rep.Summary(), rep.ExitCode(), md)
+			golden.Check(t, filepath.Join("testdata", "verdict-"+tc.name+".golden"), []byte(got))
+		})
 	}
 }

@@ -62,8 +62,14 @@ type runRow struct {
 	Seed                            uint64
 	Success                         bool
 	Exit                            int
-	Score, Duration, Tokens, Output string
-	Outlier                         string
+	Score, Duration, Tokens, Answer string
+	Hash, Outlier                   string
+}
+
+type tallyRow struct {
+	Answer, Hash, Weight string
+	Runs, First          int
+	Decided              bool
 }
 
 type pageView struct {
@@ -71,6 +77,9 @@ type pageView struct {
 	Runs                              int
 	Strategy, Verdict, VerdictClass   string
 	Decision, Reason, Confidence      string
+	Answer, AnswerSource              string
+	Tally                             []tallyRow
+	MoreAnswers, Failed               int
 	Unanimous                         bool
 	Notes                             []string
 	Reliability, ReliabilityLabel     string
@@ -84,10 +93,28 @@ type pageView struct {
 // HTML renders the report as one self-contained page (inline CSS and SVG, no
 // script, nothing fetched), stamped with generated.
 func (r *Report) HTML(generated time.Time) ([]byte, error) {
-	v := pageView{Command: strings.Join(r.Command, " "), Mode: r.Mode, Runs: r.Runs,
-		Date: generated.UTC().Format("2006-01-02 15:04 UTC")}
+	v := pageView{Command: strings.Join(r.Command, " "), Mode: r.Mode, Runs: r.Runs, AnswerSource: r.AnswerSource}
+	if !generated.IsZero() {
+		v.Date = generated.UTC().Format("2006-01-02 15:04 UTC")
+	}
 	c := r.Consensus
-	v.Strategy, v.Verdict, v.Decision, v.Reason, v.Notes = string(c.Strategy), strings.ReplaceAll(string(c.Verdict), "_", " "), c.Decision, c.Reason, c.Notes
+	v.Strategy, v.Verdict, v.Reason, v.Notes = string(c.Strategy), strings.ReplaceAll(string(c.Verdict), "_", " "), c.Reason, c.Notes
+	if c.Decision != "" {
+		v.Decision, v.Answer = shortHash(c.Decision), shorten(c.Answer, 120)
+	}
+	for k, t := range c.Tally {
+		if k == tallyShown {
+			v.MoreAnswers = len(c.Tally) - k
+			break
+		}
+		v.Tally = append(v.Tally, tallyRow{Answer: shorten(t.Answer, 80), Hash: shortHash(t.AnswerHash), Runs: t.Runs,
+			Weight: fmt.Sprintf("%.4g", t.Weight), First: t.FirstRun, Decided: t.AnswerHash == c.Decision})
+	}
+	for _, run := range r.IndividualRuns {
+		if !run.Success {
+			v.Failed++
+		}
+	}
 	v.Confidence, v.Unanimous = fmt.Sprintf("%.0f%%", 100*c.Confidence), c.Unanimous
 	v.VerdictClass = "bad"
 	if c.Verdict == consensus.VerdictDecided {
@@ -148,10 +175,6 @@ func (r *Report) HTML(generated time.Time) ([]byte, error) {
 	})
 
 	for _, run := range r.IndividualRuns {
-		out := strings.TrimPrefix(run.OutputHash, "sha256:")
-		if len(out) > 12 {
-			out = out[:12]
-		}
 		var flags []string
 		for _, o := range []struct {
 			name string
@@ -163,7 +186,8 @@ func (r *Report) HTML(generated time.Time) ([]byte, error) {
 		}
 		v.Rows = append(v.Rows, runRow{Index: run.Index, Seed: run.Seed, Success: run.Success, Exit: run.ExitCode,
 			Score: num(run.Score, "%.3f"), Duration: strconv.FormatInt(run.DurationMS, 10),
-			Tokens: strconv.FormatInt(run.Tokens, 10), Output: out, Outlier: strings.Join(flags, ", ")})
+			Tokens: strconv.FormatInt(run.Tokens, 10), Answer: shorten(run.Answer, 40), Hash: shortHash(run.AnswerHash),
+			Outlier: strings.Join(flags, ", ")})
 	}
 	v.Warnings = r.Warnings
 
@@ -464,7 +488,8 @@ var pageTemplate = template.Must(template.New("report.html").Funcs(template.Func
 <style>
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2733;background:#f5f7fa;margin:0}
 main{max-width:1120px;margin:0 auto;padding:20px 24px 40px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:15px;margin:0 0 6px}
+h1{font-size:22px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:15px;margin:0 0 6px}
+h2.section{margin:20px 0 0}
 code{font:13px ui-monospace,SFMono-Regular,Menlo,monospace;background:#e8edf3;padding:1px 5px;border-radius:4px}
 .meta{color:#56657a;margin:0 0 16px}
 .cards{display:grid;grid-template-columns:repeat(3,1fr);gap:14px;margin-bottom:16px}
@@ -486,23 +511,38 @@ svg .meanlabel{fill:#1f3b63;font-weight:600}
 .outlier{fill:none;stroke:#f28c00;stroke-width:2.5}
 .interval{fill:#7fb0e6}.point{fill:#1f3b63}
 .hist{fill:#6c5fc7}
-table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #dde3ea;border-radius:10px;margin-top:16px;font-size:13px}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #dde3ea;border-radius:10px;margin-top:10px;font-size:13px}
 th,td{padding:5px 10px;border-bottom:1px solid #eef1f5;text-align:right}th{background:#f0f3f7}
 td.l,th.l{text-align:left}
 .pill{display:inline-block;padding:0 8px;border-radius:9px;color:#fff;font-size:12px}
 .pill.ok{background:#2e9d5b}.pill.fail{background:#d64545}
 .warn{background:#fff7e6;border:1px solid #f2d49b;border-radius:10px;padding:8px 16px;margin-top:16px}
+.answer{font-size:15px;overflow-wrap:anywhere}
+#tally td.l code,#runs td.l code{overflow-wrap:anywhere}
+tr.decided td{background:#eef8f1}
+@media (max-width:900px){.cards{grid-template-columns:1fr 1fr}.plots{grid-template-columns:1fr}}
+@media (max-width:640px){
+main{padding:12px 10px 28px}
+.cards{grid-template-columns:1fr}
+table,thead,tbody,tr,td{display:block;width:auto}
+table{border:0;background:none}
+tr.head{display:none}
+tr{background:#fff;border:1px solid #dde3ea;border-radius:10px;margin-bottom:8px;padding:4px 0}
+td,td.l{text-align:right;border:0;padding:2px 12px;overflow-wrap:anywhere}
+td::before{content:attr(data-label);float:left;color:#56657a;padding-right:12px}
+}
 </style>
 </head>
 <body>
 <main>
 <h1>Consistency of <code>{{.Command}}</code></h1>
-<p class="meta">{{.Runs}} run{{if ne .Runs 1}}s{{end}}{{if .Mode}} in {{.Mode}} mode{{end}} · {{.Date}}</p>
+<p class="meta">{{.Runs}} run{{if ne .Runs 1}}s{{end}}{{if .Mode}} in {{.Mode}} mode{{end}}{{if .Date}} · last run started {{.Date}}{{end}}</p>
 <section class="cards">
 <div class="card {{.VerdictClass}}" id="consensus"><h2>Consensus ({{.Strategy}})</h2>
 <p class="big">{{.Verdict}}</p>
 <p>confidence <b>{{.Confidence}}</b>{{if .Unanimous}} · unanimous{{end}}</p>
-<p class="small">{{.Reason}}</p>{{if .Decision}}<p class="small">decision <code>{{.Decision}}</code></p>{{end}}{{range .Notes}}
+{{if .Decision}}<p class="answer">answer <code>{{.Answer}}</code></p><p class="small">hash <code>{{.Decision}}</code></p>{{end}}
+<p class="small">{{.Reason}}</p>{{range .Notes}}
 <p class="small">{{.}}</p>{{end}}</div>
 <div class="card {{.ReliabilityClass}}" id="reliability"><h2>Reliability</h2>
 <p class="big">{{.Reliability}} <span>{{.ReliabilityLabel}}</span></p>
@@ -523,9 +563,16 @@ td.l,th.l{text-align:left}
 </svg>
 <figcaption class="small">{{.Caption}}</figcaption>{{end}}</figure>{{end}}
 </section>
+<h2 class="section">Answers ({{.AnswerSource}})</h2>
+<table id="tally">
+<tr class="head"><th class="l">answer</th><th>runs</th><th>weight</th><th class="l">hash</th><th>first run</th></tr>{{range .Tally}}
+<tr{{if .Decided}} class="decided"{{end}}><td class="l" data-label="answer"><code>{{.Answer}}</code></td><td data-label="runs">{{.Runs}}</td><td data-label="weight">{{.Weight}}</td><td class="l" data-label="hash"><code>{{.Hash}}</code></td><td data-label="first run">{{.First}}</td></tr>{{end}}{{if .MoreAnswers}}
+<tr><td class="l" data-label="answer">… {{.MoreAnswers}} more answers</td><td></td><td></td><td></td><td></td></tr>{{end}}{{if .Failed}}
+<tr><td class="l" data-label="answer">failed</td><td data-label="runs">{{.Failed}}</td><td></td><td></td><td></td></tr>{{end}}
+</table>
 <table id="runs">
-<tr><th>run</th><th class="l">seed</th><th class="l">result</th><th>exit</th><th>score</th><th>duration (ms)</th><th>tokens</th><th class="l">output</th><th class="l">outlier in</th></tr>{{range .Rows}}
-<tr><td>{{.Index}}</td><td class="l">{{.Seed}}</td><td class="l">{{if .Success}}<span class="pill ok">ok</span>{{else}}<span class="pill fail">failed</span>{{end}}</td><td>{{.Exit}}</td><td>{{.Score}}</td><td>{{.Duration}}</td><td>{{.Tokens}}</td><td class="l"><code>{{.Output}}</code></td><td class="l">{{.Outlier}}</td></tr>{{end}}
+<tr class="head"><th>run</th><th class="l">seed</th><th class="l">result</th><th>exit</th><th>score</th><th>duration (ms)</th><th>tokens</th><th class="l">answer</th><th class="l">outlier in</th></tr>{{range .Rows}}
+<tr><td data-label="run">{{.Index}}</td><td class="l" data-label="seed">{{.Seed}}</td><td class="l" data-label="result">{{if .Success}}<span class="pill ok">ok</span>{{else}}<span class="pill fail">failed</span>{{end}}</td><td data-label="exit">{{.Exit}}</td><td data-label="score">{{.Score}}</td><td data-label="duration (ms)">{{.Duration}}</td><td data-label="tokens">{{.Tokens}}</td><td class="l" data-label="answer">{{if .Hash}}<code>{{.Answer}}</code> <code>{{.Hash}}</code>{{else}}–{{end}}</td><td class="l" data-label="outlier in">{{.Outlier}}</td></tr>{{end}}
 </table>{{if .Warnings}}
 <div class="warn"><h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul></div>{{end}}
 </main>

@@ -71,7 +71,7 @@ func runsFor(n int, f func(i int) RunReport) []RunReport {
 	var runs []RunReport
 	for i := 1; i <= n; i++ {
 		r := f(i)
-		r.Index, r.Seed, r.OutputHash = i, uint64(100+i), "sha256:abc"
+		r.Index, r.Seed, r.OutputHash, r.AnswerHash, r.Answer = i, uint64(100+i), "sha256:abc", "sha256:abc", "42"
 		runs = append(runs, r)
 	}
 	return runs

@@ -15,11 +15,13 @@ import (
 
 // Report is report.json.
 type Report struct {
-	SchemaVersion  int              `json:"schema_version"`
-	Command        []string         `json:"command"`
-	Mode           string           `json:"mode,omitempty"`
-	Runs           int              `json:"runs"`
-	Seeds          []uint64         `json:"seeds"`
+	SchemaVersion int      `json:"schema_version"`
+	Command       []string `json:"command"`
+	Mode          string   `json:"mode,omitempty"`
+	Runs          int      `json:"runs"`
+	Seeds         []uint64 `json:"seeds"`
+	// AnswerSource says what the runs voted on (AnswerSource.String).
+	AnswerSource   string           `json:"answer_source"`
 	Consensus      ConsensusReport  `json:"consensus"`
 	Variance       Variance         `json:"variance"`
 	Reliability    *ReliabilityInfo `json:"reliability"`
@@ -29,18 +31,31 @@ type Report struct {
 
 // ConsensusReport is the consensus decision.
 type ConsensusReport struct {
-	Strategy   consensus.Strategy `json:"strategy"`
-	Verdict    consensus.Verdict  `json:"verdict"`
-	Decision   string             `json:"decision"`
-	Confidence float64            `json:"confidence"`
-	Reason     string             `json:"reason"`
+	Strategy consensus.Strategy `json:"strategy"`
+	Verdict  consensus.Verdict  `json:"verdict"`
+	// Decision is the decided answer's hash ("" without a decision);
+	// Answer its text, shortened.
+	Decision   string  `json:"decision"`
+	Answer     string  `json:"answer,omitempty"`
+	Confidence float64 `json:"confidence"`
+	Reason     string  `json:"reason"`
 	// Unanimous: every run succeeded with the same output, whatever the
 	// strategy.
-	Unanimous bool              `json:"unanimous"`
-	Excluded  []int             `json:"excluded"`
-	Tally     []consensus.Tally `json:"tally"`
-	BestRun   *int              `json:"best_run,omitempty"`
-	Notes     []string          `json:"notes,omitempty"`
+	Unanimous bool          `json:"unanimous"`
+	Excluded  []int         `json:"excluded"`
+	Tally     []AnswerTally `json:"tally"`
+	BestRun   *int          `json:"best_run,omitempty"`
+	Notes     []string      `json:"notes,omitempty"`
+}
+
+// AnswerTally is the support of one answer among the counted successful
+// runs, strongest first.
+type AnswerTally struct {
+	Answer     string  `json:"answer"` // shortened
+	AnswerHash string  `json:"answer_hash"`
+	Runs       int     `json:"runs"`
+	Weight     float64 `json:"weight"`
+	FirstRun   int     `json:"first_run"`
 }
 
 // Variance holds the spread of the runs.
@@ -95,7 +110,15 @@ type RunReport struct {
 	Score      *float64 `json:"score"`
 	DurationMS int64    `json:"duration_ms"`
 	Tokens     int64    `json:"tokens"`
-	OutputHash string   `json:"output_hash"`
+	// OutputHash is the SHA-256 of the run's whole stdout.
+	OutputHash string `json:"output_hash"`
+	// Answer is what the run answered, shortened; AnswerHash the SHA-256
+	// of the whole answer, which is what runs vote on. Both are empty for
+	// a failed run.
+	Answer     string `json:"answer"`
+	AnswerHash string `json:"answer_hash,omitempty"`
+	// StartedAt is when the run was recorded (its bundle's env.json).
+	StartedAt time.Time `json:"started_at,omitzero"`
 }
 
 func fin(x float64) *float64 {
@@ -168,7 +191,7 @@ func describe(xs []float64, idx []int, level float64) *Metric {
 // analyse builds the report from the runs, in index order.
 func analyse(o Options, runs []RunReport, warnings []string) *Report {
 	rep := &Report{SchemaVersion: SchemaVersion, Command: o.Command, Mode: o.Mode, Runs: len(runs),
-		Seeds: o.Seeds, IndividualRuns: runs, Warnings: warnings}
+		Seeds: o.Seeds, AnswerSource: o.Answer.String(), IndividualRuns: runs, Warnings: warnings}
 	var (
 		dur, tok, score []float64
 		all, scored     []int
@@ -177,6 +200,7 @@ func analyse(o Options, runs []RunReport, warnings []string) *Report {
 		firstOut        string
 		unanimous       = len(runs) > 0
 		durCV, tokCV    float64
+		answers         = map[string]string{} // hash -> shortened text
 	)
 	for _, r := range runs {
 		dur = append(dur, float64(r.DurationMS))
@@ -189,19 +213,28 @@ func analyse(o Options, runs []RunReport, warnings []string) *Report {
 		if r.Success {
 			successes++
 		}
-		if !r.Success || (firstOut != "" && r.OutputHash != firstOut) {
+		if !r.Success || (firstOut != "" && r.AnswerHash != firstOut) {
 			unanimous = false
 		}
 		if firstOut == "" {
-			firstOut = r.OutputHash
+			firstOut = r.AnswerHash
+		}
+		if r.Success {
+			if _, ok := answers[r.AnswerHash]; !ok {
+				answers[r.AnswerHash] = r.Answer
+			}
 		}
 		cruns = append(cruns, consensus.Run{Index: r.Index, Seed: r.Seed, Success: r.Success, Score: r.Score,
-			Output: r.OutputHash, DurationMS: r.DurationMS, Tokens: r.Tokens})
+			Output: r.AnswerHash, DurationMS: r.DurationMS, Tokens: r.Tokens})
 	}
 	res, err := consensus.Decide(o.Strategy, cruns, o.Consensus)
 	rep.Consensus = ConsensusReport{Strategy: o.Strategy, Verdict: res.Verdict, Decision: res.Decision,
-		Confidence: res.Confidence, Reason: res.Reason, Unanimous: unanimous, Excluded: res.Excluded,
-		Tally: res.Tally, BestRun: res.BestRun, Notes: res.Notes}
+		Answer: answers[res.Decision], Confidence: res.Confidence, Reason: res.Reason, Unanimous: unanimous,
+		Excluded: res.Excluded, Tally: []AnswerTally{}, BestRun: res.BestRun, Notes: res.Notes}
+	for _, t := range res.Tally {
+		rep.Consensus.Tally = append(rep.Consensus.Tally, AnswerTally{Answer: answers[t.Output], AnswerHash: t.Output,
+			Runs: t.Runs, Weight: t.Weight, FirstRun: t.First})
+	}
 	if rep.Consensus.Excluded == nil {
 		rep.Consensus.Excluded = []int{}
 	}
@@ -257,11 +290,24 @@ func (r *Report) Write(dir string) error {
 	if err := writeAtomic(filepath.Join(dir, "report.md"), []byte(r.Markdown())); err != nil {
 		return err
 	}
-	page, err := r.HTML(time.Now())
+	page, err := r.HTML(r.lastStart())
 	if err != nil {
 		return err
 	}
 	return writeAtomic(filepath.Join(dir, "report.html"), page)
+}
+
+// lastStart is when the last run started: the date report.html shows, so
+// that the report depends only on the runs (a merge of shards writes the
+// same bytes as one machine). Zero when no run says.
+func (r *Report) lastStart() time.Time {
+	var t time.Time
+	for _, run := range r.IndividualRuns {
+		if run.StartedAt.After(t) {
+			t = run.StartedAt
+		}
+	}
+	return t
 }
 
 func writeAtomic(path string, data []byte) error {
@@ -298,10 +344,25 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "| strategy | verdict | confidence | unanimous |\n|---|---|---|---|\n| %s | %s | %.3f | %t |\n\n", c.Strategy, c.Verdict, c.Confidence, c.Unanimous)
 	fmt.Fprintf(&b, "%s\n\n", c.Reason)
 	if c.Decision != "" {
-		fmt.Fprintf(&b, "Decision: `%s`\n\n", c.Decision)
+		fmt.Fprintf(&b, "Answer: %s (`%s`)\n\n", mdCode(shorten(c.Answer, 80)), shortHash(c.Decision))
 	}
 	for _, n := range c.Notes {
 		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	if len(c.Notes) > 0 {
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "Runs voted on %s.\n\n", r.AnswerSource)
+	if len(c.Tally) > 0 {
+		b.WriteString("| answer | runs | weight | hash | first run |\n|---|---|---|---|---|\n")
+		for k, t := range c.Tally {
+			if k == tallyShown {
+				fmt.Fprintf(&b, "| … %d more answers | | | | |\n", len(c.Tally)-k)
+				break
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.4g | `%s` | %d |\n", mdCode(shorten(t.Answer, 60)), t.Runs, t.Weight, shortHash(t.AnswerHash), t.FirstRun)
+		}
+		b.WriteString("\n")
 	}
 	sr := r.Variance.SuccessRate
 	b.WriteString("## Variance\n\n")
@@ -330,14 +391,14 @@ func (r *Report) Markdown() string {
 	} else {
 		b.WriteString("not available\n\n")
 	}
-	b.WriteString("## Runs\n\n| run | seed | success | exit | score | duration (ms) | tokens | output |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("## Runs\n\n| run | seed | success | exit | score | duration (ms) | tokens | answer |\n|---|---|---|---|---|---|---|---|\n")
 	for _, run := range r.IndividualRuns {
-		out := strings.TrimPrefix(run.OutputHash, "sha256:")
-		if len(out) > 12 {
-			out = out[:12]
+		ans := "–"
+		if run.AnswerHash != "" {
+			ans = fmt.Sprintf("%s `%s`", mdCode(shorten(run.Answer, 40)), shortHash(run.AnswerHash))
 		}
-		fmt.Fprintf(&b, "| %d | %d | %t | %d | %s | %d | %d | `%s` |\n", run.Index, run.Seed, run.Success, run.ExitCode,
-			num(run.Score, "%.3f"), run.DurationMS, run.Tokens, out)
+		fmt.Fprintf(&b, "| %d | %d | %t | %d | %s | %d | %d | %s |\n", run.Index, run.Seed, run.Success, run.ExitCode,
+			num(run.Score, "%.3f"), run.DurationMS, run.Tokens, ans)
 	}
 	if len(r.Warnings) > 0 {
 		b.WriteString("\n## Warnings\n\n")
@@ -346,4 +407,72 @@ func (r *Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// tallyShown is how many answers a tally lists before "N more".
+const tallyShown = 10
+
+// mdCode shows s as Markdown code that a | or ` in it cannot break.
+func mdCode(s string) string {
+	if s == "" {
+		return "(empty)"
+	}
+	s = strings.ReplaceAll(s, "|", "\\|")
+	fence := "`"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		return fence + " " + s + " " + fence
+	}
+	return fence + s + fence
+}
+
+// Summary is what dal-exec consistency prints on the terminal: the
+// verdict, the decided answer and the tally, success rate and
+// reliability.
+func (r *Report) Summary() string {
+	var b strings.Builder
+	c := r.Consensus
+	fmt.Fprintf(&b, "consensus: %s (%s, confidence %.2f): %s\n", c.Verdict, c.Strategy, c.Confidence, c.Reason)
+	if c.Decision != "" {
+		fmt.Fprintf(&b, "answer: %q (%s)\n", shorten(c.Answer, 60), shortHash(c.Decision))
+	}
+	failed := 0
+	for _, run := range r.IndividualRuns {
+		if !run.Success {
+			failed++
+		}
+	}
+	if len(c.Tally) > 0 || failed > 0 {
+		fmt.Fprintf(&b, "tally (%s):\n", r.AnswerSource)
+		for k, t := range c.Tally {
+			if k == 5 {
+				fmt.Fprintf(&b, "  … %d more answers\n", len(c.Tally)-k)
+				break
+			}
+			fmt.Fprintf(&b, "  %4d  %q (%s)\n", t.Runs, shorten(t.Answer, 60), shortHash(t.AnswerHash))
+		}
+		if failed > 0 {
+			fmt.Fprintf(&b, "  %4d  failed\n", failed)
+		}
+	}
+	sr := r.Variance.SuccessRate
+	if iv := sr.ConfidenceInterval; iv != nil {
+		fmt.Fprintf(&b, "success rate: %.3f (%d/%d), %.0f%% interval [%.3f, %.3f]\n", sr.Value, sr.Successes, sr.N, iv.Level*100, iv.Lower, iv.Upper)
+	}
+	if rel := r.Reliability; rel != nil {
+		fmt.Fprintf(&b, "reliability: %.3f %s\n", rel.Score, rel.Label)
+	}
+	return b.String()
+}
+
+// ExitCode is dal-exec consistency's exit status for the report: 0 when
+// the runs decided, 1 when they did not (2, dal's own failure, never comes
+// from a report).
+func (r *Report) ExitCode() int {
+	if r.Consensus.Verdict == consensus.VerdictDecided {
+		return 0
+	}
+	return 1
 }

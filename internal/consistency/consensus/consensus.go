@@ -60,7 +60,7 @@ type Verdict string
 const (
 	VerdictDecided     Verdict = "decided"      // Decision holds the agreed output
 	VerdictNoConsensus Verdict = "no_consensus" // the strategy's bar was not met
-	VerdictFailed      Verdict = "failed"       // failure outnumbers or outweighs every output
+	VerdictFailed      Verdict = "failed"       // failure outnumbers or outweighs every answer
 	VerdictNoRuns      Verdict = "no_runs"      // nothing to decide on
 )
 
@@ -83,7 +83,7 @@ var (
 // exclusion.
 type Options struct {
 	// Threshold is the share of counted runs the threshold strategy's
-	// leading output must reach, in (0, 1]; 0 means DefaultThreshold.
+	// leading answer must reach, in (0, 1]; 0 means DefaultThreshold.
 	Threshold float64
 	// Exclude configures outlier exclusion before voting.
 	Exclude Exclusion
@@ -251,7 +251,7 @@ func tally(runs []Run, weighted bool) ([]Tally, error) {
 
 func tied(a, b float64) bool { return math.Abs(a-b) <= tieEpsilon }
 
-// rule is what a voting strategy asks of the leading output.
+// rule is what a voting strategy asks of the leading answer.
 type rule struct {
 	weighted  bool    // weigh runs by score
 	majority  bool    // the leader needs more than half of the counted runs
@@ -292,33 +292,33 @@ func vote(res *Result, runs []Run, rl rule) error {
 	switch {
 	case total == 0:
 		res.Verdict = VerdictNoConsensus
-		res.Reason = "every counted run scored 0, so no output carries any weight"
+		res.Reason = "every counted run scored 0, so no answer carries any weight"
 		return nil
 	case failWeight > lead.Weight && !tied(failWeight, lead.Weight):
 		res.Verdict = VerdictFailed
-		res.Reason = fmt.Sprintf("failure outweighs every output: %d of %d runs failed, the leading output has %s", res.Failed, res.Runs, share)
+		res.Reason = fmt.Sprintf("failure outweighs every answer: %d of %d runs failed, the leading answer has %s", res.Failed, res.Runs, share)
 		return nil
 	case tied(failWeight, lead.Weight):
 		res.Verdict = VerdictNoConsensus
-		res.Reason = fmt.Sprintf("as much support for failure (%d of %d runs failed) as for the leading output (%s)", res.Failed, res.Runs, share)
+		res.Reason = fmt.Sprintf("as much support for failure (%d of %d runs failed) as for the leading answer (%s)", res.Failed, res.Runs, share)
 		return nil
 	}
 	switch {
 	case len(res.Tied) > 0:
 		res.Verdict = VerdictNoConsensus
-		res.Reason = fmt.Sprintf("%d outputs tie for the lead with %s each: a tie is never a decision", len(res.Tied), share)
+		res.Reason = fmt.Sprintf("%d answers tie for the lead with %s each: a tie is never a decision", len(res.Tied), share)
 		return nil
 	case rl.unanimous && (len(ts) > 1 || res.Failed > 0):
 		res.Verdict = VerdictNoConsensus
-		res.Reason = fmt.Sprintf("not unanimous: the leading output has %d of %d runs (%d other outputs, %d failed)", lead.Runs, res.Runs, len(ts)-1, res.Failed)
+		res.Reason = fmt.Sprintf("not unanimous: the leading answer has %d of %d runs (%d other answers, %d failed)", lead.Runs, res.Runs, len(ts)-1, res.Failed)
 		return nil
 	case rl.majority && !(2*lead.Weight > total):
 		res.Verdict = VerdictNoConsensus
-		res.Reason = fmt.Sprintf("no majority: the leading output has %s, and a majority needs more than half (failed runs count)", share)
+		res.Reason = fmt.Sprintf("no majority: the leading answer has %s, and a majority needs more than half (failed runs count)", share)
 		return nil
 	case need > 0 && lead.Weight/total < need:
 		res.Verdict = VerdictNoConsensus
-		res.Reason = fmt.Sprintf("the leading output has %s (%.3f), below the threshold %v", share, lead.Weight/total, need)
+		res.Reason = fmt.Sprintf("the leading answer has %s (%.3f), below the threshold %v", share, lead.Weight/total, need)
 		return nil
 	}
 	res.Verdict = VerdictDecided
@@ -327,11 +327,11 @@ func vote(res *Result, runs []Run, rl rule) error {
 	case rl.unanimous:
 		res.Reason = fmt.Sprintf("all %d runs agree", res.Runs)
 	case need > 0:
-		res.Reason = fmt.Sprintf("the leading output has %s (%.3f), reaching the threshold %v", share, res.Confidence, need)
+		res.Reason = fmt.Sprintf("the leading answer has %s (%.3f), reaching the threshold %v", share, res.Confidence, need)
 	case rl.majority:
-		res.Reason = fmt.Sprintf("the leading output has %s, more than half", share)
+		res.Reason = fmt.Sprintf("the leading answer has %s, more than half", share)
 	default:
-		res.Reason = fmt.Sprintf("the leading output has %s, more than any other", share)
+		res.Reason = fmt.Sprintf("the leading answer has %s, more than any other", share)
 	}
 	return nil
 }
@@ -394,11 +394,11 @@ func bestOfN(res *Result, runs []Run) error {
 		if len(outs) > 1 {
 			res.Tied = outs
 			res.Verdict, res.Decision, res.BestRun = VerdictNoConsensus, "", nil
-			res.Reason = fmt.Sprintf("%d runs with %d different outputs tie for the highest score, %s (runs %s): a tie is never a decision",
+			res.Reason = fmt.Sprintf("%d runs with %d different answers tie for the highest score, %s (runs %s): a tie is never a decision",
 				len(tiedRuns)+1, len(outs), num(score), list(append([]int{idx}, tiedRuns...)))
 			return nil
 		}
-		res.Notes = append(res.Notes, fmt.Sprintf("%d runs with the same output tie at score %s; the earliest, run %d, is shown (the others: %s)", len(tiedRuns)+1, num(score), idx, list(tiedRuns)))
+		res.Notes = append(res.Notes, fmt.Sprintf("%d runs with the same answer tie at score %s; the earliest, run %d, is shown (the others: %s)", len(tiedRuns)+1, num(score), idx, list(tiedRuns)))
 	}
 	return nil
 }

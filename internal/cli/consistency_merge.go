@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/consistency"
+	ucli "github.com/urfave/cli/v2"
+)
+
+// ConsistencyMergeCommand is `dal-exec consistency merge`.
+func ConsistencyMergeCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "merge",
+		Usage:     "join the shards of an evaluation (--shard K/N) into the report one machine would have written",
+		ArgsUsage: "--report OUT DIR...",
+		Description: `Reads DIR/shard.json of every shard, checks that they are all the shards of one evaluation
+(command, mode, seeds, strategy, answer source, verify and score commands, dal version; each
+shard once, none missing), opens every run's bundle (signature and files) and checks it against
+its shard's record (the seed of its run index, command, mode, exit code, duration, tokens,
+stdout, answer). Then it links the bundles into OUT/runs/NNN and writes OUT/report.json,
+report.md and report.html, byte for byte what one machine's evaluation of the same runs writes.
+Anything wrong refuses the merge with one sentence naming the shard and run, and writes nothing.
+
+The results of --verify, --score and --answer commands come from the shards (they are not run
+again); --key makes merge accept only bundles signed by that key.
+
+Exits 0 when the runs reach a consensus, 1 when they do not, 2 when the merge is refused.
+
+Examples:
+   dal-exec consistency merge --report eval shard1 shard2 shard3
+   dal-exec consistency merge --key ci.key.pub --report eval results/shard-*`,
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, Required: true, EnvVars: []string{"DAL_REPORT"},
+				Usage: "directory for the merged evaluation (must not exist or be empty)"},
+			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_MERGE_KEY"},
+				Usage: "accept only run bundles signed by this key (a .pub file or the signing key itself)"},
+		},
+		Action: func(c *ucli.Context) error {
+			if c.NArg() == 0 {
+				return usageError{Err: fmt.Errorf("no shard directories given: name the --report directories of the shards, e.g. merge --report eval shard1 shard2")}
+			}
+			var key ed25519.PublicKey
+			if path := c.String("key"); path != "" {
+				pub, err := bundle.LoadPublicKey(path)
+				if err != nil {
+					return usageError{Err: err}
+				}
+				key = pub
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			out := c.String("report")
+			rep, err := consistency.Merge(ctx, c.Args().Slice(), out, consistency.MergeOptions{Key: key})
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			fmt.Fprintf(w, "merged %d runs from %d shards\n", rep.Runs, c.NArg())
+			fmt.Fprint(w, rep.Summary())
+			fmt.Fprintf(w, "report: %s, %s, %s\n", out+"/report.json", out+"/report.md", out+"/report.html")
+			if code := rep.ExitCode(); code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,313 @@
+package consistency
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/consistency/consensus"
+	"github.com/dal-runtime/dal/internal/version"
+)
+
+// runEnv is what signedRecorder writes into env.json.
+type runEnv struct {
+	command []string
+	mode    string
+	dal     string
+}
+
+// signedRecorder records real signed bundles (bundle.Create, Commit) with
+// what agent says, as record would: env.json, logs/stdout, metrics. The
+// start time derives from the seed, so a run recorded twice is the same
+// run.
+func signedRecorder(agent fakeAgent, key ed25519.PrivateKey, e runEnv) Recorder {
+	return func(ctx context.Context, r RunSpec) error {
+		exit, stdout, dur, tok := agent(r.Index, r.Seed)
+		w, err := bundle.Create(r.Bundle)
+		if err != nil {
+			return err
+		}
+		defer w.Abort()
+		env := map[string]any{"command": e.command, "mode": e.mode, "seed": r.Seed, "exit_code": exit,
+			"started_at":  time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(r.Seed%100000) * time.Second),
+			"dal_version": e.dal}
+		if err := w.WriteJSON("env.json", env); err != nil {
+			return err
+		}
+		if err := w.WriteFile("logs/stdout", []byte(stdout)); err != nil {
+			return err
+		}
+		m := &bundle.Manifest{WorkflowID: strings.Join(e.command, " "),
+			Config:  bundle.Config{Model: bundle.Model{ID: bundle.ModelNone}, ExecutionMode: bundle.ModeStrict},
+			Metrics: &bundle.Metrics{DurationMS: dur, TokensInput: tok / 2, TokensOutput: tok - tok/2}}
+		return w.Commit(m, key)
+	}
+}
+
+func testKey(b byte) ed25519.PrivateKey {
+	return ed25519.NewKeyFromSeed(bytes.Repeat([]byte{b}, ed25519.SeedSize))
+}
+
+// mixedAgent answers 42 mostly, sometimes 41, sometimes fails.
+func mixedAgent(i int, seed uint64) (int, string, int64, int64) {
+	switch {
+	case i%5 == 0:
+		return 1, "", 40 + int64(seed%50), 100
+	case i%4 == 0:
+		return 0, "log line\n{\"final\": {\"answer\": 41}}\n", 900 + int64(seed%200), 1500 + int64(i)
+	}
+	return 0, "log line\n{\"final\": {\"answer\": 42}}\n", 900 + int64(seed%200), 1500 + int64(seed%300)
+}
+
+var defaultEnv = runEnv{command: []string{"agent"}, mode: "strict", dal: version.Version}
+
+func evalOptions(dir string, n int, agent fakeAgent, e runEnv) Options {
+	return Options{Dir: dir, Command: e.command, Mode: e.mode, Seeds: Seeds(7, n), Strategy: consensus.Majority,
+		Consensus: consensus.Options{Threshold: consensus.DefaultThreshold}, Score: `echo "0.$DAL_RUN_INDEX"`,
+		Answer: AnswerSource{JSON: "$.final.answer"}, Record: signedRecorder(agent, testKey(1), e), Parallel: 3}
+}
+
+// shards records an evaluation of n runs as k shards and returns their
+// directories.
+func shards(t testing.TB, n, k int, agent fakeAgent, e runEnv) []string {
+	var dirs []string
+	for s := 1; s <= k; s++ {
+		dir := filepath.Join(tempDir(t), fmt.Sprintf("shard%d", s))
+		o := evalOptions(dir, n, agent, e)
+		o.Shard = Shard{Index: s, Count: k}
+		rep, err := Evaluate(context.Background(), o)
+		if err != nil || rep != nil {
+			t.Fatalf("shard %d/%d: report %v, %v", s, k, rep, err)
+		}
+		dirs = append(dirs, dir)
+	}
+	return dirs
+}
+
+func tempDir(t testing.TB) string { return t.TempDir() }
+
+var reportFiles = []string{"report.json", "report.md", "report.html"}
+
+// TestMergeEqualsOneMachine: three shards merged give the bytes of one
+// machine's evaluation of the same runs, and of a re-evaluation of the
+// merged runs.
+func TestMergeEqualsOneMachine(t *testing.T) {
+	t.Parallel()
+	const n = 14
+	one := filepath.Join(t.TempDir(), "one")
+	if _, err := Evaluate(context.Background(), evalOptions(one, n, mixedAgent, defaultEnv)); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "merged")
+	rep, err := Merge(context.Background(), shards(t, n, 3, mixedAgent, defaultEnv), out, MergeOptions{Key: testKey(1).Public().(ed25519.PublicKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Runs != n || rep.Consensus.Verdict != consensus.VerdictDecided || rep.Consensus.Answer != "42" {
+		t.Fatalf("merged report: %d runs, verdict %s, answer %q", rep.Runs, rep.Consensus.Verdict, rep.Consensus.Answer)
+	}
+	same := func(a, b string) {
+		t.Helper()
+		for _, f := range reportFiles {
+			x, err1 := os.ReadFile(filepath.Join(a, f))
+			y, err2 := os.ReadFile(filepath.Join(b, f))
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%v %v", err1, err2)
+			}
+			if !bytes.Equal(x, y) {
+				t.Errorf("%s of %s and %s differ:\n%s", f, a, b, firstDiff(string(x), string(y)))
+			}
+		}
+	}
+	same(one, out)
+
+	// The merged directory is a complete evaluation: evaluating it again
+	// keeps every run and writes the same report.
+	again := evalOptions(out, n, mixedAgent, defaultEnv)
+	again.Record = func(context.Context, RunSpec) error { return fmt.Errorf("a merged run was recorded again") }
+	if _, err := Evaluate(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	same(one, out)
+	for i := 1; i <= n; i++ {
+		b, err := bundle.Open(BundlePath(out, i), bundle.OpenOptions{})
+		if err != nil {
+			t.Fatalf("merged run %d: %v", i, err)
+		}
+		b.Close()
+	}
+}
+
+func firstDiff(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, la[i], lb[i])
+		}
+	}
+	return fmt.Sprintf("%d lines against %d", len(la), len(lb))
+}
+
+// editShard rewrites dir/shard.json through f.
+func editShard(t *testing.T, dir string, f func(*ShardFile)) {
+	t.Helper()
+	path := filepath.Join(dir, ShardFileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s ShardFile
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	f(&s)
+	if data, err = json.Marshal(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMergeRefuses: shards of different evaluations, missing or doubled
+// shards and runs, tampered bundles and records are refused with one
+// sentence naming the shard (and run), and nothing is written.
+func TestMergeRefuses(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	other := func(e runEnv) []string { return shards(t, n, 2, mixedAgent, e) }
+	for _, tc := range []struct {
+		name  string
+		dirs  func() []string
+		key   ed25519.PublicKey
+		wants []string
+	}{
+		{"different commands", func() []string {
+			a, b := other(defaultEnv), other(runEnv{command: []string{"agent", "-v"}, mode: "strict", dal: version.Version})
+			return []string{a[0], b[1]}
+		}, nil, []string{"shard 2/2", "differ in command"}},
+		{"different modes", func() []string {
+			a, b := other(defaultEnv), other(runEnv{command: []string{"agent"}, mode: "seeded", dal: version.Version})
+			return []string{a[0], b[1]}
+		}, nil, []string{"shard 2/2", "differ in mode"}},
+		{"different base seeds", func() []string {
+			d := other(defaultEnv)
+			editShard(t, d[1], func(s *ShardFile) { s.Evaluation.Seeds = Seeds(8, n) })
+			return d
+		}, nil, []string{"shard 2/2", "differ in seeds"}},
+		{"different dal versions", func() []string {
+			d := other(defaultEnv)
+			editShard(t, d[1], func(s *ShardFile) { s.DalVersion = "0.0.9" })
+			return d
+		}, nil, []string{"shard 2/2", "dal 0.0.9"}},
+		{"bundles of another dal", func() []string {
+			d := other(runEnv{command: []string{"agent"}, mode: "strict", dal: "0.0.9"})
+			return d
+		}, nil, []string{"shard 1/2", "run 1", "recorded by dal 0.0.9"}},
+		{"shard given twice", func() []string { d := other(defaultEnv); return []string{d[0], d[1], d[0]} }, nil,
+			[]string{"shard 1/2", "given twice"}},
+		{"shard missing", func() []string { return other(defaultEnv)[:1] }, nil, []string{"shard 2/2 is missing"}},
+		{"run missing", func() []string {
+			d := other(defaultEnv)
+			editShard(t, d[1], func(s *ShardFile) { s.Runs = s.Runs[:len(s.Runs)-1] })
+			return d
+		}, nil, []string{"shard 2/2", "lacks run 6"}},
+		{"index duplicated", func() []string {
+			d := other(defaultEnv)
+			editShard(t, d[0], func(s *ShardFile) { s.Runs = append(s.Runs, s.Runs[0]) })
+			return d
+		}, nil, []string{"shard 1/2", "run 1 twice"}},
+		{"run of another shard", func() []string {
+			d := other(defaultEnv)
+			editShard(t, d[0], func(s *ShardFile) { s.Runs[0].Index = 2 })
+			return d
+		}, nil, []string{"shard 1/2", "run 2", "not one of its runs"}},
+		{"tampered bundle", func() []string {
+			d := other(defaultEnv)
+			if err := os.WriteFile(filepath.Join(d[1], "runs", "004", "logs", "stdout"), []byte("{\"final\": {\"answer\": 41}}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}, nil, []string{"shard 2/2", "run 4", "modified or corrupted"}},
+		{"bundle of another run", func() []string {
+			d := other(defaultEnv)
+			for _, p := range []string{"003", "005"} {
+				if err := os.Rename(filepath.Join(d[0], "runs", p), filepath.Join(d[0], "runs", p+".x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			os.Rename(filepath.Join(d[0], "runs", "003.x"), filepath.Join(d[0], "runs", "005"))
+			os.Rename(filepath.Join(d[0], "runs", "005.x"), filepath.Join(d[0], "runs", "003"))
+			return d
+		}, nil, []string{"shard 1/2", "run 3", "another run's bundle"}},
+		{"tampered record", func() []string {
+			d := other(defaultEnv)
+			editShard(t, d[0], func(s *ShardFile) { s.Runs[2].ExitCode = 0; s.Runs[2].Success = true }) // run 5 failed
+			return d
+		}, nil, []string{"shard 1/2", "run 5", "exit code"}},
+		{"tampered answer", func() []string {
+			d := other(defaultEnv)
+			editShard(t, d[0], func(s *ShardFile) { s.Runs[0].AnswerHash = newAnswer("41").hash })
+			return d
+		}, nil, []string{"shard 1/2", "run 1", "answer"}},
+		{"signed by another key", func() []string { return other(defaultEnv) }, testKey(2).Public().(ed25519.PublicKey),
+			[]string{"shard 1/2", "run 1"}},
+		{"not a shard", func() []string { return []string{t.TempDir()} }, nil, []string{"shard.json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out := filepath.Join(t.TempDir(), "merged")
+			_, err := Merge(context.Background(), tc.dirs(), out, MergeOptions{Key: tc.key})
+			if err == nil {
+				t.Fatal("merged")
+			}
+			msg := err.Error()
+			t.Log(msg)
+			for _, w := range tc.wants {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+			if strings.Count(strings.TrimSuffix(msg, "."), "\n") > 0 {
+				t.Errorf("error is more than one line: %q", msg)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("a refused merge wrote %s (%v)", out, err)
+			}
+		})
+	}
+}
+
+func TestMergeIntoNonEmpty(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	os.WriteFile(filepath.Join(out, "x"), nil, 0o644)
+	if _, err := Merge(context.Background(), []string{t.TempDir()}, out, MergeOptions{}); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("merge into a non-empty directory: %v", err)
+	}
+}
+
+func TestParseShard(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]Shard{"1/1": {1, 1}, "3/10": {3, 10}, " 10/10 ": {10, 10}} {
+		if got, err := ParseShard(in); err != nil || got != want {
+			t.Errorf("ParseShard(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"0/3", "4/3", "3", "a/b", "1/0", "-1/2", "1/-2"} {
+		if _, err := ParseShard(in); err == nil {
+			t.Errorf("ParseShard(%q) did not fail", in)
+		}
+	}
+	if got := (Shard{2, 3}).indices(8); fmt.Sprint(got) != "[2 5 8]" {
+		t.Errorf("shard 2/3 of 8 runs: %v", got)
+	}
+}
