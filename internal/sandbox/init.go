@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -131,6 +132,13 @@ func runInit(arg string) int {
 		if err := noASLR(); err != nil {
 			return fail(err)
 		}
+		// And pids: the agent gets agentPID whatever threads the init
+		// started before it, and its tree counts on from there.
+		if err := setLastPID(agentPID - 1); err != nil {
+			return fail(err)
+		}
+	} else if lastPIDFile != nil {
+		lastPIDFile.Close()
 	}
 	// Under the syscall layer the agent's tree is traced from this
 	// thread: exec, fork and clone stops only (see package sysvirt).
@@ -257,6 +265,28 @@ func noASLR() error {
 	}
 	if _, _, errno := unix.RawSyscall(unix.SYS_PERSONALITY, cur|addrNoRandomize, 0, 0); errno != 0 {
 		return fmt.Errorf("sandbox: turn off address-space randomization: %v", errno)
+	}
+	return nil
+}
+
+// agentPID is the agent's pid in its sandbox under the syscall layer.
+const agentPID = 100
+
+// setLastPID sets the pid namespace's last allocated pid, from a thread
+// that kept its capabilities (the init's locked thread dropped them).
+func setLastPID(n int) error {
+	f := lastPIDFile
+	if f == nil {
+		return errors.New("sandbox: ns_last_pid was not opened")
+	}
+	defer f.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt([]byte(strconv.Itoa(n)), 0)
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		return fmt.Errorf("sandbox: fix the agent's pid (ns_last_pid): %v", err)
 	}
 	return nil
 }

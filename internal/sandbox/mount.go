@@ -226,12 +226,19 @@ func fsError(fsfd int, err error) error {
 	return fmt.Errorf("%w (%s)", err, strings.Join(msgs, "; "))
 }
 
+// lastPIDFile is the new pid namespace's ns_last_pid, open for writing.
+var lastPIDFile *os.File
+
 // mountProc mounts a proc for the new pid namespace and makes its
 // system-wide knobs read-only, as container runtimes do: uid 0 without
 // capabilities may still write most of /proc/sys.
 func mountProc() error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("sandbox: mount /proc: %v", err)
+	}
+	// Opened before /proc/sys turns read-only, for setLastPID.
+	if f, err := os.OpenFile("/proc/sys/kernel/ns_last_pid", os.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		lastPIDFile = f
 	}
 	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"} {
 		if _, err := os.Lstat(p); err != nil {
