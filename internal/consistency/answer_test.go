@@ -48,7 +48,7 @@ func TestJSONPath(t *testing.T) {
 	p, _ := parseJSONPath("$.answer")
 	for in, want := range map[string]string{
 		"thinking...\nstill thinking\n{\"answer\": 7}\n": "7", // the last line is the JSON
-		"{\n \"answer\": \"multi-line\"\n}\n":              "multi-line",
+		"{\n \"answer\": \"multi-line\"\n}\n":            "multi-line",
 	} {
 		if got, err := p.find([]byte(in)); err != nil || got != want {
 			t.Errorf("find in %q = %q, %v; want %q", in, got, err, want)
