@@ -52,7 +52,7 @@ func consistency(t *testing.T, dir string, args ...string) (result, consistencyR
 	if err != nil {
 		t.Fatalf("no report (exit %d): %v\n%s", r.code, err, r.stderr)
 	}
-	if err := json.Unmarshal(data, &rep); err != nil || rep.SchemaVersion != 1 {
+	if err := json.Unmarshal(data, &rep); err != nil || rep.SchemaVersion != 2 {
 		t.Fatalf("report.json (%v): %s", err, data)
 	}
 	return r, rep
