@@ -24,7 +24,7 @@ type usageError = usage.Error
 
 // App builds dal-exec.
 func App(stdout, stderr io.Writer) *ucli.App {
-	return &ucli.App{
+	app := &ucli.App{
 		Name:    "dal-exec",
 		Usage:   "run an AI agent deterministically: virtual time, seeded randomness, guard rails",
 		Version: version.Version,
@@ -51,9 +51,17 @@ inside itself: nothing needs to be started first.`,
 			ConsistencyCommand(),
 			IterationCommand(),
 			CheckpointCommand(),
+			HelpCommand(),
 		},
+		// urfave/cli adds --help only when the app has no command named
+		// help; dal-exec's help command is its own (help.go).
+		Flags:          []ucli.Flag{ucli.HelpFlag},
+		Action:         appAction,
+		OnUsageError:   onUsageError,
 		ExitErrHandler: func(*ucli.Context, error) {},
 	}
+	guard(app.Commands)
+	return app
 }
 
 // Main runs dal-exec with args and returns the process exit code: the

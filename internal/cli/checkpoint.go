@@ -47,7 +47,7 @@ func cpRetentionFlags(n cpFlagNames) []ucli.Flag {
 // checkpoints are stored (--keep-checkpoints, --checkpoint-max-age,
 // --checkpoint-aged).
 func PolicyFlags() []ucli.Flag {
-	return append([]ucli.Flag{cpStoreFlag(cpRunNames.store)}, cpRetentionFlags(cpRunNames)...)
+	return categorize(catCheckpoints, append([]ucli.Flag{cpStoreFlag(cpRunNames.store)}, cpRetentionFlags(cpRunNames)...)...)
 }
 
 // PolicyFromFlags reads the retention flags of PolicyFlags; a bad value is

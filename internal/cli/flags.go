@@ -13,25 +13,27 @@ import (
 
 // runFlags are shared by every subcommand that starts an agent.
 func runFlags() []ucli.Flag {
-	return []ucli.Flag{
-		&ucli.StringFlag{Name: "mode", Value: "strict", EnvVars: []string{"DAL_MODE"},
-			Usage: "execution mode: strict (virtual clock, seeded randomness), seeded (real clock logged, seeded randomness), logged (real clock and randomness, all logged), default (real, guard rails only)"},
-		&ucli.StringFlag{Name: "seed", Value: "0", EnvVars: []string{"DAL_SEED"},
-			Usage: "session seed, a decimal or 0x-hex integer in [0, 2^64)"},
-		&ucli.StringFlag{Name: "epoch", Value: vclock.DefaultEpoch.Format(time.RFC3339), EnvVars: []string{"DAL_EPOCH"},
-			Usage: "virtual time origin in strict mode (RFC 3339)"},
-		&ucli.DurationFlag{Name: "quantum", Value: vclock.DefaultQuantum, EnvVars: []string{"DAL_QUANTUM"},
-			Usage: "virtual time added by every clock read in strict mode"},
-		&ucli.StringFlag{Name: "cpus", Value: "first", EnvVars: []string{"DAL_CPUS"},
-			Usage: "CPUs to pin the agent to: a list like 0 or 0-3,6; first (the first allowed CPU) or all (no pinning)"},
-		&ucli.DurationFlag{Name: "timeout", EnvVars: []string{"DAL_TIMEOUT"},
-			Usage: "wall-clock limit; when reached the agent's whole process tree is killed and dal-exec exits 124 (0: none)"},
-		&ucli.StringSliceFlag{Name: "keep-env", EnvVars: []string{"DAL_KEEP_ENV"},
-			Usage: "pass an environment variable through to the agent (repeatable; NAME or PREFIX_*); the rest is scrubbed"},
-		metricsTextfileFlag(),
-		&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
-			Usage: "dald socket to use (default: a dald running at " + wire.DefaultSocket() + ", else an embedded one)"},
-	}
+	return flagList(
+		categorize(catRun,
+			&ucli.StringFlag{Name: "mode", Value: "strict", EnvVars: []string{"DAL_MODE"},
+				Usage: "execution mode: strict (virtual clock, seeded randomness), seeded (real clock logged, seeded randomness), logged (real clock and randomness, all logged), default (real, guard rails only)"},
+			&ucli.StringFlag{Name: "seed", Value: "0", EnvVars: []string{"DAL_SEED"},
+				Usage: "session seed, a decimal or 0x-hex integer in [0, 2^64)"},
+			&ucli.StringFlag{Name: "epoch", Value: vclock.DefaultEpoch.Format(time.RFC3339), EnvVars: []string{"DAL_EPOCH"},
+				Usage: "virtual time origin in strict mode (RFC 3339)"},
+			&ucli.DurationFlag{Name: "quantum", Value: vclock.DefaultQuantum, EnvVars: []string{"DAL_QUANTUM"},
+				Usage: "virtual time added by every clock read in strict mode"},
+			&ucli.StringFlag{Name: "cpus", Value: "first", EnvVars: []string{"DAL_CPUS"},
+				Usage: "CPUs to pin the agent to: a list like 0 or 0-3,6; first (the first allowed CPU) or all (no pinning)"},
+			&ucli.DurationFlag{Name: "timeout", EnvVars: []string{"DAL_TIMEOUT"},
+				Usage: "wall-clock limit; when reached the agent's whole process tree is killed and dal-exec exits 124 (0: none)"},
+			&ucli.StringSliceFlag{Name: "keep-env", EnvVars: []string{"DAL_KEEP_ENV"},
+				Usage: "pass an environment variable through to the agent (repeatable; NAME or PREFIX_*); the rest is scrubbed"},
+			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
+				Usage: "dald socket to use (default: a dald running at " + wire.DefaultSocket() + ", else an embedded one)"},
+		),
+		categorize(catOutput, metricsTextfileFlag()),
+	)
 }
 
 // specFromFlags validates the shared flags.

@@ -5,22 +5,84 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dal-runtime/dal/internal/golden"
+	ucli "github.com/urfave/cli/v2"
 )
 
-// TestHelpGolden pins what a user reads in --help.
-func TestHelpGolden(t *testing.T) {
+// helpEnv pins what help text takes from the environment: the default
+// socket and the trusted-keys path.
+func helpEnv(t *testing.T) {
 	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
-	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"status", "--help"}} {
-		var out bytes.Buffer
-		if code := Main(append([]string{"dal-exec"}, args...), &out, &out); code != 0 {
-			t.Fatalf("%v exited %d", args, code)
+	t.Setenv("HOME", "/home/user")
+	t.Setenv("XDG_CONFIG_HOME", "")
+}
+
+// commandPaths lists every command and subcommand of dal-exec, as the
+// arguments that name it ({"checkpoint", "save"}), and the app itself as
+// nil.
+func commandPaths() [][]string {
+	paths := [][]string{nil}
+	var walk func(prefix []string, cmds []*ucli.Command)
+	walk = func(prefix []string, cmds []*ucli.Command) {
+		for _, c := range cmds {
+			p := append(append([]string(nil), prefix...), c.Name)
+			paths = append(paths, p)
+			walk(p, c.Subcommands)
 		}
-		path := filepath.Join("testdata", "help-"+strings.Join(args[:len(args)-1], "-")+".golden")
-		if len(args) == 1 {
-			path = filepath.Join("testdata", "help.golden")
+	}
+	walk(nil, App(nil, nil).Commands)
+	return paths
+}
+
+// TestHelpGolden pins what a user reads in the help of every command, and
+// checks that `dal-exec help CMD` and `dal-exec CMD --help` print the same
+// text, within helpWidth columns, on stdout, exiting 0. Not parallel:
+// t.Setenv.
+func TestHelpGolden(t *testing.T) {
+	helpEnv(t)
+	for _, path := range commandPaths() {
+		name := strings.Join(append([]string{"help"}, path...), "-")
+		t.Run(name, func(t *testing.T) {
+			var viaHelp, viaFlag, stderr bytes.Buffer
+			if code := Main(append([]string{"dal-exec", "help"}, path...), &viaHelp, &stderr); code != 0 || stderr.Len() > 0 {
+				t.Fatalf("dal-exec help %v exited %d: %s", path, code, stderr.String())
+			}
+			if code := Main(append(append([]string{"dal-exec"}, path...), "--help"), &viaFlag, &stderr); code != 0 || stderr.Len() > 0 {
+				t.Fatalf("dal-exec %v --help exited %d: %s", path, code, stderr.String())
+			}
+			if viaHelp.String() != viaFlag.String() {
+				t.Errorf("dal-exec help %v and --help differ:\n%s", path, golden.Diff(viaHelp.String(), viaFlag.String()))
+			}
+			for i, l := range strings.Split(viaHelp.String(), "\n") {
+				if n := utf8.RuneCountInString(l); n > helpWidth {
+					t.Errorf("line %d is %d columns wide, more than %d: %q", i+1, n, helpWidth, l)
+				}
+			}
+			file := "help.golden"
+			if len(path) > 0 {
+				file = "help-" + strings.Join(path, "-") + ".golden"
+			}
+			golden.Check(t, filepath.Join("testdata", file), viaHelp.Bytes())
+		})
+	}
+}
+
+// TestHelpCategories checks that record's flags are grouped in the issue's
+// categories, in their order.
+func TestHelpCategories(t *testing.T) {
+	helpEnv(t)
+	var out bytes.Buffer
+	if code := Main([]string{"dal-exec", "help", "record"}, &out, &out); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	at := -1
+	for _, h := range []string{"RUN FLAGS:", "SANDBOX AND NETWORK FLAGS:", "ITERATION FLAGS:", "CHECKPOINT FLAGS:", "OUTPUT FLAGS:", "FLAGS:\n   --help"} {
+		i := strings.Index(out.String(), "\n"+h)
+		if i < 0 || i < at {
+			t.Fatalf("record's help lacks %q, or has it out of order:\n%s", h, out.String())
 		}
-		golden.Check(t, path, out.Bytes())
+		at = i
 	}
 }

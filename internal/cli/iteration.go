@@ -14,18 +14,18 @@ import (
 
 // selectionFlags configure best-of-iterations selection on record and run.
 func selectionFlags() []ucli.Flag {
-	return []ucli.Flag{
+	return categorize(catIterations,
 		&ucli.StringFlag{Name: "use", Value: "best", EnvVars: []string{"DAL_USE"},
 			Usage: "which of the agent's marked iterations becomes the output: best (highest quality, the earlier on ties), final, or an iteration number; anything but best needs --reason"},
 		&ucli.StringFlag{Name: "reason", EnvVars: []string{"DAL_USE_REASON"},
 			Usage: "why --use overrides the best iteration (logged in the selection report)"},
 		&ucli.StringFlag{Name: "quality-weights", EnvVars: []string{"DAL_QUALITY_WEIGHTS"},
-			Usage: "weights of the quality dimensions an iteration may report instead of a score (default validation=.30,completeness=.25,correctness=.25,readability=.10,efficiency=.10)"},
+			Usage: "weights of the quality dimensions an iteration may report instead of a score, as NAME=W,... (default: validation=.30, completeness=.25, correctness=.25, readability=.10, efficiency=.10)"},
 		&ucli.Float64Flag{Name: "accept-threshold", Value: 0.70, EnvVars: []string{"DAL_ACCEPT_THRESHOLD"},
 			Usage: "quality an iteration needs to be accepted"},
 		&ucli.Float64Flag{Name: "degradation-drop", Value: 0.05, EnvVars: []string{"DAL_DEGRADATION_DROP"},
 			Usage: "a quality drop larger than this between iterations is flagged as degradation"},
-	}
+	)
 }
 
 // policyFromFlags reads selectionFlags.

@@ -31,10 +31,9 @@ named: --allow-loopback 127.0.0.1:11434 lets the agent reach a local LLM server,
 answers at the same address inside the sandbox for clients that ignore proxy variables (a kept
 *_BASE_URL variable on loopback names its port too). A refused request gets 403 naming the flag
 and is listed in env.json. Connections to other machines that bypass the proxy fail and are
-reported. Every exchange goes
-to network.har (HAR 1.2; streams chunk by chunk) and LLM calls to prompts/. Credentials
-(Authorization, API-key headers, cookies, token-like query and body fields) are redacted before
-anything is written; --redact-header / --redact-field add names.
+reported. Every exchange goes to network.har (HAR 1.2; streams chunk by chunk) and LLM calls to
+prompts/. Credentials (Authorization, API-key headers, cookies, token-like query and body fields)
+are redacted before anything is written; --redact-header / --redact-field add names.
 
 Examples:
    dal-exec record --out run1 -- python3 agent.py
@@ -48,15 +47,16 @@ in Python or Node, dal-exec iteration from a shell) has every iteration's artifa
 the bundle (iterations/); the best (highest quality, the earlier on ties) is selected and its
 artifacts are the run's output, not the final iteration's; iterations/selection-report.md says
 why. --use final|N --reason overrides; drops over --degradation-drop, or two in a row, are flagged.`,
-		Flags: append(append(runFlags(),
+		Flags: flagList(runFlags(), categorize(catOutput,
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, EnvVars: []string{"DAL_OUT"},
 				Usage: "where to write the bundle: a new directory, or a file ending in .tgz or .tar.zst"},
+			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
+				Usage: "ed25519 signing key (default: ~/.config/dal/signing.key, created on first use)"},
+		), categorize(catSandbox,
 			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, EnvVars: []string{"DAL_WORKSPACE"},
 				Usage: "the directory the agent may change (default: the current directory)"},
 			&ucli.BoolFlag{Name: "no-apply", Usage: "keep the run's changes only in the bundle; the workspace stays as it was"},
 			&ucli.BoolFlag{Name: "self-contained", Usage: "also store the pre-run workspace, so the bundle replays on another machine"},
-			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
-				Usage: "ed25519 signing key (default: ~/.config/dal/signing.key, created on first use)"},
 			&ucli.StringSliceFlag{Name: "redact-header", EnvVars: []string{"DAL_REDACT_HEADER"},
 				Usage: "also redact this HTTP header in network.har (repeatable)"},
 			&ucli.StringSliceFlag{Name: "redact-field", EnvVars: []string{"DAL_REDACT_FIELD"},
@@ -64,7 +64,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
 				Usage: "treat this kept variable as a secret although its name does not say so: never stored, its value scrubbed from the bundle (repeatable)"},
 			allowLoopbackFlag(),
-		), append(selectionFlags(), PolicyFlags()...)...),
+		), selectionFlags(), PolicyFlags()),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
 			if err != nil {

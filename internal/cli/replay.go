@@ -35,28 +35,34 @@ nothing of your environment unless --keep-env names it.
 
 Examples:
    dal-exec replay run1
-   dal-exec replay --json verdict.json run1.tar.zst
+   dal-exec replay --json run1 | jq .exact
+   dal-exec replay --json-out verdict.json run1.tar.zst
    dal-exec replay --show-output --workspace ./project run1
    dal-exec replay --replay-speed 1 run1      # streams keep their recorded timing`,
-		Flags: append([]ucli.Flag{
-			&ucli.StringFlag{Name: "json", Usage: "also write the verdict as JSON to this file (- for stdout)"},
-			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the recorded path)"},
-			&ucli.BoolFlag{Name: "show-output", Usage: "print the replayed agent's stdout as it runs"},
-			&ucli.StringSliceFlag{Name: "keep-env", Usage: "give the replayed agent this variable from your environment instead of the recorded value or a secret's placeholder (repeatable)"},
-			metricsTextfileFlag(),
-			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the replay's fidelity to (default: the one at the default socket, if any)"},
-			&ucli.Float64Flag{Name: "replay-speed", Value: 0, EnvVars: []string{"DAL_REPLAY_SPEED"},
-				Usage: "pace of replayed streams: 0 as fast as possible, 1 the recorded timing, 2 twice as fast"},
-		}, trustFlags()...),
+		Flags: flagList(
+			categorize(catRun,
+				&ucli.Float64Flag{Name: "replay-speed", Value: 0, EnvVars: []string{"DAL_REPLAY_SPEED"},
+					Usage: "pace of replayed streams: 0 as fast as possible, 1 the recorded timing, 2 twice as fast"},
+				&ucli.StringSliceFlag{Name: "keep-env", Usage: "give the replayed agent this variable from your environment instead of the recorded value or a secret's placeholder (repeatable)"},
+				&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the replay's fidelity to (default: the one at the default socket, if any)"}),
+			categorize(catSandbox,
+				&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the recorded path)"}),
+			categorize(catOutput,
+				&ucli.GenericFlag{Name: "json", Value: &jsonSwitch{}, Usage: "print the verdict as JSON on stdout (the text verdict goes to stderr)"},
+				&ucli.StringFlag{Name: "json-out", Usage: "also write the verdict as JSON to this file"},
+				&ucli.BoolFlag{Name: "show-output", Usage: "print the replayed agent's stdout as it runs"},
+				metricsTextfileFlag()),
+			trustFlags()),
 		Action: func(c *ucli.Context) error {
-			if c.NArg() != 1 {
-				return usageError{Err: fmt.Errorf("replay takes one bundle, e.g. dal-exec replay run1")}
+			js, err := replayJSON(c)
+			if err != nil {
+				return err
 			}
 			trust, err := trustFromFlags(c)
 			if err != nil {
 				return err
 			}
-			o := record.ReplayOptions{Bundle: c.Args().First(), Workspace: c.String("workspace"), Trust: trust, KeyPath: os.Getenv("DAL_KEY"), Log: c.App.ErrWriter,
+			o := record.ReplayOptions{Bundle: js.bundle, Workspace: c.String("workspace"), Trust: trust, KeyPath: os.Getenv("DAL_KEY"), Log: c.App.ErrWriter,
 				Speed: c.Float64("replay-speed"), KeepEnv: c.StringSlice("keep-env")}
 			if o.Speed < 0 {
 				return usageError{Err: fmt.Errorf("--replay-speed %v is negative: use 0 (fast), 1 (recorded timing) or more", o.Speed)}
@@ -79,17 +85,18 @@ Examples:
 				return err
 			}
 			out := c.App.Writer
-			if c.String("json") == "-" {
+			if js.stdout {
 				out = c.App.ErrWriter
 			}
 			v.Render(out)
-			if p := c.String("json"); p != "" {
-				b, _ := json.MarshalIndent(v, "", "  ")
-				b = append(b, '\n')
-				if p == "-" {
-					c.App.Writer.Write(b)
-				} else if err := os.WriteFile(p, b, 0o644); err != nil {
-					return fmt.Errorf("write --json: %w", err)
+			b, _ := json.MarshalIndent(v, "", "  ")
+			b = append(b, '\n')
+			if js.stdout {
+				c.App.Writer.Write(b)
+			}
+			if js.file != "" {
+				if err := os.WriteFile(js.file, b, 0o644); err != nil {
+					return fmt.Errorf("write --json-out: %w", err)
 				}
 			}
 			if !v.Exact {
@@ -98,4 +105,63 @@ Examples:
 			return nil
 		},
 	}
+}
+
+// jsonSwitch is replay's --json: a switch (--json, --json=false) that
+// prints the verdict as JSON on stdout. It still takes the value of the
+// old --json=FILE, which replayJSON honours with a deprecation notice.
+type jsonSwitch struct {
+	on   bool
+	file string // the old form's FILE ("-": stdout)
+}
+
+func (j *jsonSwitch) IsBoolFlag() bool { return true }
+func (j *jsonSwitch) String() string   { return "" }
+func (j *jsonSwitch) Set(s string) error {
+	switch s {
+	case "true":
+		j.on, j.file = true, ""
+	case "false":
+		j.on, j.file = false, ""
+	default:
+		j.on, j.file = true, s
+	}
+	return nil
+}
+
+// replayOutput is where replay's verdict goes, and which bundle it replays.
+type replayOutput struct {
+	bundle string
+	stdout bool   // the JSON on stdout, the text verdict on stderr
+	file   string // the JSON also written here
+}
+
+// replayJSON reads the bundle argument, --json and --json-out. The old
+// --json FILE (FILE "-" for stdout), which the switch leaves as an extra
+// argument before the bundle, keeps working with a one-line notice.
+func replayJSON(c *ucli.Context) (replayOutput, error) {
+	js := c.Generic("json").(*jsonSwitch)
+	args := c.Args().Slice()
+	if js.on && js.file == "" && len(args) == 2 {
+		js.file, args = args[0], args[1:]
+	}
+	if len(args) != 1 {
+		if js.on {
+			return replayOutput{}, usageError{Err: fmt.Errorf("replay takes one bundle (--json is a switch now: write --json-out FILE to save the JSON), e.g. dal-exec replay --json run1")}
+		}
+		return replayOutput{}, usageError{Err: fmt.Errorf("replay takes one bundle, e.g. dal-exec replay run1")}
+	}
+	out := replayOutput{bundle: args[0], stdout: js.on, file: c.String("json-out")}
+	if js.file != "" {
+		if out.file != "" {
+			return out, usageError{Err: fmt.Errorf("--json %s and --json-out %s both name a file: keep --json-out", js.file, out.file)}
+		}
+		fmt.Fprintf(c.App.ErrWriter, "dal: --json FILE is deprecated: write --json-out FILE for a file, --json alone for stdout\n")
+		if js.file == "-" {
+			out.stdout = true
+		} else {
+			out.stdout, out.file = false, js.file
+		}
+	}
+	return out, nil
 }

@@ -33,14 +33,14 @@ Examples:
    dal-exec run --replay-clock clock.json -- python3 agent.py
    dal-exec run --timeout 30s --keep-env OPENAI_API_KEY -- python3 agent.py
    DAL_SEED=42 dal-exec run -- ./my-go-agent`,
-		Flags: append(append(runFlags(),
-			&ucli.StringFlag{Name: "clock-out", EnvVars: []string{"DAL_CLOCK_OUT"},
-				Usage: "write the run's clock log (clock.json: streams, reads, timers, logged ticks) to this file"},
-			&ucli.StringFlag{Name: "replay-clock", EnvVars: []string{"DAL_REPLAY_CLOCK"},
-				Usage: "serve the real clock readings recorded in this clock.json back to the agent, in order; reads past its end are reported as drift"},
-			&ucli.StringFlag{Name: "iterations-dir", EnvVars: []string{"DAL_ITERATIONS_DIR"},
-				Usage: "where the agent's marked iterations are preserved (default: $XDG_STATE_HOME/dal/iterations/<time>-<pid>)"},
-		), append(selectionFlags(), PolicyFlags()...)...),
+		Flags: flagList(runFlags(),
+			categorize(catRun, &ucli.StringFlag{Name: "replay-clock", EnvVars: []string{"DAL_REPLAY_CLOCK"},
+				Usage: "serve the real clock readings recorded in this clock.json back to the agent, in order; reads past its end are reported as drift"}),
+			categorize(catOutput, &ucli.StringFlag{Name: "clock-out", EnvVars: []string{"DAL_CLOCK_OUT"},
+				Usage: "write the run's clock log (clock.json: streams, reads, timers, logged ticks) to this file"}),
+			categorize(catIterations, &ucli.StringFlag{Name: "iterations-dir", EnvVars: []string{"DAL_ITERATIONS_DIR"},
+				Usage: "where the agent's marked iterations are preserved (default: $XDG_STATE_HOME/dal/iterations/<time>-<pid>)"}),
+			selectionFlags(), PolicyFlags()),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
 			if err != nil {
