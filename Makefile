@@ -4,7 +4,7 @@ BIN       := bin
 LDFLAGS   := -s -w
 export CGO_ENABLED := 0
 
-.PHONY: help build test test-deps test-go test-python test-node bench lint demo clean fuzz
+.PHONY: help build install uninstall test test-deps test-go test-python test-node bench lint demo clean fuzz
 
 help:
 	@echo "make demo    build, then run the example agents twice in strict mode and compare"
@@ -15,9 +15,27 @@ help:
 	@echo "make bench-compare OLD=rev [NEW=rev]  Go micro-benchmarks at two commits, with benchstat"
 	@echo "make lint    gofmt, go vet, CGO-free build"
 	@echo "make build   build bin/dal-exec and bin/dald"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install dal-exec and dald into DESTDIR/PREFIX/bin"
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/dal-exec ./cmd/dald
+
+# make install puts the two binaries in $(DESTDIR)$(BINDIR): PREFIX is where
+# they will live (default /usr/local, so /usr/local/bin), DESTDIR a staging
+# root prepended to it, for packaging (make install DESTDIR=/tmp/pkg
+# PREFIX=/usr). Nothing else is installed: the shims are embedded in
+# dal-exec. Without make, go install ./cmd/... puts both in $(go env GOBIN),
+# else ~/go/bin. cmd/dal-exec's tests install into a temporary DESTDIR.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+INSTALL ?= install
+
+install: build
+	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
+	$(INSTALL) -m 0755 $(BIN)/dal-exec $(BIN)/dald '$(DESTDIR)$(BINDIR)/'
+
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/dal-exec' '$(DESTDIR)$(BINDIR)/dald'
 
 test: build test-deps
 	$(GO) test -count=1 ./...

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dal-runtime/dal/internal/version"
+)
+
+// TestMakeInstall runs the README's install step, make install, into a
+// temporary DESTDIR with PREFIX=/usr (building into a temporary directory,
+// not the shared bin/), runs what it installed, and uninstalls it.
+func TestMakeInstall(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest, build := t.TempDir(), t.TempDir()
+	runMake := func(target string) {
+		t.Helper()
+		cmd := exec.Command("make", "-C", root, "--no-print-directory", target, "DESTDIR="+dest, "PREFIX=/usr", "BIN="+build)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make %s: %v\n%s", target, err, out)
+		}
+	}
+	runMake("install")
+	for _, name := range []string{"dal-exec", "dald"} {
+		path := filepath.Join(dest, "usr", "bin", name)
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatalf("make install did not install %s: %v", name, err)
+		}
+		if fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s has mode %v, want 0755", path, fi.Mode().Perm())
+		}
+		out, err := exec.Command(path, "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s --version: %v\n%s", path, err, out)
+		}
+		if want := name + " version " + version.Version; strings.TrimSpace(string(out)) != want {
+			t.Errorf("%s --version printed %q, want %q", path, out, want)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dest, "usr", "bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Errorf("make install put %d files in PREFIX/bin, want dal-exec and dald only", len(entries))
+	}
+	runMake("uninstall")
+	if entries, _ := os.ReadDir(filepath.Join(dest, "usr", "bin")); len(entries) != 0 {
+		t.Errorf("make uninstall left %d files in PREFIX/bin", len(entries))
+	}
+}
