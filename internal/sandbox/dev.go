@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dal-runtime/dal/internal/sysvirt"
+	"github.com/dal-runtime/dal/seedrng"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,13 +73,16 @@ func closeDevices(ds []device) {
 // are its own; the host's are not there), a private /dev/shm and the
 // usual links. The tmpfs is read-only once built: the agent cannot add a
 // node (it has no CAP_MKNOD either) or replace a link. It consumes devs.
-func mountDev(devs []device) error {
+func mountDev(devs []device, virt sysvirt.Config) error {
 	defer closeDevices(devs)
 	const tmpfsFlags = unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV
 	if err := unix.Mount("tmpfs", "/dev", "tmpfs", tmpfsFlags, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("sandbox: mount the sandbox's /dev: %v", err)
 	}
 	for _, d := range devs {
+		if virt.Random && seededDevice(d.name) {
+			continue
+		}
 		p := "/dev/" + d.name
 		fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 		if err != nil {
@@ -99,6 +104,13 @@ func mountDev(devs []device) error {
 	if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
 		return fmt.Errorf("sandbox: mount a private /dev/shm: %v", err)
 	}
+	if virt.Random {
+		for _, name := range []string{"random", "urandom"} {
+			if err := seedDevice(name, virt.Seed); err != nil {
+				return err
+			}
+		}
+	}
 	for _, l := range devLinks {
 		if err := unix.Symlink(l[1], "/dev/"+l[0]); err != nil {
 			return fmt.Errorf("sandbox: create /dev/%s: %v", l[0], err)
@@ -107,5 +119,45 @@ func mountDev(devs []device) error {
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/dev", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("sandbox: make /dev read-only: %v", err)
 	}
+	return nil
+}
+
+func seededDevice(name string) bool { return name == "random" || name == "urandom" }
+
+// seedDevice makes /dev/name a FIFO that the init keeps full of the bytes
+// of stream (seed, "dev/"+name): a program that reads /dev/urandom, like
+// one that calls getrandom, gets the seed's bytes. Readers share the
+// stream in the order they read it, so the bytes each gets are fixed when
+// they read one after another (a pipeline, a script); concurrent readers
+// split it as the scheduler decides. fstat shows a FIFO, not a character
+// device.
+func seedDevice(name string, seed uint64) error {
+	p := "/dev/" + name
+	if err := unix.Mknod(p, unix.S_IFIFO|0o666, 0); err != nil {
+		return fmt.Errorf("sandbox: create the seeded %s: %v", p, err)
+	}
+	if err := unix.Chmod(p, 0o666); err != nil {
+		return fmt.Errorf("sandbox: open the seeded %s to all: %v", p, err)
+	}
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox: open the seeded %s: %v", p, err)
+	}
+	go func() {
+		src := seedrng.Derive(seed, "dev/"+name)
+		buf := make([]byte, 4096)
+		for {
+			src.Read(buf)
+			for b := buf; len(b) > 0; {
+				n, err := unix.Write(fd, b)
+				if err != nil && err != unix.EINTR {
+					return
+				}
+				if n > 0 {
+					b = b[n:]
+				}
+			}
+		}
+	}()
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"strings"
 	"syscall"
 
@@ -134,6 +135,7 @@ func runInit(arg string) int {
 		}
 		// And pids: the agent gets agentPID whatever threads the init
 		// started before it, and its tree counts on from there.
+		warmThreads(16)
 		if err := setLastPID(agentPID - 1); err != nil {
 			return fail(err)
 		}
@@ -289,4 +291,24 @@ func setLastPID(n int) error {
 		return fmt.Errorf("sandbox: fix the agent's pid (ns_last_pid): %v", err)
 	}
 	return nil
+}
+
+// warmThreads leaves n idle OS threads in the init's runtime. Threads take
+// pids in the agent's namespace: the supervisor's goroutines block in
+// system calls, and the runtime would start a thread for them in the
+// middle of the agent's tree, shifting every later pid.
+func warmThreads(n int) {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			runtime.LockOSThread() // each holds a thread of its own
+			wg.Done()
+			<-release
+			runtime.UnlockOSThread() // and leaves it idle, for reuse
+		}()
+	}
+	wg.Wait()
+	close(release)
 }

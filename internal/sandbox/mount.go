@@ -79,7 +79,7 @@ func mountAll(sp *spec) error {
 			}
 		}
 	}
-	if err := mountDev(devs); err != nil {
+	if err := mountDev(devs, sp.Virtual); err != nil {
 		return err
 	}
 	if err := mountProc(); err != nil {
