@@ -9,6 +9,7 @@ import (
 
 	"github.com/dal-runtime/dal/ebpf"
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/vclock"
 )
@@ -43,6 +44,10 @@ type Boundary struct {
 	// Python or Node.
 	Unshimmed      int      `json:"unshimmed"`
 	UnshimmedFiles []string `json:"unshimmed_files,omitempty"`
+	// SyscallLayer is what the syscall layer (package sysvirt) served every
+	// process of the tree, shimmed or not; absent when it was off (logged
+	// and default modes) or left no count.
+	SyscallLayer *sysvirt.Counts `json:"syscall_layer,omitempty"`
 }
 
 // CategoryCover is one category's observation.
@@ -72,6 +77,10 @@ type boundaryInput struct {
 	network    *NetworkEnv
 	exchanges  int
 	daldSocket string // dal's own socket: the shims' connections to it are dal's
+	// virt is the syscall layer's configuration and counts (nil: it was
+	// off or left nothing).
+	virt    *sysvirt.Counts
+	virtCfg sysvirt.Config
 }
 
 // newBoundary computes syscalls.json.
@@ -102,6 +111,42 @@ func newBoundary(in boundaryInput) *Boundary {
 	cat(ebpf.Random).Shim, cat(ebpf.Random).Captured = draws, shimmed
 	if shimmed {
 		cat(ebpf.Clock).Record, cat(ebpf.Random).Record = "clock.json", "clock.json"
+	}
+	layerClock, layerRandom := false, false
+	if v := in.virt; v != nil {
+		b.SyscallLayer = v
+		// The layer serves every process from env.json's seed and
+		// epoch: captured unless something escaped it.
+		layerClock = in.virtCfg.Clock && v.Escapes["clock"] == 0 && v.Escapes["sleep"] == 0 && v.Unpatched == 0
+		layerRandom = in.virtCfg.Random && v.Escapes["random"] == 0 && v.Unpatched == 0
+		if in.virtCfg.Clock {
+			cat(ebpf.Clock).Shim += v.Served["clock"]
+			cat(ebpf.Clock).Captured = layerClock
+			cat(ebpf.Clock).Record = "env.json"
+		}
+		// The layer hid the vDSO: what it served is counted instead.
+		b.NotObservable = []string{fmt.Sprintf(
+			"the vDSO was hidden from %d program(s): their clock and getrandom calls entered the kernel, where dal's syscall layer served %d clock reads and %d getrandom calls (syscall_layer)",
+			v.Processes, v.Served["clock"], v.Served["random"])}
+		if in.virtCfg.Random {
+			cat(ebpf.Random).Shim += v.Served["random"]
+			cat(ebpf.Random).Captured = layerRandom
+			cat(ebpf.Random).Record = "env.json"
+		}
+		for _, k := range []string{"clock", "sleep", "random"} {
+			if n := v.Escapes[k]; n > 0 {
+				c := string(ebpf.Clock)
+				if k == "random" {
+					c = string(ebpf.Random)
+				}
+				b.Escapes = append(b.Escapes, Escape{Category: c,
+					Detail: fmt.Sprintf("%d %s call(s) got real values from the kernel: %s", n, k, strings.Join(v.Notes, "; "))})
+			}
+		}
+		if v.Unpatched > 0 {
+			b.Escapes = append(b.Escapes, Escape{Category: string(ebpf.Clock),
+				Detail: fmt.Sprintf("%d program(s) kept their vDSO: %s", v.Unpatched, strings.Join(v.Notes, "; "))})
+		}
 	}
 	cat(ebpf.Filesystem).Captured, cat(ebpf.Filesystem).Record = true, "fs-diff/"
 	cat(ebpf.Process).Captured, cat(ebpf.Process).Record = true, "env.json"
@@ -137,6 +182,9 @@ func newBoundary(in boundaryInput) *Boundary {
 	for _, e := range in.trace.Events {
 		switch e.Kind {
 		case "random_device":
+			if in.virtCfg.Random && in.virt != nil {
+				continue // a FIFO of the seed's bytes in the sandbox
+			}
 			b.Escapes = append(b.Escapes, Escape{Category: string(ebpf.Random), PID: e.PID,
 				Detail: fmt.Sprintf("read %s directly: its bytes are neither seeded nor logged", e.Detail)})
 		case "connect", "sendto":
@@ -156,7 +204,7 @@ func newBoundary(in boundaryInput) *Boundary {
 	// Every exec'd process should have said hello to dald through a shim.
 	// Those that did not may have read clocks or randomness through the
 	// vDSO, which no syscall hook sees: listed, not counted as escapes.
-	if unshimmed := len(execs) - streams; unshimmed > 0 && in.mode != "default" {
+	if unshimmed := len(execs) - streams; unshimmed > 0 && in.mode != "default" && !(layerClock && layerRandom) {
 		var names []string
 		for _, e := range execs {
 			base := filepath.Base(e.Detail)

@@ -382,8 +382,14 @@ func (r *recording) writeRecords() error {
 	if err := r.w.WriteJSON("clock.json", r.res.Clock); err != nil {
 		return err
 	}
-	r.bound = newBoundary(boundaryInput{trace: r.res.Trace, clock: r.res.Clock, mode: r.spec.Mode, network: r.env.Network,
-		exchanges: r.exchanges(), daldSocket: r.res.Env["DAL_SOCKET"]})
+	in := boundaryInput{trace: r.res.Trace, clock: r.res.Clock, mode: r.spec.Mode, network: r.env.Network,
+		exchanges: r.exchanges(), daldSocket: r.res.Env["DAL_SOCKET"], virtCfg: r.cfg.Virtual}
+	if c, ok, err := sandbox.Virtualized(r.cfg); err != nil {
+		return err
+	} else if ok {
+		in.virt = &c
+	}
+	r.bound = newBoundary(in)
 	if err := r.w.WriteJSON("syscalls.json", r.bound); err != nil {
 		return err
 	}
