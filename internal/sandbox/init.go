@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/dal-runtime/dal/internal/sysvirt"
