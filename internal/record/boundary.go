@@ -218,8 +218,8 @@ func newBoundary(in boundaryInput) *Boundary {
 		b.NotObservable = append(b.NotObservable, fmt.Sprintf(
 			"%d process(es) ran without a dal shim (see unshimmed_files): clock or random reads they made through the vDSO are invisible and not captured", unshimmed))
 	}
-	cat(ebpf.Clock).Touched = reads > 0 || cat(ebpf.Clock).Syscalls > 0
-	cat(ebpf.Random).Touched = draws > 0 || cat(ebpf.Random).Syscalls > 0
+	cat(ebpf.Clock).Touched = cat(ebpf.Clock).Shim > 0 || cat(ebpf.Clock).Syscalls > 0
+	cat(ebpf.Random).Touched = cat(ebpf.Random).Shim > 0 || cat(ebpf.Random).Syscalls > 0
 	cat(ebpf.Network).Touched = in.exchanges > 0
 	cat(ebpf.Filesystem).Touched = cat(ebpf.Filesystem).Syscalls > 0
 	cat(ebpf.Process).Touched = cat(ebpf.Process).Syscalls > 0 || len(execs) > 0
