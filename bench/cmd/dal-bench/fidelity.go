@@ -177,7 +177,7 @@ func fidelityAgentRuns(tmp string, a fidelityAgent) ([]fidelityRun, error) {
 // record's (the API key the bundle holds redacted).
 func replayRun(r *fidelityRun, ws, bundleDir string, env []string) {
 	verdict := bundleDir + ".verdict.json"
-	res := dalCmd(ws, env, "replay", "--json", verdict, bundleDir)
+	res := dalCmd(ws, env, "replay", "--json-out", verdict, bundleDir)
 	r.ReplayS = res.wall.Seconds()
 	var v struct {
 		Fidelity   float64 `json:"fidelity"`
