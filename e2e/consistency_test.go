@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,15 +151,74 @@ func TestConsistencyUnwritableReport(t *testing.T) {
 // chromium is where the screenshot test expects a headless browser.
 const chromium = "/usr/bin/chromium"
 
+// reportFrame is the test's page around report.html: the report in an
+// iframe of the width under test (a headless window cannot be narrower than
+// 500 px), and a script (the test's, the report has none) that measures
+// the report's layout into <pre id="layout">.
+const reportFrame = `<!DOCTYPE html>
+<html><head><meta charset="utf-8"><style>body{margin:0}iframe{border:0;display:block}</style></head><body>
+<iframe id="f" src="report.html" width="%d" height="%d"></iframe><pre id="layout"></pre>
+<script>
+document.getElementById("f").addEventListener("load", () => {
+  const w = document.getElementById("f").contentWindow, d = w.document;
+  const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, top: r.top, right: r.right, bottom: r.bottom}; };
+  let overflow = [];
+  for (const e of d.body.querySelectorAll("*")) {
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && (r.right > w.innerWidth + 0.5 || r.left < -0.5)) overflow.push(e.tagName + (e.id ? "#" + e.id : "") + " " + Math.round(r.left) + "-" + Math.round(r.right));
+  }
+  document.getElementById("layout").textContent = JSON.stringify({
+    width: w.innerWidth, scrollWidth: d.documentElement.scrollWidth,
+    cards: ["consensus", "reliability", "success"].map(id => box(d.getElementById(id))),
+    plots: Array.from(d.querySelectorAll("figure.plot")).map(box),
+    rows: Array.from(d.querySelectorAll("#runs tr")).slice(1, 3).map(box),
+    cells: Array.from(d.querySelectorAll("#runs tr:nth-child(2) td")).map(box),
+    overflow: overflow.slice(0, 5)});
+});
+</script></body></html>`
+
+// rect is a DOMRect as the frame's script reports it.
+type rect struct{ Left, Top, Right, Bottom float64 }
+
+type reportLayout struct {
+	Width, ScrollWidth int
+	Cards, Plots       []rect
+	Rows, Cells        []rect
+	Overflow           []string
+}
+
+// chromiumRun runs headless Chromium with args on page.
+func chromiumRun(t *testing.T, page string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--allow-file-access-from-files",
+		"--virtual-time-budget=5000", "--user-data-dir=" + t.TempDir()}
+	cmd := exec.CommandContext(ctx, chromium, append(append(base, args...), "file://"+page)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// TestConsistencyReportHTMLScreenshot renders report.html in headless
+// Chromium at a phone's 420 px and a desktop's 1440 px: the layout reflows
+// (nothing wider than the viewport, cards and plots stacked on the phone,
+// side by side on the desktop), and the screenshots show the page's plot
+// colours.
 func TestConsistencyReportHTMLScreenshot(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatalf("%s is missing: install it with apt-get install -y chromium (%v)", chromium, err)
 	}
 	dir := filepath.Join(t.TempDir(), "eval")
-	// Run 3 fails verification, so both success and failure colours are drawn.
+	// Run 3 fails verification, so both success and failure colours are
+	// drawn; the long answer must wrap, not widen the page.
 	r, rep := consistency(t, dir, "--runs", "4", "--verify", `test "$DAL_RUN_INDEX" != 3`,
-		"--score", `echo "0.$DAL_RUN_INDEX"`, "--", "python3", "-c", "print(42)")
+		"--score", `echo "0.$DAL_RUN_INDEX"`, "--", "python3", "-c", "print('the answer is ' + 'forty-two-' * 30)")
 	if rep.Runs != 4 {
 		t.Fatalf("exit %d, %d runs\n%s", r.code, rep.Runs, r.stderr)
 	}
@@ -172,30 +233,70 @@ func TestConsistencyReportHTMLScreenshot(t *testing.T) {
 		}
 	}
 
-	shot := filepath.Join(t.TempDir(), "report.png")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--screenshot="+shot, "--window-size=1200,2000", "file://"+page)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, out)
+	for _, width := range []int{420, 1440} {
+		frame := filepath.Join(dir, fmt.Sprintf("frame-%d.html", width))
+		if err := os.WriteFile(frame, []byte(fmt.Sprintf(reportFrame, width, 3000)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dom := chromiumRun(t, frame, "--window-size="+strconv.Itoa(max(width, 500))+",3000", "--dump-dom")
+		_, after, _ := bytes.Cut(dom, []byte(`<pre id="layout">`))
+		text, _, _ := bytes.Cut(after, []byte("</pre>"))
+		var l reportLayout
+		if err := json.Unmarshal(text, &l); err != nil {
+			t.Fatalf("%d px: no layout from the page (%v):\n%s", width, err, dom)
+		}
+		t.Logf("%d px: %+v", width, l)
+		if l.Width != width || l.ScrollWidth > width || len(l.Overflow) > 0 {
+			t.Errorf("%d px: the report is %d px wide in a %d px viewport; sticking out: %q", width, l.ScrollWidth, l.Width, l.Overflow)
+		}
+		c, p := l.Cards, l.Plots
+		if len(c) != 3 || len(p) < 4 || len(l.Rows) != 2 {
+			t.Fatalf("%d px: %d cards, %d plots, %d rows", width, len(c), len(p), len(l.Rows))
+		}
+		switch width {
+		case 420:
+			if !(c[0].Bottom <= c[1].Top && c[1].Bottom <= c[2].Top && c[0].Left == c[2].Left) {
+				t.Errorf("420 px: the cards are not stacked: %+v", c)
+			}
+			if !(p[0].Bottom <= p[1].Top && p[0].Left == p[1].Left) {
+				t.Errorf("420 px: the plots are not stacked: %+v", p[:2])
+			}
+			// A run is a block of labelled lines, not a row of nine cells.
+			if cells := l.Cells; len(cells) < 2 || !(cells[0].Bottom <= cells[1].Top) || l.Rows[0].Bottom-l.Rows[0].Top < 100 {
+				t.Errorf("420 px: the runs table does not reflow into blocks: row %+v, cells %+v", l.Rows[0], l.Cells)
+			}
+		case 1440:
+			if !(c[0].Top == c[1].Top && c[1].Top == c[2].Top && c[0].Right <= c[1].Left && c[1].Right <= c[2].Left) {
+				t.Errorf("1440 px: the cards are not side by side: %+v", c)
+			}
+			if !(p[0].Top == p[1].Top && p[0].Right <= p[1].Left) {
+				t.Errorf("1440 px: the plots are not two to a row: %+v", p[:2])
+			}
+			if cells := l.Cells; len(cells) != 9 || cells[0].Top != cells[8].Top {
+				t.Errorf("1440 px: the runs table is not a table: %+v", cells)
+			}
+		}
+
+		shot := filepath.Join(t.TempDir(), "report.png")
+		chromiumRun(t, frame, "--window-size="+strconv.Itoa(max(width, 500))+",2400", "--screenshot="+shot)
+		checkScreenshot(t, shot, width)
 	}
-	t.Logf("chromium rendered report.html in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// checkScreenshot checks that the report's part (the left width pixels)
+// of a screenshot shows the page: many colours, and each plot colour of
+// html.go's stylesheet over a visible area.
+func checkScreenshot(t *testing.T, shot string, width int) {
+	t.Helper()
 	f, err := os.Open(shot)
 	if err != nil {
-		t.Fatalf("no screenshot (%v):\n%s", err, out)
+		t.Fatalf("no screenshot: %v", err)
 	}
 	defer f.Close()
 	img, err := png.Decode(f)
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-
-	// The plot colours of html.go's stylesheet, each of which must cover a
-	// visible area (a few hundred pixels), and the colours of the whole page.
 	plotColours := map[string][3]int{
 		"success bars": {0x2e, 0x9d, 0x5b}, "failure bar": {0xd6, 0x45, 0x45}, "interval band": {0xcf, 0xe0, 0xf5},
 		"histogram bars": {0x6c, 0x5f, 0xc7}, "Wilson interval": {0x7f, 0xb0, 0xe6},
@@ -204,7 +305,7 @@ func TestConsistencyReportHTMLScreenshot(t *testing.T) {
 	distinct := map[[3]int]bool{}
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
+		for x := b.Min.X; x < b.Min.X+min(width, b.Dx()); x++ {
 			r, g, bl, _ := img.At(x, y).RGBA()
 			px := [3]int{int(r >> 8), int(g >> 8), int(bl >> 8)}
 			distinct[px] = true
@@ -215,12 +316,12 @@ func TestConsistencyReportHTMLScreenshot(t *testing.T) {
 			}
 		}
 	}
-	if b.Dx() != 1200 || b.Dy() != 2000 || len(distinct) < 100 {
-		t.Fatalf("screenshot %dx%d with %d distinct colours: blank or not the page", b.Dx(), b.Dy(), len(distinct))
+	if b.Dx() < width || b.Dy() != 2400 || len(distinct) < 100 {
+		t.Fatalf("%d px: screenshot %dx%d with %d distinct colours: blank or not the page", width, b.Dx(), b.Dy(), len(distinct))
 	}
 	for name := range plotColours {
 		if seen[name] < 200 {
-			t.Errorf("the screenshot shows %d pixels of the %s colour, want at least 200", seen[name], name)
+			t.Errorf("%d px: the screenshot shows %d pixels of the %s colour, want at least 200", width, seen[name], name)
 		}
 	}
 }
