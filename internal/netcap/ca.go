@@ -20,11 +20,14 @@ import (
 	"time"
 )
 
-// CA validity: backdated so that a client whose clock is slightly behind
-// still accepts it, and short so that a leaked bundle is soon worthless.
-const (
-	caBackdate = time.Hour
-	caLifetime = 7 * 24 * time.Hour
+// CA validity: every date an agent's clock may show. Under the syscall
+// layer (package sysvirt) OpenSSL, Go and Node check certificates against
+// the virtual clock, which starts at the session epoch (--epoch, any date)
+// and jumps with every sleep. The CA's key exists only in this process's
+// memory for one run, so a wide window gives nothing away.
+var (
+	caNotBefore = time.Date(1970, 1, 2, 0, 0, 0, 0, time.UTC)
+	caNotAfter  = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 )
 
 // systemBundles are the files, in order, where [CA.WriteTrustBundle] looks
@@ -70,15 +73,14 @@ func NewCA() (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject: pkix.Name{
 			CommonName:   "dal ephemeral CA " + serial.Text(16)[:8],
 			Organization: []string{"dal (per-run recording proxy)"},
 		},
-		NotBefore:             now.Add(-caBackdate),
-		NotAfter:              now.Add(caLifetime),
+		NotBefore:             caNotBefore,
+		NotAfter:              caNotAfter,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
