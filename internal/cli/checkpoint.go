@@ -588,14 +588,16 @@ Examples:
 			}
 			fmt.Fprintf(c.App.ErrWriter, "restored %s of checkpoint %s (%s) into %s%s\n",
 				cpPlural(len(res.Artifacts), "artifact"), cp.ID, cpName(cp.Name), res.Dir, list)
-			if out := c.String("state-out"); out != "" {
+			if out := c.String("state-out"); out != "" { // null when there is no state: still JSON for a resuming agent
 				if err := atomicfile.WriteFile(out, append(res.State, '\n'), 0o644); err != nil {
 					return fmt.Errorf("writing the state to %s: %w; the artifacts were restored", out, err)
 				}
 				fmt.Fprintf(c.App.ErrWriter, "state written to %s\n", out)
 				return nil
 			}
-			fmt.Fprintf(c.App.Writer, "%s\n", res.State)
+			if len(res.State) > 0 && string(res.State) != "null" { // no state prints nothing
+				fmt.Fprintf(c.App.Writer, "%s\n", res.State)
+			}
 			return nil
 		},
 	}

@@ -146,6 +146,11 @@ func TestCheckpointCLI(t *testing.T) {
 	expect(x("checkpoint", "tag", "run-1/1", "keep"), 0, "tagged checkpoint run-1/1 (phase-plan) keep", "")
 	manual := checkpoint.ManualRunID(ws)
 	expect(x("checkpoint", "save", "by-hand", "out/b.md"), 0, manual+"/1\n", "saved checkpoint "+manual+"/1 (by-hand): 1 artifact")
+	// A checkpoint without state: restore prints nothing, not null
+	// (--state-out writes null, above).
+	if r := x("checkpoint", "restore", "--to", t.TempDir(), manual+"/1"); r.code != 0 || r.stdout != "" {
+		t.Errorf("restore of a checkpoint without state: exit %d, stdout %q, want 0 and nothing", r.code, r.stdout)
+	}
 	expect(x("checkpoint", "prune", "--keep", "1", "--dry-run"), 0, "would delete run-1/2 (phase-build): beyond the 1 most recent of "+ws, "")
 	expect(x("checkpoint", "list", "--run", "run-1"), 0, "run-1/2", "")
 	expect(x("checkpoint", "prune", "--keep", "1"), 0, "deleted 1, compressed 0, kept 2", "")

@@ -36,6 +36,8 @@ func TestMistakes(t *testing.T) {
 		{args: []string{"keygen", "--force=maybe"}, want: "dal-exec: --force=maybe is neither true nor false: give the flag alone, or =true or =false"},
 		{args: []string{"run", "--seed"}, want: "dal-exec: --seed needs a value: see dal-exec help run"},
 		{args: []string{"record", "--", "true"}, want: "dal-exec: record needs --out: see the examples in dal-exec help record"},
+		{args: []string{"record", "--out", "x.zip", "--", "true"}, want: "dal-exec: --out x.zip: dal does not write .zip bundles; name a directory (no extension) or a .tgz, .tar.gz or .tar.zst archive"},
+		{args: []string{"record", "--out", "runs/x.tar.xz/", "--", "true"}, want: "dal-exec: --out runs/x.tar.xz/: dal does not write .xz bundles; name a directory (no extension) or a .tgz, .tar.gz or .tar.zst archive"},
 		{args: []string{"replay", "--json", "a", "b", "c"}, want: "dal-exec: replay takes one bundle (--json is a switch now: write --json-out FILE to save the JSON), e.g. dal-exec replay --json run1"},
 		{args: []string{"replay", "--json-out", "v.json", "--json=w.json", "run1"}, want: "dal-exec: --json w.json and --json-out v.json both name a file: keep --json-out"},
 	} {
@@ -90,5 +92,47 @@ func TestReplayJSONDeprecated(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "v.json")); err == nil {
 		t.Error("a replay that failed wrote its JSON")
+	}
+}
+
+func TestCheckBundleName(t *testing.T) {
+	t.Parallel()
+	for name, ok := range map[string]bool{
+		"run1": true, "runs/run1/": true, "run1.tgz": true, "run1.tar.gz": true, "run1.tar.zst": true,
+		"run.2": true, "run-2026.11": true, "x.zip": false, "x.tar": false, "x.tar.xz": false, "dir/x.json/": false,
+	} {
+		if err := checkBundleName(name); (err == nil) != ok {
+			t.Errorf("checkBundleName(%q) = %v, want accepted: %v", name, err, ok)
+		}
+	}
+}
+
+// TestReplayClockMode runs an agent for real: a clock log recorded in
+// seeded mode is served back without --mode (the log's mode is taken), and
+// refused with a sentence under --mode strict, which would ignore it. Not
+// parallel: t.Setenv.
+func TestReplayClockMode(t *testing.T) {
+	helpEnv(t)
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", dir)
+	t.Chdir(dir)
+	clock := filepath.Join(dir, "clock.json")
+	agent := []string{"--", "python3", "-c", "import time; print(repr(time.time()))"}
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := Main(append(append([]string{"dal-exec", "run"}, args...), agent...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, recorded, stderr := run("--mode", "seeded", "--clock-out", clock)
+	if code != 0 {
+		t.Fatalf("recording exited %d: %s", code, stderr)
+	}
+	if code, replayed, stderr := run("--replay-clock", clock); code != 0 || replayed != recorded {
+		t.Errorf("replay without --mode: exit %d, printed %q, want %q (%s)", code, replayed, recorded, stderr)
+	}
+	code, stdout, stderr := run("--mode", "strict", "--replay-clock", clock)
+	want := "dal-exec: " + clock + " was recorded in seeded mode, which --mode strict would ignore: use --mode seeded, or leave --mode out\n"
+	if code != 2 || stdout != "" || stderr != want {
+		t.Errorf("--mode strict: exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
 	}
 }

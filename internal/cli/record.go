@@ -3,6 +3,9 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"unicode"
 
 	"github.com/dal-runtime/dal/internal/checkpoint"
 	"github.com/dal-runtime/dal/internal/record"
@@ -66,6 +69,9 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			allowLoopbackFlag(),
 		), selectionFlags(), PolicyFlags()),
 		Action: func(c *ucli.Context) error {
+			if err := checkBundleName(c.String("out")); err != nil {
+				return err
+			}
 			spec, err := specFromFlags(c)
 			if err != nil {
 				return err
@@ -117,4 +123,22 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			return nil
 		},
 	}
+}
+
+// checkBundleName refuses an --out whose extension names a format dal
+// does not write (x.zip would become a directory named x.zip): a bundle is
+// a directory, or a .tgz, .tar.gz or .tar.zst archive. Only an extension
+// of letters counts as one, so run.2 or run-2026.11 name directories.
+func checkBundleName(out string) error {
+	base := filepath.Base(strings.TrimRight(out, "/"))
+	for _, ok := range []string{".tgz", ".tar.gz", ".tar.zst"} {
+		if strings.HasSuffix(base, ok) {
+			return nil
+		}
+	}
+	ext := filepath.Ext(base)
+	if len(ext) < 2 || strings.ContainsFunc(ext[1:], func(r rune) bool { return !unicode.IsLetter(r) }) {
+		return nil
+	}
+	return usageError{Err: fmt.Errorf("--out %s: dal does not write %s bundles; name a directory (no extension) or a .tgz, .tar.gz or .tar.zst archive", out, ext)}
 }

@@ -30,12 +30,12 @@ Examples:
    dal-exec run -- python3 agent.py                      strict, seed 0
    dal-exec run --seed 7 -- node agent.js                another seed, other random values
    dal-exec run --mode seeded --clock-out clock.json -- python3 agent.py
-   dal-exec run --replay-clock clock.json -- python3 agent.py
+   dal-exec run --replay-clock clock.json -- python3 agent.py   in clock.json's mode
    dal-exec run --timeout 30s --keep-env OPENAI_API_KEY -- python3 agent.py
    DAL_SEED=42 dal-exec run -- ./my-go-agent`,
 		Flags: flagList(runFlags(),
 			categorize(catRun, &ucli.StringFlag{Name: "replay-clock", EnvVars: []string{"DAL_REPLAY_CLOCK"},
-				Usage: "serve the real clock readings recorded in this clock.json back to the agent, in order; reads past its end are reported as drift"}),
+				Usage: "serve the real clock readings recorded in this clock.json back to the agent, in order; reads past its end are reported as drift (runs in the mode the log was recorded in)"}),
 			categorize(catOutput, &ucli.StringFlag{Name: "clock-out", EnvVars: []string{"DAL_CLOCK_OUT"},
 				Usage: "write the run's clock log (clock.json: streams, reads, timers, logged ticks) to this file"}),
 			categorize(catIterations, &ucli.StringFlag{Name: "iterations-dir", EnvVars: []string{"DAL_ITERATIONS_DIR"},
@@ -51,6 +51,15 @@ Examples:
 				spec.Replay, err = vclock.ReadFile(p)
 				if err != nil {
 					return usageError{Err: err}
+				}
+				// The log is replayed in the mode it was recorded in: seeded
+				// serves its real-clock readings, strict compares its timer
+				// schedule. Another mode would ignore what it holds.
+				switch {
+				case !c.IsSet("mode"):
+					spec.Mode = spec.Replay.Mode
+				case spec.Mode != spec.Replay.Mode:
+					return usageError{Err: fmt.Errorf("%s was recorded in %s mode, which --mode %s would ignore: use --mode %s, or leave --mode out", p, spec.Replay.Mode, spec.Mode, spec.Replay.Mode)}
 				}
 			}
 			spec.Stdin, spec.Stdout, spec.Stderr, spec.Log = os.Stdin, c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
