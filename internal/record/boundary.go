@@ -163,6 +163,16 @@ func newBoundary(in boundaryInput) *Boundary {
 	}
 	b.Observed = true
 	b.Syscalls = in.trace.Syscalls
+	if in.virt != nil && len(in.virt.Calls) > 0 {
+		// Calls the syscall layer answered never reached the syscall
+		// entry the tracer counts at.
+		if b.Syscalls == nil {
+			b.Syscalls = map[string]uint64{}
+		}
+		for name, n := range in.virt.Calls {
+			b.Syscalls[name] += uint64(n)
+		}
+	}
 	b.Events = in.trace.Events
 	b.DroppedEvents = in.trace.Drops
 	for name, n := range in.trace.Syscalls {

@@ -46,3 +46,8 @@ var legacyNotified = []int{unix.SYS_TIME}
 var legacyTimed = [][2]int{{unix.SYS_POLL, 2}, {unix.SYS_SELECT, -1}, {unix.SYS_EPOLL_WAIT, 3}}
 
 const sysEpollWait = unix.SYS_EPOLL_WAIT
+
+const (
+	sysPoll   = unix.SYS_POLL
+	sysSelect = unix.SYS_SELECT
+)

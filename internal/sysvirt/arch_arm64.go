@@ -9,3 +9,8 @@ var legacyNotified []int
 var legacyTimed [][2]int
 
 const sysEpollWait = -2
+
+const (
+	sysPoll   = -3
+	sysSelect = -4
+)

@@ -43,6 +43,10 @@ type Counts struct {
 	// Escapes are calls that returned real clock or random values where a
 	// virtual one was due; any makes the category uncaptured.
 	Escapes map[string]int64 `json:"escapes,omitempty"`
+	// Calls counts, by system call name, the calls the supervisor answered
+	// itself: they never reached the kernel's syscall entry, where the
+	// eBPF tracer counts, and are added to its counts.
+	Calls map[string]int64 `json:"calls,omitempty"`
 	// Notes are one-line explanations of escapes (a kernel without a
 	// feature, an image that could not be edited).
 	Notes []string `json:"notes,omitempty"`

@@ -1,6 +1,10 @@
 package sysvirt
 
-import "golang.org/x/sys/unix"
+import (
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
 
 // Rule says when the seccomp filter hands a call to the supervisor.
 type Rule struct {
@@ -59,4 +63,37 @@ func Rules(cfg Config) []Rule {
 		r = append(r, Rule{Nr: unix.SYS_GETRANDOM})
 	}
 	return r
+}
+
+// callName names the calls the supervisor answers.
+func callName(nr int) string {
+	switch nr {
+	case unix.SYS_CLOCK_GETTIME:
+		return "clock_gettime"
+	case unix.SYS_GETTIMEOFDAY:
+		return "gettimeofday"
+	case sysTime:
+		return "time"
+	case unix.SYS_GETRANDOM:
+		return "getrandom"
+	case unix.SYS_NANOSLEEP:
+		return "nanosleep"
+	case unix.SYS_CLOCK_NANOSLEEP:
+		return "clock_nanosleep"
+	case unix.SYS_PPOLL:
+		return "ppoll"
+	case unix.SYS_PSELECT6:
+		return "pselect6"
+	case unix.SYS_EPOLL_PWAIT:
+		return "epoll_pwait"
+	case unix.SYS_EPOLL_PWAIT2:
+		return "epoll_pwait2"
+	case sysEpollWait:
+		return "epoll_wait"
+	case sysPoll:
+		return "poll"
+	case sysSelect:
+		return "select"
+	}
+	return "syscall_" + strconv.Itoa(nr)
 }

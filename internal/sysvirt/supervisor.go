@@ -235,11 +235,11 @@ func (s *Supervisor) clockGettime(n *Notif) {
 	s.mu.Unlock()
 	if addr != 0 {
 		if err := writeMem(int(n.Pid), addr, putTimespec(v)); err != nil {
-			fail(s.fd, n.ID, unix.EFAULT)
+			s.fail(n, unix.EFAULT)
 			return
 		}
 	}
-	reply(s.fd, n.ID, 0)
+	s.reply(n, 0)
 }
 
 func (s *Supervisor) gettimeofday(n *Notif) {
@@ -263,17 +263,17 @@ func (s *Supervisor) gettimeofday(n *Notif) {
 		binary.LittleEndian.PutUint64(b[0:], uint64(v/1e9))
 		binary.LittleEndian.PutUint64(b[8:], uint64(v%1e9/1e3))
 		if writeMem(int(n.Pid), tv, b[:]) != nil {
-			fail(s.fd, n.ID, unix.EFAULT)
+			s.fail(n, unix.EFAULT)
 			return
 		}
 	}
 	if tz != 0 {
 		if writeMem(int(n.Pid), tz, make([]byte, 8)) != nil {
-			fail(s.fd, n.ID, unix.EFAULT)
+			s.fail(n, unix.EFAULT)
 			return
 		}
 	}
-	reply(s.fd, n.ID, 0)
+	s.reply(n, 0)
 }
 
 func (s *Supervisor) time(n *Notif) {
@@ -292,11 +292,11 @@ func (s *Supervisor) time(n *Notif) {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], uint64(sec))
 		if writeMem(int(n.Pid), n.Args[0], b[:]) != nil {
-			fail(s.fd, n.ID, unix.EFAULT)
+			s.fail(n, unix.EFAULT)
 			return
 		}
 	}
-	reply(s.fd, n.ID, sec)
+	s.reply(n, sec)
 }
 
 // maxRandom is the most getrandom returns in one call (the kernel's own
@@ -306,7 +306,7 @@ const maxRandom = 1<<25 - 1
 func (s *Supervisor) getrandom(n *Notif) {
 	buf, size, flags := n.Args[0], n.Args[1], n.Args[2]
 	if flags&^uint64(unix.GRND_NONBLOCK|unix.GRND_RANDOM|grndInsecure) != 0 {
-		fail(s.fd, n.ID, unix.EINVAL)
+		s.fail(n, unix.EINVAL)
 		return
 	}
 	s.mu.Lock()
@@ -325,10 +325,10 @@ func (s *Supervisor) getrandom(n *Notif) {
 	s.served("random")
 	s.mu.Unlock()
 	if err := writeMem(int(n.Pid), buf, b); err != nil {
-		fail(s.fd, n.ID, unix.EFAULT)
+		s.fail(n, unix.EFAULT)
 		return
 	}
-	reply(s.fd, n.ID, int64(size))
+	s.reply(n, int64(size))
 }
 
 const grndInsecure = 0x4
@@ -351,7 +351,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
 	s.mu.Unlock()
 	d, errno := readTimespec(int(n.Pid), req)
 	if errno != 0 {
-		fail(s.fd, n.ID, errno)
+		s.fail(n, errno)
 		return
 	}
 	s.mu.Lock()
@@ -361,19 +361,19 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
 	if d <= 0 {
 		s.served("sleep")
 		s.mu.Unlock()
-		reply(s.fd, n.ID, 0)
+		s.reply(n, 0)
 		return
 	}
 	if p.threads <= 1 {
 		p.base += d
 		s.served("sleep")
 		s.mu.Unlock()
-		reply(s.fd, n.ID, 0)
+		s.reply(n, 0)
 		return
 	}
 	s.real("sleep_threaded")
 	s.mu.Unlock()
-	fd, id2, pid := s.fd, n.ID, int(n.Pid)
+	fd, id2 := s.fd, n.ID
 	go func() {
 		// A real sleep, cut short when the caller is interrupted (it will
 		// call again, or not).
@@ -388,8 +388,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
 				return
 			}
 		}
-		_ = pid
-		reply(fd, id2, 0)
+		s.reply(n, 0)
 	}()
 }
 

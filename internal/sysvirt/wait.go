@@ -282,7 +282,7 @@ func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
 		return
 	}
 	if w.zero != nil && w.zero() != nil {
-		fail(s.fd, w.n.ID, unix.EFAULT)
+		s.fail(w.n, unix.EFAULT)
 		return
 	}
 	s.mu.Lock()
@@ -291,7 +291,7 @@ func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
 		s.served(count)
 	}
 	s.mu.Unlock()
-	reply(s.fd, w.n.ID, 0)
+	s.reply(w.n, 0)
 }
 
 // epollMembers lists the descriptors registered in tgid's epoll fd epfd.
