@@ -206,8 +206,10 @@ for i in range(300):
 	}
 }
 
-// TestEscapesLowerCoverage: an agent that reads /dev/urandom directly and
-// connects around the proxy shows both as escapes, coverage below 1.
+// TestEscapesLowerCoverage: in logged mode (real randomness, no syscall
+// layer) an agent that reads /dev/urandom directly and connects around the
+// proxy shows both as escapes, coverage below 1. In strict mode the same
+// read is served the seed's bytes: no random escape, and the bytes repeat.
 func TestEscapesLowerCoverage(t *testing.T) {
 	t.Parallel()
 	sock, _ := startDald(t)
@@ -221,7 +223,8 @@ except OSError:
     pass
 print("done")
 `
-	r := dalIn(t, ws, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--socket", sock, "--out", out, "--", "python3", "-c", script)
+	key := "DAL_KEY=" + filepath.Join(t.TempDir(), "k")
+	r := dalIn(t, ws, []string{key}, "record", "--mode", "logged", "--socket", sock, "--out", out, "--", "python3", "-c", script)
 	if r.code != 0 {
 		t.Fatalf("record: %d %s", r.code, r.stderr)
 	}
@@ -235,6 +238,26 @@ print("done")
 	}
 	if !strings.Contains(r.stderr, "escape (random)") || !strings.Contains(r.stderr, "/dev/urandom") {
 		t.Errorf("record did not report the escapes: %s", r.stderr)
+	}
+
+	strict := `print(open("/dev/urandom", "rb").read(16).hex())`
+	var first string
+	for i := range 2 {
+		out := filepath.Join(t.TempDir(), "strict")
+		r := dalIn(t, t.TempDir(), []string{key}, "record", "--socket", sock, "--out", out, "--", "python3", "-c", strict)
+		if r.code != 0 {
+			t.Fatalf("strict record: %d %s", r.code, r.stderr)
+		}
+		for _, e := range readBoundary(t, out).Escapes {
+			if e.Category == "random" {
+				t.Errorf("strict: /dev/urandom listed as an escape: %+v", e)
+			}
+		}
+		if i == 0 {
+			first = r.stdout
+		} else if r.stdout != first || len(strings.TrimSpace(first)) != 32 {
+			t.Errorf("strict /dev/urandom bytes: %q then %q, want the same 16 bytes", first, r.stdout)
+		}
 	}
 }
 
