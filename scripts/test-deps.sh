@@ -16,7 +16,8 @@ done
 # real Prometheus (metrics), headless Chromium (report screenshots),
 # systemd-analyze (the unit file), httpx/requests/aiohttp with Debian's
 # python3 (network clients), git, curl, uuidgen and faketime (determinism
-# corpus, bench); make generate needs clang-14 and llvm-14.
+# corpus, bench), gcc and libc6-dev (its C probes, dynamic and -static);
+# make generate needs clang-14 and llvm-14.
 missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 need pgrep procps
@@ -27,6 +28,8 @@ need promtool prometheus
 need systemd-analyze systemd
 need faketime faketime
 need git git
+need gcc gcc
+[ -f /usr/lib/$(uname -m)-linux-gnu/libc.a ] || missing+=(libc6-dev)
 need curl curl
 need uuidgen uuid-runtime
 need clang-14 clang-14

@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A determinism probe prints the values of its sources of nondeterminism,
+// one per line: "<kind> <name> <value...>". Kind "fixed" is the clock,
+// pids and what derives from them only (a seed change keeps it); "random"
+// comes from the seed (a seed change changes it); "any" need only repeat
+// under the same seed. The probes live in testdata/determinism.
+type determinismProbe struct {
+	name string
+	argv []string
+	// want names lines the output must hold.
+	want []string
+	// check, when set, looks at the values (name → value) of a recording.
+	check func(t *testing.T, v map[string]string)
+}
+
+// probeLine is one parsed line of a probe's output.
+type probeLine struct{ kind, value string }
+
+func parseProbe(t *testing.T, out string) map[string]probeLine {
+	t.Helper()
+	lines := map[string]probeLine{}
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		f := strings.SplitN(l, " ", 3)
+		if len(f) != 3 || (f[0] != "fixed" && f[0] != "random" && f[0] != "any") {
+			t.Fatalf("probe line %q is not \"<fixed|random|any> <name> <value>\" in:\n%s", l, out)
+		}
+		if _, dup := lines[f[1]]; dup {
+			t.Fatalf("probe line %q appears twice in:\n%s", f[1], out)
+		}
+		lines[f[1]] = probeLine{f[0], f[2]}
+	}
+	return lines
+}
+
+// builtProbes are the compiled probes of testdata/determinism.
+type builtProbes struct{ cDynamic, cStatic, stack, goProbe string }
+
+// buildProbes compiles the C probes (dynamic and -static) and the Go probe
+// into dir.
+func buildProbes(t *testing.T, dir string) builtProbes {
+	t.Helper()
+	b := builtProbes{filepath.Join(dir, "probe"), filepath.Join(dir, "probe-static"), filepath.Join(dir, "stack"), filepath.Join(dir, "goprobe")}
+	for _, args := range [][]string{
+		{"gcc", "-O2", "-o", b.cDynamic, "testdata/determinism/probe.c"},
+		{"gcc", "-O2", "-static", "-o", b.cStatic, "testdata/determinism/probe.c"},
+		{"gcc", "-O2", "-o", b.stack, "testdata/determinism/stack.c"},
+		{"go", "build", "-o", b.goProbe, "./testdata/determinism/goprobe"},
+	} {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return b
+}
+
+// pythonInterpreter is the interpreter python3 runs. A version manager's
+// shim (pyenv's is a bash script) forks its own tree first, racing on
+// pipes, which moves the pids of the agent's children from run to run.
+func pythonInterpreter(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// epochSeconds is dal's default virtual epoch, 2026-01-01T00:00:00Z.
+const epochSeconds = 1767225600
+
+// onVirtualClock checks that the clock value of line name (seconds, maybe
+// with a fraction) lies in the first minute after the virtual epoch.
+func onVirtualClock(t *testing.T, v map[string]string, name string) {
+	t.Helper()
+	s, _, _ := strings.Cut(v[name], ".")
+	if sec, err := strconv.ParseInt(s, 10, 64); err != nil || sec < epochSeconds || sec > epochSeconds+60 {
+		t.Errorf("%s = %q, not on the virtual clock (epoch %d)", name, v[name], epochSeconds)
+	}
+}
+
+// secondsBetween is b - a for two "sec.frac" clock values.
+func secondsBetween(t *testing.T, a, b string) float64 {
+	t.Helper()
+	x, err1 := strconv.ParseFloat(a, 64)
+	y, err2 := strconv.ParseFloat(b, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("clock values %q and %q are not numbers", a, b)
+	}
+	return y - x
+}
+
+// TestUnmodifiedProgramsAreDeterministic runs each probe under `dal-exec
+// record` in strict mode: two recordings in fresh workspaces print the same
+// bytes, a replay of the first is EXACT, and a recording with another seed
+// changes the random values and nothing else (issue 14).
+func TestUnmodifiedProgramsAreDeterministic(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	built := buildProbes(t, dir)
+	python := pythonInterpreter(t)
+	data, err := filepath.Abs("testdata/determinism")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := func(name string) string { return filepath.Join(data, name) }
+
+	cWant := []string{"time", "clock_realtime", "clock_monotonic", "gettimeofday", "getpid", "rand", "getrandom"}
+	cCheck := func(t *testing.T, v map[string]string) {
+		for _, name := range []string{"time", "clock_realtime", "gettimeofday"} {
+			onVirtualClock(t, v, name)
+		}
+		if v["getpid"] != "100" {
+			t.Errorf("the agent's pid is %s, want 100", v["getpid"])
+		}
+	}
+	probes := []determinismProbe{
+		{name: "c-dynamic", argv: []string{built.cDynamic}, want: cWant, check: cCheck},
+		{name: "c-static", argv: []string{built.cStatic}, want: cWant, check: cCheck},
+		// The stack's place follows the size of the environment and
+		// arguments above it, which holds the workspace's path.
+		{name: "stack-address", argv: []string{built.stack}, want: []string{"stack_address", "environment_bytes"}},
+		{name: "go", argv: []string{built.goProbe},
+			want: []string{"now", "since_loop", "crypto_rand", "math_rand_v2", "map_order", "getpid", "slept", "after_sleep"},
+			check: func(t *testing.T, v map[string]string) {
+				if ns, err := strconv.ParseInt(v["slept"], 10, 64); err != nil || ns < 2e9 || ns > 3e9 {
+					t.Errorf("time.Sleep(2s) took %s ns on the virtual clock, want 2 s", v["slept"])
+				}
+				if !strings.HasPrefix(v["now"], strconv.Itoa(epochSeconds)) {
+					t.Errorf("time.Now() = %s ns, not on the virtual clock", v["now"])
+				}
+			}},
+		{name: "bash", argv: []string{"bash", script("bash.sh")},
+			want: []string{"RANDOM", "SRANDOM", "EPOCHREALTIME", "EPOCHSECONDS", "pid", "date1", "date2"},
+			check: func(t *testing.T, v map[string]string) {
+				onVirtualClock(t, v, "EPOCHREALTIME")
+				onVirtualClock(t, v, "date1")
+				if d := secondsBetween(t, v["date1"], v["date2"]); d < 2 || d > 3 {
+					t.Errorf("`date; sleep 2; date` is %.6f s apart, want 2 s", d)
+				}
+			}},
+		{name: "date", argv: []string{"date", "+fixed date %s.%N"}, want: []string{"date"},
+			check: func(t *testing.T, v map[string]string) { onVirtualClock(t, v, "date") }},
+		{name: "mktemp-uuidgen", argv: []string{"bash", script("tools.sh")},
+			want: []string{"mktemp", "mktemp_d", "mktemp_u", "uuidgen", "uuidgen_r"}},
+		{name: "git", argv: []string{"bash", script("git.sh")}, want: []string{"commit1", "commit2", "dates"},
+			check: func(t *testing.T, v map[string]string) {
+				if f := strings.Fields(v["dates"]); len(f) != 4 || !strings.HasPrefix(f[0], "17672256") || !strings.HasPrefix(f[2], "17672256") {
+					t.Errorf("git's author and committer dates %q are not on the virtual clock", v["dates"])
+				}
+			}},
+		{name: "python-children", argv: []string{python, script("agent.py"), built.cDynamic},
+			want: append([]string{"python_time", "child_date1", "child_date2"}, cWant...),
+			check: func(t *testing.T, v map[string]string) {
+				onVirtualClock(t, v, "python_time")
+				onVirtualClock(t, v, "child_date1")
+				onVirtualClock(t, v, "time")
+			}},
+	}
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
+	for _, p := range probes {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			record := func(seed string) (result, string) {
+				t.Helper()
+				out := filepath.Join(t.TempDir(), "bundle")
+				r := dalIn(t, t.TempDir(), key, append([]string{"record", "--mode", "strict", "--seed", seed,
+					"--no-apply", "--out", out, "--"}, p.argv...)...)
+				if r.code != 0 {
+					t.Fatalf("record --seed %s: exit %d\nstdout:\n%s\nstderr:\n%s", seed, r.code, r.stdout, r.stderr)
+				}
+				return r, out
+			}
+			first, bundle := record("7")
+			again, _ := record("7")
+			other, _ := record("8")
+
+			if again.stdout != first.stdout {
+				t.Errorf("two recordings with seed 7 differ:\n%s", lineDiff(first.stdout, again.stdout))
+			}
+			lines := parseProbe(t, first.stdout)
+			values := map[string]string{}
+			for name, l := range lines {
+				values[name] = l.value
+			}
+			for _, name := range p.want {
+				if _, ok := lines[name]; !ok {
+					t.Errorf("no %q line in:\n%s", name, first.stdout)
+				}
+			}
+			if p.check != nil {
+				p.check(t, values)
+			}
+			reseeded := parseProbe(t, other.stdout)
+			for name, l := range lines {
+				o, ok := reseeded[name]
+				switch {
+				case !ok:
+					t.Errorf("seed 8 printed no %q line", name)
+				case l.kind == "fixed" && o.value != l.value:
+					t.Errorf("%s changed with the seed: %q, then %q", name, l.value, o.value)
+				case l.kind == "random" && o.value == l.value:
+					t.Errorf("%s did not change with the seed: %q", name, l.value)
+				}
+			}
+
+			rep := dalIn(t, "/", key, "replay", bundle)
+			if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
+				t.Errorf("replay: exit %d\n%s%s", rep.code, rep.stdout, rep.stderr)
+			}
+		})
+	}
+}
+
+// lineDiff lists the lines where a and b differ.
+func lineDiff(a, b string) string {
+	x, y := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var sb strings.Builder
+	for i := 0; i < max(len(x), len(y)); i++ {
+		var l, r string
+		if i < len(x) {
+			l = x[i]
+		}
+		if i < len(y) {
+			r = y[i]
+		}
+		if l != r {
+			fmt.Fprintf(&sb, "  - %s\n  + %s\n", l, r)
+		}
+	}
+	return sb.String()
+}
