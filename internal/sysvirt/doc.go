@@ -33,11 +33,21 @@
 //
 // # Time (strict mode)
 //
-// A stream's clock is one offset t (ns). A read of a realtime clock
-// (CLOCK_REALTIME, _COARSE, _ALARM, CLOCK_TAI, gettimeofday, time) adds the
-// quantum and returns epoch+t; a monotonic one (CLOCK_MONOTONIC, _RAW,
-// _COARSE, CLOCK_BOOTTIME, _ALARM) returns mono+t. Per-process CPU-time
-// clocks stay real: they measure work, not time, and are counted as such.
+// A stream's clock is an offset t = base + reads×quantum (ns). A read of a
+// realtime clock (CLOCK_REALTIME, _COARSE, _ALARM, CLOCK_TAI, gettimeofday,
+// time) counts one read and returns epoch+t; a monotonic one
+// (CLOCK_MONOTONIC, _RAW, _COARSE, CLOCK_BOOTTIME, _ALARM) returns mono+t.
+// Per-process CPU-time clocks stay real: they measure work, not time, and
+// are counted as such. Sleeps, expired waits and waited-for children move
+// base.
+//
+// A new process starts at its parent's base, not its reads: its values never
+// depend on how often its parent looked at the clock (a shimmed runtime's
+// own bookkeeping does, and varies from run to run). When a process ends
+// while its parent is waiting for it (every thread of the parent blocked,
+// checked at the exit's first step, before the child's descriptors close),
+// the parent's base moves up to the child's: `date; sleep 2; date` in a
+// shell shows two seconds pass. A parent busy meanwhile keeps its time.
 //
 // A sleep (nanosleep, clock_nanosleep) of a single-threaded process adds its
 // duration to t and returns at once. In a multi-threaded process a sleep is
@@ -67,7 +77,36 @@
 //
 // getrandom draws from the process's stream, label "<stream>/getrandom";
 // AT_RANDOM from "<stream>/at_random.<k>" for the k-th image the process
-// runs.
+// runs. The sandbox's /dev/urandom and /dev/random are FIFOs the init keeps
+// full of stream (seed, "dev/urandom") and (seed, "dev/random"): readers
+// share each stream in the order they read it, so a script's or a
+// pipeline's reads repeat; concurrent readers split it as the scheduler
+// decides, and fstat shows a FIFO.
+//
+// # Addresses and pids
+//
+// The agent's tree runs without address-space randomization (bash seeds
+// $RANDOM with a stack address; runtimes order objects by address). The
+// agent is pid 100 in its pid namespace (ns_last_pid, set before it starts)
+// and the init keeps 16 idle threads warm so its own thread starts take no
+// pids in the middle of the tree: pids repeat when the tree starts its
+// processes in the same order, which a sequential script does. Threads take
+// pids too, so a multi-threaded program's children's pids vary with its
+// thread starts.
+//
+// # Limits, measured where they apply
+//
+//   - File times (mtime, ctime, atime, btime) and inode numbers are real.
+//   - Timers on the real clock (timerfd, timer_create, setitimer, alarm)
+//     fire in real time; absolute timerfd deadlines are not translated.
+//   - A sleep in a multi-threaded process is real (see above), so Go's
+//     time.Sleep — a timer on the netpoller, an epoll wait — jumps only
+//     when no descriptor of the poller is outstanding I/O.
+//   - Values in a multi-threaded process depend on the order its threads
+//     read the clock, which the scheduler decides.
+//   - ptrace: a program in the sandbox cannot trace another (strace, gdb):
+//     dal is the tracer. A group stop (SIGSTOP, SIGTSTP) does not stop.
+//   - dal-exec run has no sandbox and so no syscall layer.
 //
 // # Counts
 //
