@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A determinism probe prints the values of its sources of nondeterminism,
@@ -241,4 +242,48 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return sb.String()
+}
+
+// BenchmarkGoroutineHeavyUnderTheLayer: a goroutine-heavy Go program
+// (testdata/determinism/goheavy) under `dal-exec record --mode strict`,
+// where every runtime clock read is a call the syscall layer answers,
+// against `dal-exec run`, which has no layer; start-up (a run of `true`
+// each way) is subtracted. Issue 14's target: at most 1.5x.
+//
+//	go test ./e2e -run '^$' -bench GoroutineHeavy -benchtime 3x
+func BenchmarkGoroutineHeavyUnderTheLayer(b *testing.B) {
+	heavy := filepath.Join(b.TempDir(), "goheavy")
+	build := exec.Command("go", "build", "-o", heavy, "./testdata/determinism/goheavy")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build goheavy: %v\n%s", err, out)
+	}
+	key := []string{"DAL_KEY=" + filepath.Join(b.TempDir(), "key")}
+	timed := func(record bool, argv ...string) time.Duration {
+		args := append([]string{"run", "--"}, argv...)
+		if record {
+			args = append([]string{"record", "--mode", "strict", "--no-apply", "--out", filepath.Join(b.TempDir(), "bundle"), "--"}, argv...)
+		}
+		cmd := exec.Command(bin.exec, args...)
+		cmd.Dir, cmd.Env = b.TempDir(), append(os.Environ(), key...)
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		d := time.Since(start)
+		if err != nil {
+			b.Fatalf("dal-exec %v: %v\n%s", args, err, out)
+		}
+		return d
+	}
+	for _, work := range [][]string{{"pingpong", "100000"}, {"timers", "1000"}} {
+		b.Run(work[0], func(b *testing.B) {
+			var run, rec time.Duration
+			for b.Loop() {
+				run += max(timed(false, append([]string{heavy}, work...)...)-timed(false, "true"), 0)
+				rec += max(timed(true, append([]string{heavy}, work...)...)-timed(true, "true"), 0)
+			}
+			b.ReportMetric(float64(run.Milliseconds())/float64(b.N), "run-ms")
+			b.ReportMetric(float64(rec.Milliseconds())/float64(b.N), "record-strict-ms")
+			b.ReportMetric(float64(rec)/float64(run), "x-run")
+		})
+	}
 }
