@@ -118,7 +118,7 @@ func TestUnmodifiedProgramsAreDeterministic(t *testing.T) {
 	}
 	script := func(name string) string { return filepath.Join(data, name) }
 
-	cWant := []string{"time", "clock_realtime", "clock_monotonic", "gettimeofday", "getpid", "rand", "getrandom"}
+	cWant := []string{"time", "clock_realtime", "clock_monotonic", "gettimeofday", "getpid", "rand", "getrandom", "dev_urandom", "dev_random"}
 	cCheck := func(t *testing.T, v map[string]string) {
 		for _, name := range []string{"time", "clock_realtime", "gettimeofday"} {
 			onVirtualClock(t, v, name)
@@ -174,10 +174,18 @@ func TestUnmodifiedProgramsAreDeterministic(t *testing.T) {
 	for _, p := range probes {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
+			// Fresh workspaces whose paths have the same length: the
+			// path is in the agent's environment, whose size moves its
+			// stack (see the stack-address probe).
+			dir, runs := t.TempDir(), 0
 			record := func(seed string) (result, string) {
 				t.Helper()
-				out := filepath.Join(t.TempDir(), "bundle")
-				r := dalIn(t, t.TempDir(), key, append([]string{"record", "--mode", "strict", "--seed", seed,
+				runs++
+				ws, out := filepath.Join(dir, "ws"+strconv.Itoa(runs)), filepath.Join(dir, "bundle"+strconv.Itoa(runs))
+				if err := os.Mkdir(ws, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				r := dalIn(t, ws, key, append([]string{"record", "--mode", "strict", "--seed", seed,
 					"--no-apply", "--out", out, "--"}, p.argv...)...)
 				if r.code != 0 {
 					t.Fatalf("record --seed %s: exit %d\nstdout:\n%s\nstderr:\n%s", seed, r.code, r.stdout, r.stderr)

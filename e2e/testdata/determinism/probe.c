@@ -3,12 +3,35 @@
 // from them (a seed change keeps it); "random" follows the seed. Built
 // dynamic and -static by e2e/determinism_test.go.
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+// hex prints a random line of n bytes.
+static void hex(const char *name, const unsigned char *b, size_t n) {
+	printf("random %s ", name);
+	for (size_t i = 0; i < n; i++)
+		printf("%02x", b[i]);
+	printf("\n");
+}
+
+// device prints 16 bytes read from a random device.
+static int device(const char *name, const char *path) {
+	unsigned char b[16];
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b) {
+		perror(path);
+		return 1;
+	}
+	close(fd);
+	hex(name, b, sizeof b);
+	return 0;
+}
 
 int main(void) {
 	struct timespec rt, mono;
@@ -30,9 +53,6 @@ int main(void) {
 		perror("getrandom");
 		return 1;
 	}
-	printf("random getrandom ");
-	for (size_t i = 0; i < sizeof buf; i++)
-		printf("%02x", buf[i]);
-	printf("\n");
-	return 0;
+	hex("getrandom", buf, sizeof buf);
+	return device("dev_urandom", "/dev/urandom") || device("dev_random", "/dev/random");
 }
