@@ -22,7 +22,8 @@ func ConsistencyMergeCommand() *ucli.Command {
 (command, mode, seeds, strategy, answer source, verify and score commands, dal version; each
 shard once, none missing), opens every run's bundle (signature and files) and checks it against
 its shard's record (the seed of its run index, command, mode, exit code, duration, tokens,
-stdout, answer). Then it links the bundles into OUT/runs/NNN and writes OUT/report.json,
+stdout, answer). Then it links OUT/runs/NNN to the bundles (symbolic links; --copy hard-links
+or copies them so that OUT stands alone) and writes OUT/report.json,
 report.md and report.html, byte for byte what one machine's evaluation of the same runs writes.
 Anything wrong refuses the merge with one sentence naming the shard and run, and writes nothing.
 
@@ -37,6 +38,8 @@ Examples:
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, Required: true, EnvVars: []string{"DAL_REPORT"},
 				Usage: "directory for the merged evaluation (must not exist or be empty)"},
+			&ucli.BoolFlag{Name: "copy", EnvVars: []string{"DAL_MERGE_COPY"},
+				Usage: "hard-link (or copy) the bundles into OUT/runs instead of linking to the shards' (OUT then stands alone)"},
 			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_MERGE_KEY"},
 				Usage: "accept only run bundles signed by this key (a .pub file or the signing key itself)"},
 		},
@@ -55,7 +58,7 @@ Examples:
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := c.String("report")
-			rep, err := consistency.Merge(ctx, c.Args().Slice(), out, consistency.MergeOptions{Key: key})
+			rep, err := consistency.Merge(ctx, c.Args().Slice(), out, consistency.MergeOptions{Key: key, Copy: c.Bool("copy")})
 			if err != nil {
 				return err
 			}

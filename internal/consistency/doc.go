@@ -35,15 +35,29 @@
 // # What a run is
 //
 // A run succeeded when its agent exited 0 or, with a verify command, when
-// that command exits 0. Its output, what runs agree on, is the SHA-256 of the
-// agent's standard output (logs/stdout). Duration and tokens come from the
+// that command exits 0, and its answer can be read. Its answer, what runs
+// vote on (AnswerSource), is its standard output (logs/stdout), a file it
+// wrote (from the bundle's fs-diff), or what an answer command prints; a
+// JSON path may pick a value out of any of them. Surrounding white space is
+// removed; runs agree when the SHA-256 of their answers is equal. A run
+// whose answer cannot be read failed, with a warning that says why. Duration and tokens come from the
 // bundle's manifest (metrics.duration_ms, tokens_input + tokens_output). A
 // score command prints a number in [0, 1]; anything else leaves the run
 // without a score and adds a warning naming the run.
 //
+// # Shards
+//
+// With Options.Shard K/N an evaluation records runs K, K+N, ... only (seeds
+// depend on the run index alone) and writes DIR/shard.json (ShardFile)
+// instead of a report. Merge checks that the shards belong to one
+// evaluation and every run's bundle against its shard, and writes the
+// report one machine would have written for the same runs, byte for byte:
+// nothing in a report depends on where or when it was written (report.html
+// shows the last run's start, not the time of writing).
+//
 // # Report
 //
-// report.json (schema_version 1) never holds NaN or infinities: a statistic
+// report.json (schema_version 2; docs/consistency.md) never holds NaN or infinities: a statistic
 // the runs cannot support (a standard deviation of one run, a coefficient of
 // variation of a zero mean) is null. report.html is one self-contained page
 // (inline CSS and SVG, no script, nothing fetched) with the verdict, the

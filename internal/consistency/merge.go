@@ -29,6 +29,11 @@ type MergeOptions struct {
 	// Parallel is how many bundles are verified at once (<= 0: one per
 	// CPU).
 	Parallel int
+	// Copy makes out self-contained: every bundle file is hard-linked (or
+	// copied) into out/runs. Without it out/runs/NNN is a symbolic link
+	// (relative when it can be) to the run's bundle in its shard, so the
+	// shard directories must stay where they are.
+	Copy bool
 }
 
 // shardDir is one shard directory given to Merge, with its shard.json.
@@ -42,8 +47,8 @@ func (s shardDir) name() string { return fmt.Sprintf("shard %s (%s)", s.file.Sha
 // Merge checks the shard directories dirs (each written by an evaluation
 // with Options.Shard) and writes into out the report a single evaluation
 // of the same runs would have written, byte for byte, with every run's
-// bundle at out/runs/NNN (hard links where the file system allows, copies
-// otherwise). It refuses, writing nothing, when the shards are not the
+// bundle at out/runs/NNN (a symbolic link into its shard, or with
+// MergeOptions.Copy a hard-linked or copied tree). It refuses, writing nothing, when the shards are not the
 // shards of one evaluation (command, mode, seeds, strategy, answer
 // source, verify and score commands, dal version), when a shard is
 // missing or given twice, when a run is missing, duplicated or outside its
@@ -74,7 +79,7 @@ func Merge(ctx context.Context, dirs []string, out string, mo MergeOptions) (*Re
 	}
 	o := shards[0].file.Evaluation.options()
 	rep := analyse(o, runs, warnings)
-	if err := writeMerged(shards, out, rep); err != nil {
+	if err := writeMerged(shards, out, rep, mo.Copy); err != nil {
 		return nil, err
 	}
 	return rep, nil
@@ -309,7 +314,7 @@ func runDirName(i int) string { return filepath.Base(BundlePath("", i)) }
 
 // writeMerged links (or copies) every bundle into out/runs and writes the
 // report; on failure it removes what it wrote.
-func writeMerged(shards []shardDir, out string, rep *Report) (err error) {
+func writeMerged(shards []shardDir, out string, rep *Report, copyTrees bool) (err error) {
 	created := false
 	if _, statErr := os.Stat(out); errors.Is(statErr, fs.ErrNotExist) {
 		created = true
@@ -333,12 +338,36 @@ func writeMerged(shards []shardDir, out string, rep *Report) (err error) {
 	for _, s := range shards {
 		for _, r := range s.file.Runs {
 			src := filepath.Join(s.dir, filepath.FromSlash(r.Bundle))
-			if err := linkTree(src, filepath.Join(out, filepath.FromSlash(r.Bundle))); err != nil {
-				return fmt.Errorf("merge: copying run %d's bundle into %s: %w", r.Index, out, err)
+			dst := filepath.Join(out, filepath.FromSlash(r.Bundle))
+			if copyTrees {
+				err = linkTree(src, dst)
+			} else {
+				err = symlinkTo(src, dst)
+			}
+			if err != nil {
+				return fmt.Errorf("merge: placing run %d's bundle into %s: %w", r.Index, out, err)
 			}
 		}
 	}
 	return rep.Write(out)
+}
+
+// symlinkTo makes dst a symbolic link to src: relative to dst's directory
+// when both are under one root, so that moving the two together keeps it.
+func symlinkTo(src, dst string) error {
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return err
+	}
+	absDst, err := filepath.Abs(filepath.Dir(dst))
+	if err != nil {
+		return err
+	}
+	target := abs
+	if rel, err := filepath.Rel(absDst, abs); err == nil {
+		target = rel
+	}
+	return os.Symlink(target, dst)
 }
 
 // linkTree recreates the tree src at dst (which must not exist): files as

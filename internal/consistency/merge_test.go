@@ -106,10 +106,21 @@ func TestMergeEqualsOneMachine(t *testing.T) {
 	if _, err := Evaluate(context.Background(), evalOptions(one, n, mixedAgent, defaultEnv)); err != nil {
 		t.Fatal(err)
 	}
+	dirs := shards(t, n, 3, mixedAgent, defaultEnv)
+	copied := filepath.Join(t.TempDir(), "copied")
+	if _, err := Merge(context.Background(), dirs, copied, MergeOptions{Copy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(BundlePath(copied, 1)); err != nil || !fi.IsDir() {
+		t.Fatalf("--copy: run 1 is not a directory of its own (%v)", err)
+	}
 	out := filepath.Join(t.TempDir(), "merged")
-	rep, err := Merge(context.Background(), shards(t, n, 3, mixedAgent, defaultEnv), out, MergeOptions{Key: testKey(1).Public().(ed25519.PublicKey)})
+	rep, err := Merge(context.Background(), dirs, out, MergeOptions{Key: testKey(1).Public().(ed25519.PublicKey)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(BundlePath(out, 1)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("run 1 is not a link to its shard's bundle (%v)", err)
 	}
 	if rep.Runs != n || rep.Consensus.Verdict != consensus.VerdictDecided || rep.Consensus.Answer != "42" {
 		t.Fatalf("merged report: %d runs, verdict %s, answer %q", rep.Runs, rep.Consensus.Verdict, rep.Consensus.Answer)
@@ -128,6 +139,7 @@ func TestMergeEqualsOneMachine(t *testing.T) {
 		}
 	}
 	same(one, out)
+	same(one, copied)
 
 	// The merged directory is a complete evaluation: evaluating it again
 	// keeps every run and writes the same report.
