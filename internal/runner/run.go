@@ -6,9 +6,12 @@ package runner
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -176,19 +179,19 @@ func fileIsSocket(p string) bool {
 // failed (exit 2); the agent's own failure is its exit code in Result.
 func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if len(spec.Args) == 0 {
-		return nil, UsageError{errors.New("no command given: put it after --, e.g. dal-exec run -- python3 agent.py")}
+		return nil, UsageError{Err: errors.New("no command given: put it after --, e.g. dal-exec run -- python3 agent.py")}
 	}
 	if spec.Log == nil {
 		spec.Log = os.Stderr
 	}
 	path, err := exec.LookPath(spec.Args[0])
 	if err != nil {
-		return nil, UsageError{fmt.Errorf("command %q not found: check its spelling or PATH", spec.Args[0])}
+		return nil, UsageError{Err: fmt.Errorf("command %q not found: check its spelling or PATH", spec.Args[0])}
 	}
 	// Private directories of runs that died are removed first; a live
 	// run's is locked (internal/leftover) and kept.
 	leftover.Sweep(os.TempDir(), "dal-run-*")
-	tmp, err := os.MkdirTemp("", "dal-run-")
+	tmp, err := mkdirFixedWidth(os.TempDir(), "dal-run-")
 	if err != nil {
 		return nil, fmt.Errorf("create the run's private directory: %w", err)
 	}
@@ -482,4 +485,27 @@ func collect(c *wire.Client, id string, spec *Spec) (*vclock.File, error) {
 func shimmed(argv0 string) bool {
 	base := filepath.Base(argv0)
 	return base == "node" || strings.HasPrefix(base, "python")
+}
+
+// mkdirFixedWidth creates a new private directory in dir named prefix and
+// 16 hex digits. Its path reaches the agent's environment (the clock file,
+// an embedded dald's socket), whose size sets where the agent's stack
+// starts; os.MkdirTemp's names vary in length, and so would every address
+// on that stack from run to run.
+func mkdirFixedWidth(dir, prefix string) (string, error) {
+	for range 100 {
+		var b [8]byte
+		if _, err := crand.Read(b[:]); err != nil {
+			return "", err
+		}
+		p := filepath.Join(dir, prefix+hex.EncodeToString(b[:]))
+		err := os.Mkdir(p, 0o700)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", errors.New("no free name for a private directory")
 }
