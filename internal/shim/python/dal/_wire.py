@@ -5,14 +5,16 @@ value; the decoder accepts every msgpack encoding (all int widths, float32
 and float64, str/bin/array/map 8/16/32, ext as :class:`Ext`).
 
 A frame is ``u32 big-endian length || msgpack body``; the body of every dald
-message is a map with string keys.
+message is a map with string keys. :class:`Conn` is a synchronous client of
+dald over a Unix socket.
 """
 
+import _socket
+import _thread
 import sys as _sys
 from _struct import Struct
-from array import array as _array
 
-__all__ = ["Ext", "Raw", "U64Array", "u64_array_le", "WireError", "packb", "unpackb", "frame", "MAX_FRAME"]
+__all__ = ["Ext", "Raw", "U64Array", "u64_array_le", "WireError", "packb", "unpackb", "frame", "MAX_FRAME", "Conn", "DaldError"]
 
 MAX_FRAME = 4 << 20  # 4 MiB, dald's default maximum
 
@@ -64,7 +66,8 @@ def u64_array_le(le):
 
 
 def _pack_u64_array(obj, out):
-    a = _array("Q", obj)  # OverflowError for an element outside [0, 2**64)
+    from array import array  # here, not at start-up: only tick batches need it
+    a = array("Q", obj)  # OverflowError for an element outside [0, 2**64)
     if _sys.byteorder == "big":
         a.byteswap()
     out += u64_array_le(a.tobytes())
@@ -342,3 +345,114 @@ def frame_length(header):
     if not 1 <= n <= MAX_FRAME:
         raise WireError("frame length %d is outside 1..%d" % (n, MAX_FRAME))
     return n
+
+
+# --------------------------------------------------------------------------
+# Connection to dald.
+
+class DaldError(Exception):
+    pass
+
+
+class Conn:
+    """A synchronous client. Requests that need no answer (ticks.put,
+    draws.put) are pipelined: sent without waiting, their replies read (and
+    checked) before the next request that waits, or when 16 are pending, so
+    a tick batch costs an encode and a send, not a round trip.
+
+    on_reply() is called for every reply read; on_refused(op, reply) for a
+    pipelined request dald refused (the caller of a waited-for request sees
+    its reply itself)."""
+
+    MAX_PENDING = 16
+
+    def __init__(self, path, on_reply, on_refused, timeout=60.0):
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            s.settimeout(timeout)
+            s.connect(path)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+        self.path = path
+        self.lock = _thread.allocate_lock()
+        self.next_id = 0
+        self.broken = None
+        self.pending = []  # (id, op) of pipelined requests, oldest first
+        self.on_reply = on_reply
+        self.on_refused = on_refused
+
+    def _recv_exact(self, n):
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise DaldError("dald closed the connection")
+            got += k
+        return bytes(buf)
+
+    def _read_reply(self, rid, op):
+        try:
+            n = frame_length(self._recv_exact(4))
+            reply = unpackb(self._recv_exact(n))
+        except BaseException as e:
+            # A half-read reply desynchronises the stream: stop using it.
+            self.broken = "connection to dald lost during %r (%s: %s)" % (op, type(e).__name__, e)
+            raise
+        self.on_reply()
+        if not isinstance(reply, dict):
+            self.broken = "dald replied to %r with a non-map" % (op,)
+            raise DaldError(self.broken)
+        if reply.get("id") != rid:
+            self.broken = "dald answered id %r to request %d (%s)" % (reply.get("id"), rid, op)
+            raise DaldError(self.broken)
+        return reply
+
+    def _send(self, msg):
+        if self.broken:
+            raise DaldError(self.broken)
+        self.next_id += 1
+        msg["id"] = self.next_id
+        try:
+            self.sock.sendall(frame(msg))
+        except BaseException as e:
+            self.broken = "connection to dald lost during %r (%s: %s)" % (msg.get("op"), type(e).__name__, e)
+            raise
+        return self.next_id
+
+    def drain_locked(self):
+        """Read the replies of pipelined requests."""
+        while self.pending:
+            rid, op = self.pending.pop(0)
+            reply = self._read_reply(rid, op)
+            if not reply.get("ok"):
+                self.on_refused(op, reply)
+
+    def call_locked(self, msg):
+        """Send msg and return the reply; the caller holds self.lock."""
+        self.drain_locked()
+        rid = self._send(msg)
+        return self._read_reply(rid, msg.get("op"))
+
+    def send_locked(self, msg):
+        """Send msg without waiting for its reply; the caller holds self.lock."""
+        rid = self._send(msg)
+        self.pending.append((rid, msg.get("op")))
+        if len(self.pending) > self.MAX_PENDING:
+            rid, op = self.pending.pop(0)
+            reply = self._read_reply(rid, op)
+            if not reply.get("ok"):
+                self.on_refused(op, reply)
+
+    def call(self, msg):
+        with self.lock:
+            return self.call_locked(msg)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except Exception:
+            pass
