@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -93,7 +94,7 @@ func packTo(dir, out string, p packing, replace bool) (err error) {
 		if err := os.Rename(tmp.Name(), out); err != nil {
 			return writeErr(out, "the archive", err)
 		}
-		if err := syncDir(filepath.Dir(out)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(out)); err != nil {
 			return writeErr(out, "its directory", err)
 		}
 		return nil

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dal-runtime/dal/internal/atomicfile"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -237,5 +239,5 @@ func writeAtomic(path string, data []byte, perm os.FileMode, replace bool) error
 	if err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return atomicfile.SyncDir(filepath.Dir(path))
 }

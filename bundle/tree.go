@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -241,20 +242,11 @@ func digestOf(b []byte) string {
 // syncDirs fsyncs root's directories, children before parents.
 func syncDirs(root string, dirs []string) error {
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := syncDir(filepath.Join(root, filepath.FromSlash(dirs[i]))); err != nil {
+		if err := atomicfile.SyncDir(filepath.Join(root, filepath.FromSlash(dirs[i]))); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // writeFileSync writes data to p (created, not replaced) and fsyncs it.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"github.com/dal-runtime/dal/internal/leftover"
 
 	"golang.org/x/sys/unix"
@@ -257,7 +258,7 @@ func publish(tmp, out string) error {
 	if err != nil {
 		return writeErr(out, "the bundle", err)
 	}
-	if err := syncDir(filepath.Dir(out)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(out)); err != nil {
 		return writeErr(out, "its directory", err)
 	}
 	return nil

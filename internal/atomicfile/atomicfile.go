@@ -1,5 +1,6 @@
 // Package atomicfile replaces files whole: a reader (or a crash) sees the
-// old content or the new, never a part of it.
+// old content or the new, never a part of it. SyncDir makes the replacement
+// itself (a rename, a creation) durable.
 package atomicfile
 
 import (
@@ -48,4 +49,15 @@ func WriteFile(path string, b []byte, perm fs.FileMode) error {
 		_, err := w.Write(b)
 		return err
 	})
+}
+
+// SyncDir fsyncs the directory dir, so that the entries created, renamed
+// or removed in it survive a crash. It follows a symbolic link at dir.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -40,3 +40,17 @@ func TestWriteReplacesWholeOrNothing(t *testing.T) {
 		t.Errorf("a write into a missing directory succeeded")
 	}
 }
+
+func TestSyncDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDir(dir); err != nil {
+		t.Errorf("SyncDir of a directory: %v", err)
+	}
+	if err := SyncDir(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("SyncDir of a missing directory: %v, want ErrNotExist", err)
+	}
+}
