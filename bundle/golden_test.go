@@ -3,15 +3,14 @@ package bundle
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"github.com/dal-runtime/dal/internal/golden"
+)
 
 const goldenV1 = "testdata/v1"
 
@@ -44,7 +43,7 @@ func TestGoldenV1(t *testing.T) {
 	tmp := t.TempDir()
 	fresh := filepath.Join(tmp, "v1")
 	goldenBundle(t, fresh)
-	if *update {
+	if golden.Update() {
 		os.RemoveAll(goldenV1)
 		copyTree(t, fresh, goldenV1)
 		if err := writeKey(filepath.Join(tmp, "k"), testKey(1), true); err != nil {
@@ -152,13 +151,7 @@ func TestErrorMessages(t *testing.T) {
 	} {
 		out.WriteString(scenario(s.name, s.change))
 	}
-	const golden = "testdata/errors.golden"
-	if *update {
-		os.WriteFile(golden, out.Bytes(), 0o644)
-	}
-	if want := must(os.ReadFile(golden)); !bytes.Equal(want, out.Bytes()) {
-		t.Fatalf("error messages changed (go test ./bundle -run ErrorMessages -update):\n got:\n%s\nwant:\n%s", out.Bytes(), want)
-	}
+	golden.Check(t, "testdata/errors.golden", out.Bytes())
 	if _, err := Open(filepath.Join(tmp, "missing-none"), OpenOptions{}); !errors.Is(err, ErrNotBundle) {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dal-runtime/dal/internal/atomicfile"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current output instead of comparing")
@@ -42,7 +44,8 @@ func check(t testing.TB, path string, got []byte, update bool) {
 			t.Fatalf("golden: %v", err)
 			return
 		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+		// Whole or not at all: a parallel test may be reading the file.
+		if err := atomicfile.WriteFile(path, got, 0o644); err != nil {
 			t.Fatalf("golden: %v", err)
 			return
 		}

@@ -7,15 +7,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,8 +22,6 @@ import (
 
 	"github.com/dal-runtime/dal/internal/netcap/har"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // testTimeout bounds every client operation in the tests: a hang fails
 // instead of blocking the run.
@@ -384,23 +379,4 @@ func (s *recordedSource) Next(req *har.Request) (*har.Served, error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("no recorded request matches %s %s", req.Method, req.URL)
-}
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
 }

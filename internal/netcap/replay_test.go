@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/golden"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 )
 
@@ -203,7 +205,7 @@ func TestReplayMiss(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Dal-Replay") != "miss" || resp.Header.Get("Content-Type") != "application/json" {
 		t.Errorf("miss answered %d %v", resp.StatusCode, resp.Header)
 	}
-	golden(t, "replay-miss.json", body)
+	golden.Check(t, filepath.Join("testdata", "replay-miss.json"), body)
 	x := rg.one()
 	if x.Response != nil || !strings.HasPrefix(x.Error, "replay miss: ") || string(x.Request.Body) != `{"model":"m"}` {
 		t.Errorf("miss recorded as response %v error %q", x.Response, x.Error)
@@ -212,7 +214,7 @@ func TestReplayMiss(t *testing.T) {
 	if len(ev) != 1 || ev[0].Kind != KindReplayMiss || ev[0].Addr != addr {
 		t.Fatalf("reports %v, want one replay miss", ev)
 	}
-	golden(t, "replay-miss.txt", []byte(ev[0].Msg+"\n"))
+	golden.Check(t, filepath.Join("testdata", "replay-miss.txt"), []byte(ev[0].Msg+"\n"))
 }
 
 // TestReplaySpeed: streamed chunks are paced at their recorded offsets

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/golden"
 )
 
 // TestReports: what the proxy does not capture, it reports once, in one
@@ -201,7 +204,7 @@ func TestReports(t *testing.T) {
 	for _, tc := range cases {
 		fmt.Fprintf(&b, "%s\t%s\n", tc.name, got[tc.name])
 	}
-	golden(t, "reports.golden", []byte(b.String()))
+	golden.Check(t, filepath.Join("testdata", "reports.golden"), []byte(b.String()))
 }
 
 // closeAfterWrite closes the connection after the first write: a client

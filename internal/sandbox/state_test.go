@@ -3,16 +3,15 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/changes.golden.json")
+	"github.com/dal-runtime/dal/internal/golden"
+)
 
 var (
 	hashA = hashBytes([]byte("a"))
@@ -36,19 +35,19 @@ func TestChangesGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(file)
-	golden := filepath.Join("testdata", "changes.golden.json")
-	if *update {
+	goldenFile := filepath.Join("testdata", "changes.golden.json")
+	if golden.Update() {
 		os.MkdirAll("testdata", 0o755)
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
+		if err := os.WriteFile(goldenFile, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(golden)
+	want, err := os.ReadFile(goldenFile)
 	if err != nil {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("changes.json differs from %s:\n%s", golden, got)
+		t.Errorf("changes.json differs from %s:\n%s", goldenFile, got)
 	}
 	back, err := ReadChanges(file)
 	if err != nil {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/golden"
 )
 
 const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi ✓"}],"temperature":0.2}`
@@ -328,7 +331,7 @@ func TestGoldenHAR(t *testing.T) {
 	}
 	doc := writeHAR(t, entries...)
 	validate(t, doc)
-	golden(t, "example.har", doc)
+	golden.Check(t, filepath.Join("testdata", "example.har"), doc)
 	if _, err := Read(bytes.NewReader(doc)); err != nil {
 		t.Fatalf("the golden HAR does not read back: %v", err)
 	}

@@ -2,10 +2,8 @@ package har
 
 import (
 	"bytes"
-	"flag"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -18,8 +16,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -170,24 +166,5 @@ func validate(t testing.TB, doc []byte) {
 	}
 	if err := harSchema(t).Validate(v); err != nil {
 		t.Fatalf("HAR does not validate against HAR 1.2: %v\n%s", err, doc)
-	}
-}
-
-// golden compares got with testdata/name, rewriting it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", name, got, want)
 	}
 }

@@ -3,10 +3,13 @@ package har
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dal-runtime/dal/internal/golden"
 )
 
 func indexOf(t *testing.T, xs ...*Exchange) *Index {
@@ -175,5 +178,5 @@ func TestMissDiagnostics(t *testing.T) {
 			t.Errorf("a miss report shows the secret %q", s)
 		}
 	}
-	golden(t, "miss.golden", []byte(text))
+	golden.Check(t, filepath.Join("testdata", "miss.golden"), []byte(text))
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dal-runtime/dal/internal/golden"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -109,7 +111,7 @@ func TestReadErrors(t *testing.T) {
 		}
 		fmt.Fprintf(&out, "%s: %v\n", tc.name, err)
 	}
-	golden(t, "read-errors.golden", []byte(out.String()))
+	golden.Check(t, filepath.Join("testdata", "read-errors.golden"), []byte(out.String()))
 }
 
 func TestReadRoundTrip(t *testing.T) {

@@ -3,7 +3,6 @@ package prompts
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,11 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/golden"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/klauspost/compress/gzip"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 const (
 	openaiKey    = "sk-proj-FIXTURESECRET0123456789"
@@ -117,29 +115,8 @@ func TestExtractGolden(t *testing.T) {
 					t.Errorf("the prompt contains the secret %q", s)
 				}
 			}
-			golden(t, filepath.Join("golden", tc.name+".json"), got)
+			golden.Check(t, filepath.Join("testdata", "golden", tc.name+".json"), got)
 		})
-	}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it)\n--- got\n%s", name, got)
 	}
 }
 
