@@ -254,6 +254,11 @@ func verifyRuns(ctx context.Context, shards []shardDir, mo MergeOptions) error {
 func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) error {
 	e := s.file.Evaluation
 	path := filepath.Join(s.dir, filepath.FromSlash(r.Bundle))
+	// A shard is input from anywhere: its run directory must be its own,
+	// not a link that merge would follow (and copy from) elsewhere.
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s, run %d: %s is a symbolic link, not the run's bundle: the shard was modified", s.name(), r.Index, r.Bundle)
+	}
 	b, err := bundle.Open(path, bundle.OpenOptions{TrustedKey: mo.Key})
 	if errors.Is(err, bundle.ErrUntrusted) {
 		return fmt.Errorf("%s, run %d: %v", s.name(), r.Index, err)
@@ -372,11 +377,13 @@ func symlinkTo(src, dst string) error {
 
 // linkTree recreates the tree src at dst (which must not exist): files as
 // hard links, or copies where links are not possible; symbolic links as
-// links; nothing is followed.
+// links; nothing is followed, src itself included.
 func linkTree(src, dst string) error {
-	root, err := filepath.EvalSymlinks(src)
-	if err != nil {
+	root := src
+	if fi, err := os.Lstat(root); err != nil {
 		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", root)
 	}
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -409,7 +416,7 @@ func linkTree(src, dst string) error {
 }
 
 func copyFile(from, to string) error {
-	in, err := os.Open(from)
+	in, err := os.OpenFile(from, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}

@@ -260,6 +260,19 @@ func TestMergeRefuses(t *testing.T) {
 			os.Rename(filepath.Join(d[0], "runs", "005.x"), filepath.Join(d[0], "runs", "003"))
 			return d
 		}, nil, []string{"shard 1/2", "run 3", "another run's bundle"}},
+		{"run directory planted as a symbolic link", func() []string {
+			d := other(defaultEnv)
+			// Run 3's real bundle moved out of the shard, a link left in
+			// its place: merge must not follow it.
+			moved := filepath.Join(t.TempDir(), "003")
+			if err := os.Rename(filepath.Join(d[0], "runs", "003"), moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(moved, filepath.Join(d[0], "runs", "003")); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}, nil, []string{"shard 1/2", "run 3", "symbolic link"}},
 		{"tampered record", func() []string {
 			d := other(defaultEnv)
 			editShard(t, d[0], func(s *ShardFile) { s.Runs[2].ExitCode = 0; s.Runs[2].Success = true }) // run 5 failed
