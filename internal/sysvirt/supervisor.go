@@ -202,8 +202,8 @@ func (s *Supervisor) Handle(fd int, n *Notif) bool {
 	return true
 }
 
-// caller returns n's process, or answers ESRCH-like and returns nil for a
-// caller the tracer does not know (then the call runs as the kernel would).
+// caller returns n's process, or nil for a caller the tracer does not
+// know (its call then runs as the kernel would, counted as an escape).
 func (s *Supervisor) caller(n *Notif) *proc {
 	p := s.lookup(int(n.Pid))
 	if p == nil {
@@ -212,91 +212,87 @@ func (s *Supervisor) caller(n *Notif) *proc {
 	return p
 }
 
+// readClock reads n's process's clock of kind k, a read that advances it.
+// When the layer does not serve the caller it lets the call run, counts
+// the escape and reports false.
+func (s *Supervisor) readClock(n *Notif, k byte) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.caller(n)
+	if p == nil || !s.cfg.Clock {
+		s.escaped("clock")
+		Continue(s.fd, n.ID)
+		return 0, false
+	}
+	s.served("clock")
+	return s.now(p, k, true), true
+}
+
+// put writes b at addr in the caller's memory (nothing at a NULL addr),
+// and answers EFAULT and reports false when it cannot.
+func (s *Supervisor) put(n *Notif, addr uint64, b []byte) bool {
+	if addr == 0 {
+		return true
+	}
+	if writeMem(int(n.Pid), addr, b) != nil {
+		s.fail(n, unix.EFAULT)
+		return false
+	}
+	return true
+}
+
 func (s *Supervisor) clockGettime(n *Notif) {
 	id, addr := int32(n.Args[0]), n.Args[1]
 	k := clockKind(id)
-	s.mu.Lock()
-	p := s.caller(n)
-	if k == 0 || p == nil || !s.cfg.Clock {
-		switch {
-		case id == clockProcessCPU || id == clockThreadCPU || id < 0:
+	if k == 0 {
+		// The filter passes only the virtual clocks; a rule of an older
+		// filter is no reason to serve the others.
+		s.mu.Lock()
+		if id == clockProcessCPU || id == clockThreadCPU || id < 0 {
 			s.real("cpu_clock")
-		case k == 0:
+		} else {
 			s.real("other_clock")
-		default:
-			s.escaped("clock")
 		}
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
 		return
 	}
-	v := s.now(p, k, true)
-	s.served("clock")
-	s.mu.Unlock()
-	if addr != 0 {
-		if err := writeMem(int(n.Pid), addr, putTimespec(v)); err != nil {
-			s.fail(n, unix.EFAULT)
-			return
-		}
+	v, ok := s.readClock(n, k)
+	if ok && s.put(n, addr, putTimespec(v)) {
+		s.reply(n, 0)
 	}
-	s.reply(n, 0)
 }
 
 func (s *Supervisor) gettimeofday(n *Notif) {
 	tv, tz := n.Args[0], n.Args[1]
-	s.mu.Lock()
-	p := s.caller(n)
-	if p == nil || !s.cfg.Clock {
-		s.escaped("clock")
-		s.mu.Unlock()
-		Continue(s.fd, n.ID)
-		return
-	}
-	v := int64(0)
 	if tv != 0 {
-		v = s.now(p, 'r', true)
-		s.served("clock")
-	}
-	s.mu.Unlock()
-	if tv != 0 {
+		v, ok := s.readClock(n, 'r')
+		if !ok {
+			return
+		}
 		var b [16]byte
 		binary.LittleEndian.PutUint64(b[0:], uint64(v/1e9))
 		binary.LittleEndian.PutUint64(b[8:], uint64(v%1e9/1e3))
-		if writeMem(int(n.Pid), tv, b[:]) != nil {
-			s.fail(n, unix.EFAULT)
+		if !s.put(n, tv, b[:]) {
 			return
 		}
 	}
-	if tz != 0 {
-		if writeMem(int(n.Pid), tz, make([]byte, 8)) != nil {
-			s.fail(n, unix.EFAULT)
-			return
-		}
+	if s.put(n, tz, make([]byte, 8)) {
+		s.reply(n, 0)
 	}
-	s.reply(n, 0)
 }
 
 func (s *Supervisor) time(n *Notif) {
-	s.mu.Lock()
-	p := s.caller(n)
-	if p == nil || !s.cfg.Clock {
-		s.escaped("clock")
-		s.mu.Unlock()
-		Continue(s.fd, n.ID)
+	v, ok := s.readClock(n, 'r')
+	if !ok {
 		return
 	}
-	sec := s.now(p, 'r', true) / 1e9
-	s.served("clock")
-	s.mu.Unlock()
-	if n.Args[0] != 0 {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(sec))
-		if writeMem(int(n.Pid), n.Args[0], b[:]) != nil {
-			s.fail(n, unix.EFAULT)
-			return
-		}
+	sec := v / 1e9
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(sec))
+	if s.put(n, n.Args[0], b[:]) {
+		s.reply(n, sec)
 	}
-	s.reply(n, sec)
 }
 
 // maxRandom is the most getrandom returns in one call (the kernel's own
@@ -324,11 +320,13 @@ func (s *Supervisor) getrandom(n *Notif) {
 	b := p.rng.Bytes(int(size))
 	s.served("random")
 	s.mu.Unlock()
-	if err := writeMem(int(n.Pid), buf, b); err != nil {
+	if buf == 0 && size > 0 {
 		s.fail(n, unix.EFAULT)
 		return
 	}
-	s.reply(n, int64(size))
+	if s.put(n, buf, b) {
+		s.reply(n, int64(size))
+	}
 }
 
 const grndInsecure = 0x4
