@@ -577,10 +577,7 @@ func remoteAddr(pid int, ptr, size uint64) string {
 		return ""
 	}
 	buf := make([]byte, size)
-	local := []unix.Iovec{{Base: &buf[0]}}
-	local[0].SetLen(int(size))
-	remote := []unix.RemoteIovec{{Base: uintptr(ptr), Len: int(size)}}
-	if got, err := unix.ProcessVMReadv(pid, local, remote, 0); err != nil || got != int(size) {
+	if sysvirt.ReadMem(pid, ptr, buf) != nil {
 		return ""
 	}
 	family := uint16(buf[0]) | uint16(buf[1])<<8

@@ -1,6 +1,8 @@
 package sysvirt
 
 import (
+	"encoding/binary"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -21,11 +23,11 @@ func (s *Supervisor) waitLegacy(n *Notif) bool {
 			return true
 		}
 		var b [16]byte
-		if readMem(w.pid, tv, b[:]) != nil {
+		if ReadMem(w.pid, tv, b[:]) != nil {
 			Continue(s.fd, n.ID)
 			return true
 		}
-		sec, usec := int64(le64(b[0:])), int64(le64(b[8:]))
+		sec, usec := int64(binary.LittleEndian.Uint64(b[0:])), int64(binary.LittleEndian.Uint64(b[8:]))
 		if sec < 0 || usec < 0 || usec >= 1e6 {
 			Continue(s.fd, n.ID)
 			return true

@@ -85,8 +85,8 @@ func (s *Supervisor) answered(n *Notif) {
 
 var errShort = errors.New("short transfer")
 
-// readMem reads len(p) bytes at addr of pid's memory.
-func readMem(pid int, addr uint64, p []byte) error {
+// ReadMem reads len(p) bytes at addr of pid's memory (process_vm_readv).
+func ReadMem(pid int, addr uint64, p []byte) error {
 	if len(p) == 0 {
 		return nil
 	}
@@ -137,7 +137,7 @@ func putTimespec(ns int64) []byte {
 // when it is not a valid one (EINVAL) or cannot be read (EFAULT).
 func readTimespec(pid int, addr uint64) (ns int64, errno unix.Errno) {
 	var b [16]byte
-	if err := readMem(pid, addr, b[:]); err != nil {
+	if err := ReadMem(pid, addr, b[:]); err != nil {
 		return 0, unix.EFAULT
 	}
 	sec := int64(binary.LittleEndian.Uint64(b[0:]))

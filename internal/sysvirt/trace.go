@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/dal-runtime/dal/seedrng"
 	"golang.org/x/sys/unix"
 )
 
@@ -291,7 +292,7 @@ func (s *Supervisor) patchAuxv(pid int, stream string, k int) error {
 			}
 		case atRandom:
 			if s.cfg.Random && val != 0 {
-				b := seedBytes(s.cfg.Seed, stream+"/at_random."+strconv.Itoa(k), 16)
+				b := seedrng.Derive(s.cfg.Seed, stream+"/at_random."+strconv.Itoa(k)).Bytes(16)
 				if err := writeMem(pid, val, b); err != nil {
 					return err
 				}

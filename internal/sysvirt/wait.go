@@ -42,7 +42,7 @@ func (s *Supervisor) wait(n *Notif) {
 		tsp = a[4]
 		if a[5] != 0 {
 			var b [8]byte
-			if readMem(w.pid, a[5], b[:]) != nil {
+			if ReadMem(w.pid, a[5], b[:]) != nil {
 				Continue(s.fd, n.ID)
 				return
 			}
@@ -102,7 +102,7 @@ func (s *Supervisor) servePoll(w *waitCall, fds, nfds, tsp uint64, pp bool) {
 		return
 	}
 	raw := make([]byte, nfds*pollfdSize)
-	if readMem(w.pid, fds, raw) != nil {
+	if ReadMem(w.pid, fds, raw) != nil {
 		Continue(s.fd, w.n.ID)
 		return
 	}
@@ -144,7 +144,7 @@ func (s *Supervisor) serveSelect(w *waitCall, nfds int, r, wr, e, tv uint64, pse
 			continue
 		}
 		sets[i] = make([]byte, size)
-		if readMem(w.pid, addr, sets[i]) != nil {
+		if ReadMem(w.pid, addr, sets[i]) != nil {
 			Continue(s.fd, w.n.ID)
 			return
 		}
