@@ -67,6 +67,12 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "dal: "+x.Error, "dal_bad_request", "X-Dal-Proxy", "error")
 		return
 	}
+	if p.cfg.Before != nil {
+		if a := p.cfg.Before(r.Context(), x); a != nil {
+			p.answer(w, x, a)
+			return
+		}
+	}
 	if p.replaying() {
 		p.replay(w, r, x, info.addr)
 		return
@@ -142,6 +148,26 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, info *connInfo) 
 func (p *Proxy) refuse(w http.ResponseWriter, status int, kind, addr, msg string) {
 	p.report(kind, addr, msg)
 	writeError(w, status, "dal: "+msg, "dal_not_captured", "X-Dal-Proxy", "refused")
+}
+
+// answer serves a, given by Config.Before, and records it as dal's own
+// answer so that replay serves it again.
+func (p *Proxy) answer(w http.ResponseWriter, x *har.Exchange, a *Answer) {
+	body, _ := json.Marshal(map[string]map[string]string{"error": {"message": a.Message, "type": a.Type}})
+	body = append(body, '\n')
+	h := http.Header{
+		"Content-Type":   {"application/json"},
+		"Content-Length": {strconv.Itoa(len(body))},
+		"X-Dal-Proxy":    {a.By},
+	}
+	x.Answered = a.By
+	x.Response = &har.Response{Status: a.Status, StatusText: http.StatusText(a.Status), Proto: "HTTP/1.1", Header: h.Clone(), Body: body}
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	w.Header()["Date"] = nil
+	w.WriteHeader(a.Status)
+	w.Write(body)
 }
 
 // writeError answers with status and an OpenAI-style JSON error body,

@@ -85,10 +85,34 @@ type Config struct {
 	// several goroutines at once.
 	Report func(Event)
 
+	// Before, if set, is called for every request once its body has been
+	// read, before the proxy forwards it (recording) or answers it from
+	// the recording (replay). It may block, for example while a person
+	// decides, and should return when ctx (the client's request) ends.
+	// It must not keep or modify x. A non-nil *Answer is served instead
+	// of the request going anywhere, and recorded (Exchange.Answered, the
+	// answer as its response) so that replay serves it again. It may be
+	// called from several goroutines at once.
+	Before func(ctx context.Context, x *har.Exchange) *Answer
+
 	// SniffTimeout bounds how long a new connection may take to show what
 	// it speaks (its first bytes, or its TLS handshake) before it is
 	// reported and closed; 0 means 10 s.
 	SniffTimeout time.Duration
+}
+
+// Answer is dal's own answer to a request, given by [Config.Before]
+// instead of forwarding it: a policy's deny, a strict-mode refusal.
+type Answer struct {
+	// Status is the HTTP status (403, 400, ...).
+	Status int
+	// By names who answered, recorded as Exchange.Answered and sent as
+	// the X-Dal-Proxy header: "policy", "strict-llm".
+	By string
+	// Type is the JSON error's type ("dal_policy_denied").
+	Type string
+	// Message is the JSON error's message: one sentence for the agent.
+	Message string
 }
 
 // Event is something the proxy saw and did not capture.

@@ -93,6 +93,7 @@ func FromExchange(x *Exchange, r *Redactor, keyHeaders ...string) (Entry, error)
 		Error:      rd.echo(x.Error, "error"),
 		ServerAddr: x.ServerAddr,
 		Refused:    x.Refused,
+		Answered:   x.Answered,
 	}
 	if c := x.ClientClosed; c != nil {
 		dal.ClientClosed = &DalClientClose{Bytes: c.Bytes, Chunks: c.Chunks, Truncated: c.Truncated}

@@ -31,6 +31,10 @@ type Exchange struct {
 	// allowed for the run); Response is dal's 403 answer, served again by
 	// replay.
 	Refused string
+	// Answered names who answered the request in dal's place without
+	// forwarding it ("policy", "strict-llm"; see netcap.Config.Before);
+	// Response is that answer, served again by replay.
+	Answered string
 	// Timings in the HAR sense, each >= 0.
 	Send, Wait, Receive time.Duration
 	// Via is how the request reached the proxy: "proxy" (absolute URI),

@@ -182,6 +182,9 @@ type EntryDal struct {
 	// Refused is the address dal refused to connect to; the response is
 	// dal's own 403.
 	Refused string `json:"refused,omitempty"`
+	// Answered names who answered in dal's place ("policy",
+	// "strict-llm"); the response is that answer.
+	Answered string `json:"answered,omitempty"`
 }
 
 // DalClientClose is [ClientClose] in network.har.
