@@ -53,6 +53,11 @@ type NetworkOptions struct {
 	// KeepEnv are the --keep-env names: a kept *_BASE_URL variable whose
 	// host is loopback allows that address too. Record only.
 	KeepEnv []string
+	// Before are called in order for every request before it is forwarded
+	// or replayed (netcap.Config.Before); the first answer wins. The
+	// policy gate, strict-mode LLM checks and automatic checkpoints hook
+	// in here.
+	Before []func(ctx context.Context, x *har.Exchange) *netcap.Answer
 }
 
 // NetworkEnv is env.json's network section.
@@ -136,7 +141,7 @@ func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string,
 	}
 	n.env.Proxy = net.JoinHostPort(proxyHost, strconv.Itoa(port))
 	n.env.Mirrored = mirrored
-	cfg := netcap.Config{CA: ca, Record: n.add, Report: n.report, Speed: o.Speed}
+	cfg := netcap.Config{CA: ca, Record: n.add, Report: n.report, Speed: o.Speed, Before: firstAnswer(o.Before)}
 	if index != nil {
 		n.index = har.NewIndex(index, n.redactor, nil)
 		cfg.Source = n
@@ -152,6 +157,22 @@ func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string,
 		return nil, err
 	}
 	return n, nil
+}
+
+// firstAnswer chains hooks for netcap.Config.Before: the first answer
+// wins; nil when there are none, so the proxy pays nothing.
+func firstAnswer(hooks []func(context.Context, *har.Exchange) *netcap.Answer) func(context.Context, *har.Exchange) *netcap.Answer {
+	if len(hooks) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, x *har.Exchange) *netcap.Answer {
+		for _, h := range hooks {
+			if a := h(ctx, x); a != nil {
+				return a
+			}
+		}
+		return nil
+	}
 }
 
 func contains(list []string, s string) bool {
