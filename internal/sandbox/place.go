@@ -3,7 +3,6 @@ package sandbox
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -113,11 +112,7 @@ func placeParents(upper *safefs.Dir, lower view, rel string) error {
 }
 
 // setOpaque marks an upper-layer directory as hiding the layers below,
-// with the xattr overlayfs uses (trusted.* as root, user.* otherwise).
+// with the xattr overlayfs uses (see opaqueXattr).
 func setOpaque(upper *safefs.Dir, dir string) error {
-	err := upper.Setxattr(dir, "trusted.overlay.opaque", []byte("y"))
-	if err == nil || errors.Is(err, safefs.ErrSymlink) {
-		return err
-	}
-	return upper.Setxattr(dir, "user.overlay.opaque", []byte("y"))
+	return upper.Setxattr(dir, opaqueXattr(), []byte("y"))
 }

@@ -178,7 +178,10 @@ func TestNoTerminalInjection(t *testing.T) {
 				t.Errorf("the caller's terminal modes were not restored: %+v, want %+v", after, before)
 			}
 			// The check above can see an injection: the test's own (it has
-			// CAP_SYS_ADMIN) is there.
+			// CAP_SYS_ADMIN) is there. Rootless, nobody can inject.
+			if os.Geteuid() != 0 {
+				return
+			}
 			c := byte('X')
 			if _, _, e := unix.Syscall(unix.SYS_IOCTL, pts.Fd(), unix.TIOCSTI, uintptr(unsafe.Pointer(&c))); e != 0 {
 				t.Fatalf("TIOCSTI from the test: %v", e)

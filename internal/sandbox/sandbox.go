@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sysvirt"
 )
 
@@ -136,6 +137,7 @@ type spec struct {
 	Network       bool           `json:"network"`
 	Gate          bool           `json:"gate"`
 	Virtual       sysvirt.Config `json:"virtual"`
+	Rootless      bool           `json:"rootless"`
 }
 
 // SetupError is a failure to build the sandbox: the agent never ran. Its
@@ -147,7 +149,9 @@ func (e *SetupError) Error() string { return e.Msg }
 // pending holds the parent's ends of a started sandbox's status pipe.
 type pending struct {
 	status *os.File // read end: a setup error, or EOF once the agent runs
-	gate   *os.File // write end: one byte lets a gated init start the agent
+	gate   *os.File // the parent's end of the gate socket (gate.go)
+	gateMu sync.Mutex
+	work   string // the overlay's work directory (Staging/work)
 	before func(int) error
 	child  []*os.File
 	once   sync.Once
@@ -172,6 +176,11 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	if rootless() {
+		if err := userNamespaces("/proc/sys"); err != nil {
+			return nil, err
+		}
+	}
 	if dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -189,7 +198,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 	}
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
 		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
-		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual}
+		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless()}
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
@@ -209,7 +218,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 		counts.Close()
 		return nil, fmt.Errorf("create the sandbox status pipe: %w", err)
 	}
-	gr, gw, err := os.Pipe()
+	gr, gw, err := gateSocket()
 	if err != nil {
 		denied.Close()
 		counts.Close()
@@ -231,7 +240,13 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
-	started.Store(cmd, &pending{status: pr, gate: gw, before: cfg.BeforeAgent, child: []*os.File{pw, denied, gr, counts}})
+	if rootless() {
+		a := cmd.SysProcAttr
+		a.Cloneflags |= syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	started.Store(cmd, &pending{status: pr, gate: gw, work: workDir(cfg), before: cfg.BeforeAgent, child: []*os.File{pw, denied, gr, counts}})
 	return cmd, nil
 }
 
@@ -346,7 +361,10 @@ func (p *pending) openGate(pid int) error {
 		}
 		return &SetupError{Msg: msg}
 	}
-	if err := p.before(pid); err != nil {
+	gates.Store(pid, p)
+	err := p.before(pid)
+	gates.Delete(pid)
+	if err != nil {
 		return gateError{err}
 	}
 	if _, err := p.gate.Write(b[:]); err != nil {
@@ -372,6 +390,14 @@ const gateByte = 0x01
 func Wait(cmd *exec.Cmd) error {
 	rerr := Ready(cmd)
 	werr := cmd.Wait()
+	if v, ok := started.Load(cmd); ok && rootless() {
+		// The overlay left work/work at mode 0, owned by the caller:
+		// make it removable (see rootless).
+		if d, err := safefs.Open(v.(*pending).work); err == nil {
+			d.Chmod("work", 0o700)
+			d.Close()
+		}
+	}
 	started.Delete(cmd)
 	var se *SetupError
 	if errors.As(rerr, &se) || errors.Is(rerr, errGate) {
