@@ -40,6 +40,9 @@ type connInfo struct {
 	addr string
 	// transport forwards requests when recording; nil when replaying.
 	transport *upstream
+	// client is the connection as accepted (nil in tests that hand the
+	// server their own).
+	client *clientConn
 }
 
 type connInfoKey struct{}
@@ -178,7 +181,7 @@ func (p *Proxy) handleProxyConn(c net.Conn) {
 	br := bufio.NewReader(c)
 	switch k := sniff(c, br, p.sniffTimeout); k {
 	case protoHTTP1:
-		p.handOver(c, &sniffedConn{Conn: c, r: br, info: &connInfo{via: viaProxy, addr: addr, transport: p.transport}})
+		p.handOver(c, &sniffedConn{Conn: c, r: br, info: &connInfo{via: viaProxy, addr: addr, transport: p.transport, client: clientOf(c)}})
 		return
 	case protoTLS:
 		p.reportConn(KindNotProxied, addr, fmt.Sprintf("a client spoke TLS to the proxy at %s itself (an https:// proxy URL?); dal's proxy speaks plain HTTP, so set HTTPS_PROXY=http://%s: not captured, closed", addr, addr))
@@ -199,6 +202,7 @@ func (p *Proxy) handleTransparentConn(c net.Conn, dst string, t *upstream) {
 	case protoHTTP1:
 		p.handOver(c, &sniffedConn{Conn: c, r: br, info: &connInfo{
 			via: viaTransparent, scheme: "http", target: dst, urlHost: dst, upstreamHost: dst, addr: dst, transport: t,
+			client: clientOf(c),
 		}})
 		return
 	case protoTLS:
@@ -214,7 +218,7 @@ func (p *Proxy) handleTransparentConn(c net.Conn, dst string, t *upstream) {
 		sc.info = &connInfo{
 			via: viaTransparent, scheme: "https", target: dst,
 			urlHost: hostPortURL(name, port, "443"), upstreamHost: net.JoinHostPort(name, port),
-			addr: dst, transport: t,
+			addr: dst, transport: t, client: clientOf(c),
 		}
 		p.handOver(c, sc)
 		return
@@ -243,6 +247,7 @@ func (p *Proxy) tunnel(raw net.Conn, pre []byte, target string, t *upstream) {
 	case protoHTTP1:
 		p.handOver(raw, &sniffedConn{Conn: raw, r: br, info: &connInfo{
 			via: viaConnect, scheme: "http", target: target, upstreamHost: target, addr: target, transport: t,
+			client: clientOf(raw),
 		}})
 		return
 	case protoTLS:
@@ -250,7 +255,7 @@ func (p *Proxy) tunnel(raw net.Conn, pre []byte, target string, t *upstream) {
 		if !ok {
 			return
 		}
-		sc.info = &connInfo{via: viaConnect, scheme: "https", target: target, upstreamHost: target, addr: target, transport: t}
+		sc.info = &connInfo{via: viaConnect, scheme: "https", target: target, upstreamHost: target, addr: target, transport: t, client: clientOf(raw)}
 		p.handOver(raw, sc)
 		return
 	case protoEmpty:

@@ -177,6 +177,10 @@ type Proxy struct {
 	// TLS-handshaken), so that Shutdown can close and wait for them.
 	pending *tracker
 
+	// diag finds the client's end of a connection, to wait until it has
+	// read a streamed piece before the next is written.
+	diag *diagSet
+
 	// pace waits until start+at or ctx is done; a test hook.
 	pace func(ctx context.Context, start time.Time, at time.Duration) error
 }
@@ -203,6 +207,7 @@ func New(cfg Config) (*Proxy, error) {
 		queue:        newConnQueue(),
 		listeners:    make(map[net.Listener]struct{}),
 		pending:      newTracker(),
+		diag:         newDiagSet(),
 		pace:         sleepUntil,
 	}
 	if p.sniffTimeout == 0 {
@@ -347,6 +352,7 @@ func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
 			return fmt.Errorf("netcap: accept on %s: %w", l.Addr(), err)
 		}
 		backoff = 0
+		c = &clientConn{Conn: c, diag: p.diag}
 		if !p.pending.add(c) {
 			c.Close()
 			continue
@@ -393,6 +399,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	if p.reach != nil {
 		p.reach.close()
 	}
+	p.diag.close()
 	p.tmu.Lock()
 	for _, t := range p.mirrors {
 		t.closeIdle()

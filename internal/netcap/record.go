@@ -86,7 +86,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	w.WriteHeader(resp.StatusCode)
 	var flush func() error
 	if streamed {
-		flush = http.NewResponseController(w).Flush
+		flush = streamFlusher(w, r)
 		flush() // a failure shows at the first write
 	}
 	var res relayed

@@ -66,7 +66,7 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 	w.WriteHeader(status)
 	var flush func() error
 	if served.Streamed {
-		flush = http.NewResponseController(w).Flush
+		flush = streamFlusher(w, r)
 		flush() // a failure shows at the first write
 	}
 

@@ -1,0 +1,126 @@
+package netcap
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Read boundaries.
+//
+// A client reads whatever has reached its socket: two pieces written
+// before it read the first arrive as one read. To give a client one read
+// per recorded piece, in recording and in replay alike, a streamed
+// response is written piece by piece (its headers first), and after each
+// piece the proxy waits until the client has read everything written to
+// its connection so far: the client's socket has received as many bytes
+// as dal wrote and holds none unread. The client's socket is found with
+// sock_diag in the network namespace of the connection (the client is on
+// the same host: loopback, inside the agent's namespace). It costs no
+// sleeping when the client reads at once, and at most drainPatience when
+// it does not read at all; after such a wait the rest of the response is
+// written without waiting. Where the client's socket cannot be seen
+// (another host, a kernel without sock_diag, no privilege to enter the
+// namespace), pieces are written without waiting, as before.
+
+// drainPatience is how long the client may go without reading anything
+// before the proxy stops waiting for it for the rest of the response.
+const drainPatience = 2 * time.Second
+
+// clientConn is an accepted client connection: it counts the bytes
+// written to it, so that the proxy can tell when the client has read
+// them all.
+type clientConn struct {
+	net.Conn
+	written atomic.Uint64
+	diag    *diagSet
+
+	once sync.Once
+	peer *peerSocket // nil: the client's socket cannot be watched
+}
+
+func (c *clientConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(uint64(n))
+	return n, err
+}
+
+// clientOf finds the clientConn under c (sniffed, hijacked).
+func clientOf(c net.Conn) *clientConn {
+	for {
+		switch v := c.(type) {
+		case *clientConn:
+			return v
+		case *sniffedConn:
+			c = v.Conn
+		default:
+			return nil
+		}
+	}
+}
+
+// drained waits until the client has read every byte written to c, the
+// connection is gone, or ctx ends. It returns false when the client read
+// nothing for drainPatience: the caller stops waiting for it.
+func (c *clientConn) drained(ctx context.Context) bool {
+	c.once.Do(func() { c.peer = c.diag.watch(c.Conn) })
+	if c.peer == nil {
+		return true
+	}
+	var (
+		last     peerState
+		progress = time.Now()
+		pause    time.Duration
+	)
+	for {
+		st, ok := c.peer.state()
+		if !ok || (st.received >= c.written.Load() && st.unread == 0) {
+			return true
+		}
+		if st != last {
+			last, progress = st, time.Now()
+		} else if time.Since(progress) > drainPatience {
+			return false
+		}
+		// The client is usually reading already: look again at once,
+		// then back off to 1 ms.
+		pause = min(max(2*pause, 10*time.Microsecond), time.Millisecond)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return true
+		case <-t.C:
+		}
+	}
+}
+
+// peerState is what the client's socket says.
+type peerState struct {
+	received uint64 // bytes it has received from dal, in order
+	unread   uint32 // of those, bytes the client has not read
+}
+
+// streamFlusher returns the flush of a streamed response to r: it flushes
+// what was written and waits until the client has read it, so that every
+// piece is a read of its own.
+func streamFlusher(w http.ResponseWriter, r *http.Request) func() error {
+	rc := http.NewResponseController(w)
+	var c *clientConn
+	if info, ok := r.Context().Value(connInfoKey{}).(*connInfo); ok {
+		c = info.client
+	}
+	waiting := c != nil
+	return func() error {
+		if err := rc.Flush(); err != nil {
+			return err
+		}
+		if waiting {
+			waiting = c.drained(r.Context())
+		}
+		return nil
+	}
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package netcap
+
+import "net"
+
+// diagSet finds client sockets on Linux only; elsewhere streamed pieces
+// are written without waiting for the client to read them.
+type diagSet struct{}
+
+func newDiagSet() *diagSet { return &diagSet{} }
+
+type peerSocket struct{}
+
+func (*diagSet) watch(net.Conn) *peerSocket  { return nil }
+func (*diagSet) close()                      {}
+func (*peerSocket) state() (peerState, bool) { return peerState{}, false }
