@@ -39,32 +39,31 @@ for agent in "python:python3 examples/python/agent.py" "node:node examples/node/
 done
 
 # Record an agent's LLM calls against a local OpenAI-compatible server, stop
-# the server, replay offline (the sandbox needs root).
-if [ "$(id -u)" = 0 ]; then
-  echo "=== network: dal-exec record an agent's LLM calls, stop the server, dal-exec replay offline"
-  python3 e2e/testdata/llm_server.py --key-value sk-demo-secret >"$out/port" 2>/dev/null &
-  server=$!
-  for _ in $(seq 50); do [ -s "$out/port" ] && break; sleep 0.1; done
-  export OPENAI_API_KEY=sk-demo-secret LLM_BASE="http://127.0.0.1:$(cat "$out/port")/v1"
-  DAL_KEY="$out/key" "$DAL" record --out "$out/llm-bundle" --keep-env OPENAI_API_KEY --keep-env LLM_BASE \
-    --allow-loopback "127.0.0.1:$(cat "$out/port")" \
-    -- python3 e2e/testdata/llm_agent_urllib.py 2>"$out/record.log"
-  kill "$server"; wait "$server" 2>/dev/null || true
-  echo "--- server stopped; bundle: $(ls "$out/llm-bundle" | tr '\n' ' ')"
-  if grep -rq sk-demo-secret "$out/llm-bundle"; then echo "--- the API key reached the bundle!"; status=1
-  else echo "--- the API key is nowhere in the bundle (redacted)"; fi
-  DAL_KEY="$out/key" "$DAL" replay "$out/llm-bundle" || status=1
+# the server, replay offline (as a normal user the sandbox runs in a user
+# namespace).
+echo "=== network: dal-exec record an agent's LLM calls, stop the server, dal-exec replay offline"
+python3 e2e/testdata/llm_server.py --key-value sk-demo-secret >"$out/port" 2>/dev/null &
+server=$!
+for _ in $(seq 50); do [ -s "$out/port" ] && break; sleep 0.1; done
+export OPENAI_API_KEY=sk-demo-secret LLM_BASE="http://127.0.0.1:$(cat "$out/port")/v1"
+DAL_KEY="$out/key" "$DAL" record --out "$out/llm-bundle" --keep-env OPENAI_API_KEY --keep-env LLM_BASE \
+  --allow-loopback "127.0.0.1:$(cat "$out/port")" \
+  -- python3 e2e/testdata/llm_agent_urllib.py 2>"$out/record.log"
+kill "$server"; wait "$server" 2>/dev/null || true
+echo "--- server stopped; bundle: $(ls "$out/llm-bundle" | tr '\n' ' ')"
+if grep -rq sk-demo-secret "$out/llm-bundle"; then echo "--- the API key reached the bundle!"; status=1
+else echo "--- the API key is nowhere in the bundle (redacted)"; fi
+DAL_KEY="$out/key" "$DAL" replay "$out/llm-bundle" || status=1
 
-  echo
-  echo "=== refine: a loop of 4 drafts whose quality peaks at draft 2; dal applies the best, not the last"
-  mkdir -p "$out/refine-ws" && cp examples/refine/refine.py "$out/refine-ws/"
-  dal_abs=$(realpath "$(command -v "$DAL")")
-  (cd "$out/refine-ws" && DAL_KEY="$out/key" DAL_CHECKPOINTS="$out/checkpoints" \
-    "$dal_abs" record --out "$out/refine-bundle" -- python3 refine.py) || status=1
-  echo "--- out/summary.md now holds: $(cat "$out/refine-ws/out/summary.md")"
-  sed -n '/## Quality scores/,/## Artifacts applied/p' "$out/refine-bundle/iterations/selection-report.md"
-  echo "--- its checkpoints, in the store:"
-  DAL_CHECKPOINTS="$out/checkpoints" "$DAL" checkpoint list || status=1
-  DAL_KEY="$out/key" "$DAL" replay "$out/refine-bundle" || status=1
-fi
+echo
+echo "=== refine: a loop of 4 drafts whose quality peaks at draft 2; dal applies the best, not the last"
+mkdir -p "$out/refine-ws" && cp examples/refine/refine.py "$out/refine-ws/"
+dal_abs=$(realpath "$(command -v "$DAL")")
+(cd "$out/refine-ws" && DAL_KEY="$out/key" DAL_CHECKPOINTS="$out/checkpoints" \
+  "$dal_abs" record --out "$out/refine-bundle" -- python3 refine.py) || status=1
+echo "--- out/summary.md now holds: $(cat "$out/refine-ws/out/summary.md")"
+sed -n '/## Quality scores/,/## Artifacts applied/p' "$out/refine-bundle/iterations/selection-report.md"
+echo "--- its checkpoints, in the store:"
+DAL_CHECKPOINTS="$out/checkpoints" "$DAL" checkpoint list || status=1
+DAL_KEY="$out/key" "$DAL" replay "$out/refine-bundle" || status=1
 exit $status
