@@ -390,6 +390,21 @@ func TestGzipIdentical(t *testing.T) {
 	if !recs[1].Response.Streamed || len(recs[1].Response.Chunks) == 0 {
 		t.Error("chunked response not recorded as streamed")
 	}
+	// Replayed from network.har, the client gets the same bytes and
+	// headers: Content-Encoding and Content-Length as the server sent them.
+	ts.Close()
+	for i, path := range []string{"/sized", "/chunked"} {
+		rp, _ := replayRig(t, recs[i])
+		resp, body := get(t, proxyClient(rp.explicit(), nil), ts.URL+path, "Accept-Encoding", "gzip, br")
+		wantCL := fmt.Sprint(len(payload))
+		if path == "/chunked" {
+			wantCL = ""
+		}
+		if !bytes.Equal(body, payload) || resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Content-Length") != wantCL {
+			t.Errorf("replay %s: client got %d bytes (Content-Encoding %q, Content-Length %q), want the %d gzip bytes (gzip, %q)",
+				path, len(body), resp.Header.Get("Content-Encoding"), resp.Header.Get("Content-Length"), len(payload), wantCL)
+		}
+	}
 }
 
 // TestHTTPSemantics drives the proxy with raw bytes: request framing,

@@ -54,8 +54,12 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 	suppressDefaults(h, served.Header)
 	switch {
 	case served.Streamed:
-		// One chunked-encoding frame per recorded chunk.
-		h.Del("Content-Length")
+		// A stream keeps a length that fits what is sent (or the
+		// recorded one, when the client left early); otherwise one
+		// chunked-encoding frame per recorded chunk.
+		if cl := h.Get("Content-Length"); cl != strconv.Itoa(total) && !served.HoldOpen {
+			h.Del("Content-Length")
+		}
 	case withBody && !served.HoldOpen:
 		h.Set("Content-Length", strconv.Itoa(total))
 	}

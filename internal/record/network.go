@@ -243,6 +243,11 @@ func (n *network) Next(req *har.Request) (*har.Served, error) {
 		n.misses = append(n.misses, miss)
 		n.mu.Unlock()
 	}
+	if s != nil && s.Notice != "" && n.log != nil {
+		n.mu.Lock()
+		fmt.Fprintf(n.log, "dal: %s\n", s.Notice)
+		n.mu.Unlock()
+	}
 	return s, err
 }
 

@@ -12,9 +12,9 @@
 // lives in "_dal" fields, which HAR 1.2 reserves for tools:
 //
 //	log._dal     {"format": 1, "key_headers": [...]}
-//	entry._dal   {"key", "seq", "via", "streamed", "encoded", "chunks",
-//	              "redactions", "error", "server_addr", "client_closed",
-//	              "refused"}
+//	entry._dal   {"key", "seq", "via", "streamed", "encoded", "wire",
+//	              "chunks", "redactions", "error", "server_addr",
+//	              "client_closed", "refused", "answered"}
 //
 // key is the replay match key (below), seq the exchange's position in the
 // run (from 0, in the order requests arrived), via how the request reached
@@ -43,8 +43,15 @@
 // standard base64 with content.encoding "base64". content.size is the
 // decoded length, response.bodySize the length received. A body whose
 // coding is unknown or corrupt, or that decodes to more than 256 MiB, is
-// stored as received (base64 when not UTF-8) with _dal.encoded true, and
-// replay serves it with its recorded Content-Encoding.
+// stored as received (base64 when not UTF-8) with _dal.encoded true.
+//
+// Replay sends the body as it came off the wire, under the recorded
+// headers (Content-Encoding and Content-Length included): a decoded body
+// also keeps its bytes as received in _dal.wire (base64; per piece in
+// _dal.chunks[].wire for a stream). They are left out when a secret was
+// redacted from the decoded body, as they would hold it: replay then
+// sends the redacted text without its Content-Encoding, as it does for
+// entries of older bundles, with a one-line [Served.Notice].
 // request.postData.text follows the same convention;
 // HAR has no encoding field there, so a base64 request body carries
 // "_encoding": "base64".

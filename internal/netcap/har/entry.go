@@ -1,6 +1,8 @@
 package har
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"net"
 	"net/http"
@@ -103,12 +105,21 @@ func FromExchange(x *Exchange, r *Redactor, keyHeaders ...string) (Entry, error)
 		resp.Content.Size = int64(len(b))
 		resp.Content.Text, resp.Content.Encoding = encodeText(b)
 		dal.Encoded = body.encoded
+		// The bytes as received go along when the text is them decoded,
+		// unless a secret was redacted from the body (they would hold it).
+		wire := body.decoded && bytes.Equal(b, body.data) && len(rd.echoEdits(x.Response.Body)) == 0
+		if wire && !x.Response.Streamed {
+			dal.Wire = base64.StdEncoding.EncodeToString(x.Response.Body)
+		}
 		if x.Response.Streamed {
 			dal.Streamed = true
 			dal.Chunks = make([]DalChunk, len(body.at))
 			for i, at := range body.at {
 				c := DalChunk{AtMs: ms(at)}
 				c.Text, c.Encoding = encodeText(b[bounds[i]:bounds[i+1]])
+				if wire {
+					c.Wire = base64.StdEncoding.EncodeToString(body.wire[i])
+				}
 				dal.Chunks[i] = c
 			}
 		}
@@ -139,13 +150,18 @@ type responseBody struct {
 	bounds  []int // len(at)+1 offsets into data; nil when not streamed
 	at      []time.Duration
 	encoded bool // data is still content-encoded
+	// decoded: data is the body with its content codings removed (it
+	// differs from the bytes received); wire holds the pieces received
+	// when streamed.
+	decoded bool
+	wire    [][]byte
 }
 
 func decodeResponse(resp *Response) *responseBody {
 	cs := codings(resp.Header)
 	if !resp.Streamed {
 		if data, err := decodeBody(resp.Body, cs); err == nil {
-			return &responseBody{data: data}
+			return &responseBody{data: data, decoded: len(cs) > 0}
 		}
 		return &responseBody{data: resp.Body, encoded: true}
 	}
@@ -158,13 +174,15 @@ func decodeResponse(resp *Response) *responseBody {
 	for i, c := range chunks {
 		pieces[i], at[i] = c.Data, c.At
 	}
-	encoded := false
+	b := &responseBody{at: at, bounds: make([]int, 0, len(pieces)+1)}
 	if out, err := decodeChunks(pieces, cs); err == nil {
+		if len(cs) > 0 {
+			b.decoded, b.wire = true, pieces
+		}
 		pieces = out
 	} else {
-		encoded = true
+		b.encoded = true
 	}
-	b := &responseBody{at: at, bounds: make([]int, 0, len(pieces)+1), encoded: encoded}
 	for _, p := range pieces {
 		b.bounds = append(b.bounds, len(b.data))
 		b.data = append(b.data, p...)

@@ -79,22 +79,38 @@ func TestFromExchangeBodies(t *testing.T) {
 				t.Errorf("content.text %q is not the decoded body", c.Text)
 			}
 
-			// Replay serves the stored body with consistent headers.
+			// Replay serves the body as received, with its recorded
+			// Content-Encoding and the length of those bytes.
+			req := &Request{Method: "POST", URL: "https://api.example.com/v1/x", Header: hdr("Content-Type", "application/json"), Body: []byte(`{}`)}
 			l := NewLog(nil, "test")
 			l.Entries = []Entry{e}
-			s, err := NewIndex(l, nil, nil).Next(&Request{Method: "POST", URL: "https://api.example.com/v1/x", Header: hdr("Content-Type", "application/json"), Body: []byte(`{}`)})
+			s, err := NewIndex(l, nil, nil).Next(req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(s.Chunks) != 1 || !bytes.Equal(s.Chunks[0].Data, tc.want) {
-				t.Fatalf("served %v, want one chunk %q", s.Chunks, tc.want)
+			if len(s.Chunks) != 1 || !bytes.Equal(s.Chunks[0].Data, raw) || s.Notice != "" {
+				t.Fatalf("served %v (notice %q), want one chunk %q", s.Chunks, s.Notice, raw)
 			}
-			wantCE := ""
-			if tc.encoded {
-				wantCE = tc.coding
+			if ce, cl := s.Header.Get("Content-Encoding"), s.Header.Get("Content-Length"); ce != tc.coding || cl != itoa(len(raw)) {
+				t.Errorf("served Content-Encoding %q Content-Length %q, want %q %d", ce, cl, tc.coding, len(raw))
 			}
-			if ce, cl := s.Header.Get("Content-Encoding"), s.Header.Get("Content-Length"); ce != wantCE || cl != itoa(len(tc.want)) {
-				t.Errorf("served Content-Encoding %q Content-Length %q, want %q %d", ce, cl, wantCE, len(tc.want))
+
+			// An entry of an older bundle keeps only the decoded body:
+			// replay sends it without the coding, and says so.
+			if e.Dal.Wire == "" {
+				return
+			}
+			e.Dal.Wire = ""
+			l.Entries = []Entry{e}
+			s, err = NewIndex(l, nil, nil).Next(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Chunks) != 1 || !bytes.Equal(s.Chunks[0].Data, tc.want) || !strings.Contains(s.Notice, "decoded") {
+				t.Fatalf("without wire bytes: served %v (notice %q), want one chunk %q and a notice", s.Chunks, s.Notice, tc.want)
+			}
+			if ce, cl := s.Header.Get("Content-Encoding"), s.Header.Get("Content-Length"); ce != "" || cl != itoa(len(tc.want)) {
+				t.Errorf("without wire bytes: served Content-Encoding %q Content-Length %q, want none and %d", ce, cl, len(tc.want))
 			}
 		})
 	}
@@ -158,11 +174,14 @@ func TestFromExchangeStreamBoundaries(t *testing.T) {
 				t.Fatalf("served %d chunks streamed=%v, want %d", len(s.Chunks), s.Streamed, len(sseEvents))
 			}
 			for i, c := range s.Chunks {
-				if string(c.Data) != sseEvents[i] || c.At != time.Duration(i*40+5)*time.Millisecond {
-					t.Errorf("served chunk %d = %q at %v", i, c.Data, c.At)
+				if !bytes.Equal(c.Data, pieces[i]) || c.At != time.Duration(i*40+5)*time.Millisecond {
+					t.Errorf("served chunk %d = %q at %v, want the piece received %q", i, c.Data, c.At, pieces[i])
 				}
 			}
-			for _, h := range []string{"Content-Encoding", "Content-Length", "Transfer-Encoding"} {
+			if ce := s.Header.Get("Content-Encoding"); coding != "" && ce != headerCoding(coding) {
+				t.Errorf("served stream has Content-Encoding %q, want %q", ce, headerCoding(coding))
+			}
+			for _, h := range []string{"Content-Length", "Transfer-Encoding"} {
 				if v := s.Header.Get(h); v != "" {
 					t.Errorf("served stream has %s: %s", h, v)
 				}
@@ -334,5 +353,50 @@ func TestGoldenHAR(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "example.har"), doc)
 	if _, err := Read(bytes.NewReader(doc)); err != nil {
 		t.Fatalf("the golden HAR does not read back: %v", err)
+	}
+}
+
+// TestWireBytes: the bytes as received are kept beside the decoded text
+// only when the body held no secret; an early close of a compressed body
+// is replayed cut at the bytes the client had been handed.
+func TestWireBytes(t *testing.T) {
+	t.Parallel()
+	req := jsonReq("POST", "https://api.example.com/v1/x", `{}`)
+	serveOne := func(t *testing.T, x *Exchange) (*Entry, *Served) {
+		t.Helper()
+		e := mustEntry(t, x, nil)
+		validate(t, writeHAR(t, e))
+		l := NewLog([]Entry{e}, "test")
+		s, err := NewIndex(l, nil, nil).Next(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &e, s
+	}
+
+	secret := []byte(`{"access_token":"tok-0123456789abcdef","n":1}`)
+	resp := okResp("application/json", "", "Content-Encoding", "gzip")
+	resp.Body = bytes.Join(compress(t, "gzip", secret), nil)
+	resp.Header.Set("Content-Length", itoa(len(resp.Body)))
+	e, s := serveOne(t, exchange(0, req, resp))
+	if e.Dal.Wire != "" || strings.Contains(e.Response.Content.Text, "tok-0123456789abcdef") {
+		t.Fatalf("a body holding a secret kept its bytes as received (wire %q) or the secret (%q)", e.Dal.Wire, e.Response.Content.Text)
+	}
+	if s.Header.Get("Content-Encoding") != "" || s.Notice == "" || !strings.Contains(string(s.Chunks[0].Data), Redacted) {
+		t.Errorf("served %q with Content-Encoding %q and notice %q, want the redacted text decoded and a notice", s.Chunks[0].Data, s.Header.Get("Content-Encoding"), s.Notice)
+	}
+
+	long := []byte(strings.Repeat(`{"a":"text that compresses well"},`, 200))
+	resp = okResp("application/json", "", "Content-Encoding", "gzip")
+	resp.Body = bytes.Join(compress(t, "gzip", long), nil)
+	resp.Header.Set("Content-Length", itoa(len(resp.Body)))
+	x := exchange(0, req, resp)
+	x.ClientClosed = &ClientClose{Bytes: 10}
+	_, s = serveOne(t, x)
+	if !s.HoldOpen || len(s.Chunks) != 1 || !bytes.Equal(s.Chunks[0].Data, resp.Body[:10]) {
+		t.Fatalf("early close: served %v (hold open %v), want the first 10 bytes received", s.Chunks, s.HoldOpen)
+	}
+	if ce, cl := s.Header.Get("Content-Encoding"), s.Header.Get("Content-Length"); ce != "gzip" || cl != itoa(len(resp.Body)) {
+		t.Errorf("early close: Content-Encoding %q Content-Length %q, want gzip and %d as recorded", ce, cl, len(resp.Body))
 	}
 }

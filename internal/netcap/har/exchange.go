@@ -97,8 +97,10 @@ type Chunk struct {
 	Data []byte
 }
 
-// Served is what replay sends back for one request: headers and a body
-// in pieces, already content-decoded (Content-Encoding removed).
+// Served is what replay sends back for one request: the recorded
+// headers and the body in pieces as they were received (content-encoded
+// as they were), or, for an entry that keeps only the decoded body, that
+// body with Content-Encoding removed and Notice set.
 type Served struct {
 	Status     int
 	StatusText string
@@ -109,6 +111,9 @@ type Served struct {
 	Streamed bool
 	// Entry is the index of the HAR entry served, Seq its recorded seq.
 	Entry, Seq int
+	// Notice, when set, says in one sentence how the response differs
+	// from the one recorded (the body is sent decoded).
+	Notice string
 	// HoldOpen: the client closed the connection in the recording after
 	// Chunks had reached it. Replay sends Chunks, then neither ends nor
 	// breaks the response but waits for the client to close, as it did.

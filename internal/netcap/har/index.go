@@ -100,9 +100,10 @@ func (ix *Index) Unused() []int {
 	return out
 }
 
-// serve builds the response of entry e (index i): decoded body, and
-// Content-Encoding, Content-Length and Transfer-Encoding made consistent
-// with it.
+// serve builds the response of entry e (index i): the body as received
+// with the recorded headers when the entry keeps it (_dal.wire), else the
+// decoded body with Content-Encoding, Content-Length and
+// Transfer-Encoding made consistent with it, and a notice saying so.
 func serve(e *Entry, i int) (*Served, error) {
 	s := &Served{
 		Status:     e.Response.Status,
@@ -116,11 +117,17 @@ func serve(e *Entry, i int) (*Served, error) {
 		s.Header.Add(h.Name, h.Value)
 	}
 	size := 0
+	var wire bool
 	if s.Streamed {
 		s.Chunks = make([]Chunk, len(e.Dal.Chunks))
+		wire = len(e.Dal.Chunks) == 0 || e.Dal.Chunks[0].Wire != ""
 		for j := range e.Dal.Chunks {
 			c := &e.Dal.Chunks[j]
-			b, err := c.Bytes()
+			get := c.Bytes
+			if wire {
+				get = c.WireBytes
+			}
+			b, err := get()
 			if err != nil {
 				return nil, fmt.Errorf("replay seq %d: chunk %d: %w", e.Dal.Seq, j, err)
 			}
@@ -128,18 +135,26 @@ func serve(e *Entry, i int) (*Served, error) {
 			size += len(b)
 		}
 	} else {
-		b, err := e.Response.Content.Bytes()
+		wire = e.Dal.Wire != ""
+		get := e.Response.Content.Bytes
+		if wire {
+			get = e.Dal.WireBytes
+		}
+		b, err := get()
 		if err != nil {
 			return nil, fmt.Errorf("replay seq %d: body: %w", e.Dal.Seq, err)
 		}
 		s.Chunks = []Chunk{{Data: b}}
 		size = len(b)
 	}
-	decoded := !e.Dal.Encoded && s.Header.Get("Content-Encoding") != ""
-	if !e.Dal.Encoded {
+	decoded := !wire && !e.Dal.Encoded && s.Header.Get("Content-Encoding") != ""
+	if decoded {
 		s.Header.Del("Content-Encoding")
+		s.Notice = fmt.Sprintf("seq %d %s %s: the recording keeps only the decoded body (an older bundle, or a body that held a secret): replay sends it without its Content-Encoding",
+			e.Dal.Seq, e.Request.Method, e.Request.URL)
 	}
 	s.Header.Del("Transfer-Encoding")
+	_, hasLength := s.Header["Content-Length"]
 	bodyless := e.Request.Method == http.MethodHead || s.Status/100 == 1 || s.Status == 204 || s.Status == 304
 	switch {
 	case bodyless:
@@ -148,8 +163,8 @@ func serve(e *Entry, i int) (*Served, error) {
 		if decoded {
 			s.Header.Del("Content-Length")
 		}
-	case s.Streamed:
-		s.Header.Del("Content-Length")
+	case s.Streamed && !hasLength:
+		// Chunked, as recorded.
 	default:
 		s.Header.Set("Content-Length", strconv.Itoa(size))
 	}
@@ -161,10 +176,10 @@ func serve(e *Entry, i int) (*Served, error) {
 
 // holdOpen adjusts s for an entry whose client closed the connection
 // early: only what had reached the client is sent (the streamed pieces it
-// had been handed; of a plain body stored as received, its first bytes,
+// had been handed; of a plain body sent as received, its first bytes,
 // under the recorded Content-Length), and the response is never ended. A
-// plain body stored content-decoded cannot be cut at a received offset:
-// it is sent whole.
+// plain body only kept content-decoded cannot be cut at a received
+// offset: it is sent whole.
 func holdOpen(s *Served, e *Entry, cc *DalClientClose, decoded bool) {
 	s.HoldOpen = true
 	switch {

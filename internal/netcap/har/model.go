@@ -167,11 +167,16 @@ type Timings struct {
 
 // EntryDal is dal's data on an entry; see the package documentation.
 type EntryDal struct {
-	Key        string     `json:"key"`
-	Seq        int        `json:"seq"`
-	Via        string     `json:"via,omitempty"`
-	Streamed   bool       `json:"streamed,omitempty"`
-	Encoded    bool       `json:"encoded,omitempty"`
+	Key      string `json:"key"`
+	Seq      int    `json:"seq"`
+	Via      string `json:"via,omitempty"`
+	Streamed bool   `json:"streamed,omitempty"`
+	Encoded  bool   `json:"encoded,omitempty"`
+	// Wire is the response body as received, base64, when content.text
+	// is it decoded (Content-Encoding removed): what replay sends. Absent
+	// when the body was not decoded, or when the decoded body held a
+	// secret (then replay sends the redacted text, decoded).
+	Wire       string     `json:"wire,omitempty"`
 	Chunks     []DalChunk `json:"chunks,omitempty"`
 	Redactions []string   `json:"redactions,omitempty"`
 	Error      string     `json:"error,omitempty"`
@@ -199,6 +204,9 @@ type DalChunk struct {
 	AtMs     float64 `json:"at_ms"`
 	Text     string  `json:"text"`
 	Encoding string  `json:"encoding,omitempty"` // "base64" or ""
+	// Wire is the piece as received, base64, when Text is it decoded
+	// (see [EntryDal.Wire]).
+	Wire string `json:"wire,omitempty"`
 }
 
 // Bytes returns the request body.
@@ -209,6 +217,27 @@ func (p *PostData) Bytes() ([]byte, error) {
 // Bytes returns the response body.
 func (c *Content) Bytes() ([]byte, error) {
 	return decodeText(c.Text, c.Encoding)
+}
+
+// WireBytes returns the chunk's piece as received, nil when not stored.
+func (c *DalChunk) WireBytes() ([]byte, error) {
+	return decodeWire(c.Wire)
+}
+
+// WireBytes returns the response body as received, nil when not stored.
+func (d *EntryDal) WireBytes() ([]byte, error) {
+	return decodeWire(d.Wire)
+}
+
+func decodeWire(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("base64 wire bytes: %w", err)
+	}
+	return b, nil
 }
 
 // Bytes returns the chunk's body piece.
