@@ -28,10 +28,10 @@
 //	provider, api, url  as above; url redacted
 //	status              HTTP status (0: the exchange failed)
 //	model               the response's model, else the request's
-//	parameters          every other request field (temperature, top_p,
+//	parameters          every request field but the conversation
+//	                    (model, stream, stream_options, temperature,
 //	                    max_tokens, tools, seed, stop, ...), keys sorted;
-//	                    not model, messages, input, system, instructions,
-//	                    stream, stream_options
+//	                    not messages, input, system, instructions
 //	system              Anthropic system, Responses instructions (omitted
 //	                    when absent; chat system messages stay in messages)
 //	messages            messages (input for the Responses API) as sent

@@ -60,10 +60,10 @@ type Usage struct {
 	TotalTokens  int `json:"total_tokens"`
 }
 
-// excluded request fields: not parameters.
+// excluded request fields: the conversation, kept in messages and
+// system; every other field is a parameter.
 var excluded = map[string]bool{
-	"model": true, "messages": true, "input": true, "system": true, "instructions": true,
-	"stream": true, "stream_options": true,
+	"messages": true, "input": true, "system": true, "instructions": true,
 }
 
 // Extract returns the LLM call in e, false when e is not one.
