@@ -104,10 +104,15 @@ func runInit(arg string) int {
 	if err := w.readMounts(); err != nil {
 		return fail(err)
 	}
+	if sp.Policy {
+		if w.policy, err = openPolicyClient(sp.PolicyExempt); err != nil {
+			return fail(err)
+		}
+	}
 	if err := dropPrivileges(); err != nil {
 		return fail(err)
 	}
-	listener, err := installFilter(sp.Network, rules)
+	listener, err := installFilter(sp.Network, sp.Policy, rules)
 	if err != nil {
 		return fail(err)
 	}

@@ -69,6 +69,9 @@ type Config struct {
 	// timed waits, seeded getrandom and AT_RANDOM. [Virtualized] reads
 	// what it served.
 	Virtual sysvirt.Config
+	// Policy, when set, holds the agent's execs and loopback connects for
+	// the policy gate (policygate.go); nil costs nothing.
+	Policy *PolicyGate
 }
 
 // Mount is a bind of Source at Target inside the sandbox.
@@ -138,6 +141,8 @@ type spec struct {
 	Gate          bool           `json:"gate"`
 	Virtual       sysvirt.Config `json:"virtual"`
 	Rootless      bool           `json:"rootless"`
+	Policy        bool           `json:"policy,omitempty"`        // a PolicyGate: its channel is at policyFD
+	PolicyExempt  []string       `json:"policy_exempt,omitempty"` // PolicyGate.Exempt
 }
 
 // SetupError is a failure to build the sandbox: the agent never ran. Its
@@ -199,6 +204,9 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
 		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
 		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless()}
+	if cfg.Policy != nil {
+		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
+	}
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
@@ -246,7 +254,20 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
-	started.Store(cmd, &pending{status: pr, gate: gw, work: workDir(cfg), before: cfg.BeforeAgent, child: []*os.File{pw, denied, gr, counts}})
+	p := &pending{status: pr, gate: gw, work: workDir(cfg), before: cfg.BeforeAgent, child: []*os.File{pw, denied, gr, counts}}
+	if cfg.Policy != nil {
+		parent, child, err := newPolicyChannel()
+		if err != nil {
+			for _, f := range append(p.child, pr, gw) {
+				f.Close()
+			}
+			return nil, err
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, child) // fd 7
+		p.child = append(p.child, child)
+		go servePolicy(parent, cfg.Policy)
+	}
+	started.Store(cmd, p)
 	return cmd, nil
 }
 

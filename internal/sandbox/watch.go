@@ -151,12 +151,16 @@ func (b *bpf) assemble() []unix.SockFilter {
 
 // filter builds the program: the watched calls go to the listener, the
 // refused ones fail with EPERM, the rest (and the rest of other ABIs) are
-// allowed.
-func filter(network bool, virt []sysvirt.Rule) []unix.SockFilter {
+// allowed. With policy (a policy gate), execve and execveat go to the
+// listener too, and the other ABI's are refused (policygate.go).
+func filter(network, policy bool, virt []sysvirt.Rule) []unix.SockFilter {
 	always := []watched{uringCall}
 	var flagged []watched
 	if network {
 		always = append(always, connectCall)
+	}
+	if policy {
+		always = append(always, execCalls...)
 	}
 	for _, c := range calls {
 		if c.flags < 0 {
@@ -198,12 +202,21 @@ func filter(network bool, virt []sysvirt.Rule) []unix.SockFilter {
 	for _, nr := range compatRefused {
 		b.jump(bpfJeqK, nr, "compat-deny", "")
 	}
+	if policy {
+		for _, nr := range compatExec {
+			b.jump(bpfJeqK, nr, "compat-eacces", "")
+		}
+	}
 	b.jump(bpfJeqK, compatIoctl, "", "compat-allow")
 	refuseIoctls(b, "compat-deny", "compat-allow")
 	b.label("compat-allow")
 	b.ret(unix.SECCOMP_RET_ALLOW)
 	b.label("compat-deny")
 	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	if policy {
+		b.label("compat-eacces")
+		b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
+	}
 	return b.assemble()
 }
 
@@ -269,8 +282,8 @@ func refuseIoctls(b *bpf, deny, allow string) {
 
 // installFilter installs the filter on the calling thread only (which must
 // be locked and have no_new_privs) and returns the listener fd.
-func installFilter(network bool, virt []sysvirt.Rule) (int, error) {
-	f := filter(network, virt)
+func installFilter(network, policy bool, virt []sysvirt.Rule) (int, error) {
+	f := filter(network, policy, virt)
 	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
 	fd, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
@@ -309,6 +322,9 @@ type watcher struct {
 	network bool
 	// virt, when set, answers the syscall layer's calls.
 	virt *sysvirt.Supervisor
+	// policy, when set, holds execs and loopback connects for the
+	// policy gate (policygate.go).
+	policy *policyClient
 }
 
 // connectCall is watched when the sandbox has its own network namespace.
@@ -388,6 +404,13 @@ func (w *watcher) serve(fd int) {
 			return
 		}
 		if w.virt != nil && w.virt.Handle(fd, &n) {
+			continue
+		}
+		if w.policy != nil && isExec(n.Nr) {
+			go w.policyExec(fd, n)
+			continue
+		}
+		if w.policy != nil && int(n.Nr) == unix.SYS_CONNECT && w.policyConnect(fd, &n) {
 			continue
 		}
 		if w.network && int(n.Nr) == unix.SYS_CONNECT {
