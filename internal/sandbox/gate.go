@@ -1,9 +1,10 @@
 package sandbox
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 
@@ -14,19 +15,23 @@ import (
 // ([Config.BeforeAgent]). Once set up, the init writes gateByte on the
 // status pipe and serves the gate until the go-ahead:
 //
-//	parent → init: gateByte              start the agent
-//	parent → init: 'L' + "host:port"     listen there, in the sandbox
-//	init → parent: 0 + SCM_RIGHTS fd     the listening socket
-//	init → parent: 1 + message           why it could not
+//	parent → init: gateByte                    start the agent
+//	parent → init: 'S' + domain, type, proto   a socket of the sandbox's
+//	                                           namespaces (3 × int32, native order)
+//	init → parent: 0 + SCM_RIGHTS fd           the socket
+//	init → parent: 1 + message                 why it could not
 //
-// Listening is done by the init, in its own namespaces, and the socket is
-// passed back: dal-exec never enters the sandbox's network namespace,
+// The init makes the socket, which belongs to the network namespace it was
+// made in for its whole life, and passes it back; dal-exec binds and
+// listens on it. dal-exec never enters the sandbox's network namespace,
 // which an unprivileged dal-exec could not do (setns needs CAP_SYS_ADMIN
 // in its own user namespace) and which would otherwise need a thread
-// switched in and out.
+// switched in and out. Binding a port below 1024 needs no more: the
+// caller holds every capability in the user namespace it made (rootless),
+// or is root.
 
 // gates maps the pid of an init whose BeforeAgent hook is running to its
-// pending start, for [ListenIn].
+// pending start, for [SocketIn].
 var gates sync.Map
 
 // gateSocket returns the init's end and dal-exec's end of a gate.
@@ -46,21 +51,63 @@ func gateSocket() (child, parent *os.File, err error) {
 // the agent opens to addr arrive here, and whatever dal dials from them
 // goes out of dal-exec's namespace. The caller owns the listener.
 func ListenIn(initPID int, addr string) (net.Listener, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.ListenIn: %q is not an IP address and port", addr)
+	}
+	var domain int
+	var sa unix.Sockaddr
+	if a := ap.Addr().Unmap(); a.Is4() {
+		domain, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
+	} else {
+		domain, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	}
+	f, err := SocketIn(initPID, domain, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return nil, fmt.Errorf("listen at %s in the sandbox: %w", addr, err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return nil, fmt.Errorf("listen at %s in the sandbox: %w", addr, err)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return nil, fmt.Errorf("listen at %s in the sandbox: %w", addr, err)
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		return nil, fmt.Errorf("listen at %s in the sandbox: %w", addr, err)
+	}
+	l, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("listen at %s in the sandbox: %w", addr, err)
+	}
+	return l, nil
+}
+
+// SocketIn makes a socket (socket(2)'s domain, type and protocol; it is
+// close-on-exec) in the namespaces of the sandbox whose init has pid
+// initPID, from that sandbox's BeforeAgent hook: a listener's socket, or a
+// NETLINK_SOCK_DIAG socket that sees the sandbox's connections.
+func SocketIn(initPID, domain, typ, proto int) (*os.File, error) {
 	v, ok := gates.Load(initPID)
 	if !ok {
-		return nil, fmt.Errorf("sandbox.ListenIn: process %d is not a sandbox waiting to start its agent (call it from BeforeAgent)", initPID)
+		return nil, fmt.Errorf("sandbox.SocketIn: process %d is not a sandbox waiting to start its agent (call it from BeforeAgent)", initPID)
 	}
 	p := v.(*pending)
 	p.gateMu.Lock()
 	defer p.gateMu.Unlock()
-	if _, err := p.gate.Write(append([]byte{'L'}, addr...)); err != nil {
-		return nil, fmt.Errorf("ask the sandbox to listen at %s: %w", addr, err)
+	req := []byte{'S'}
+	for _, n := range []int{domain, typ, proto} {
+		req = binary.NativeEndian.AppendUint32(req, uint32(int32(n)))
+	}
+	if _, err := p.gate.Write(req); err != nil {
+		return nil, fmt.Errorf("ask the sandbox for a socket: %w", err)
 	}
 	buf := make([]byte, 512)
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := unix.Recvmsg(int(p.gate.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
-		return nil, fmt.Errorf("the sandbox did not answer its listen request for %s: %v", addr, err)
+		return nil, fmt.Errorf("the sandbox did not answer its socket request: %v", err)
 	}
 	fd := -1
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
@@ -72,21 +119,13 @@ func ListenIn(initPID int, addr string) (net.Listener, error) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
-		return nil, fmt.Errorf("listen at %s in the sandbox: %s", addr, buf[1:n])
+		return nil, fmt.Errorf("the sandbox could not make the socket: %s", buf[1:n])
 	}
-	f := os.NewFile(uintptr(fd), "listener")
-	defer f.Close()
-	l, err := net.FileListener(f)
-	if err != nil {
-		return nil, fmt.Errorf("listen at %s in the sandbox: %w", addr, err)
-	}
-	return l, nil
+	return os.NewFile(uintptr(fd), "socket"), nil
 }
 
-// serveGate answers the parent's listen requests until it says go (true)
-// or goes away (false). It runs on the init's locked thread, which has
-// dropped its capabilities: each listen is made by another thread, which
-// keeps them (a port below 1024).
+// serveGate answers the parent's socket requests until it says go (true)
+// or goes away (false).
 func serveGate(gate *os.File) bool {
 	fd := int(gate.Fd())
 	buf := make([]byte, 512)
@@ -101,21 +140,18 @@ func serveGate(gate *os.File) bool {
 		switch {
 		case n == 1 && buf[0] == gateByte:
 			return true
-		case buf[0] == 'L':
-			addr := string(buf[1:n])
-			done := make(chan error, 1)
-			var lfd int
-			go func() {
-				var err error
-				lfd, err = listenFD(addr)
-				done <- err
-			}()
-			if err := <-done; err != nil {
+		case n == 13 && buf[0] == 'S':
+			var arg [3]int
+			for i := range arg {
+				arg[i] = int(int32(binary.NativeEndian.Uint32(buf[1+4*i:])))
+			}
+			sfd, err := unix.Socket(arg[0], arg[1]|unix.SOCK_CLOEXEC, arg[2])
+			if err != nil {
 				unix.Sendmsg(fd, append([]byte{1}, err.Error()...), nil, nil, 0)
 				continue
 			}
-			err := unix.Sendmsg(fd, []byte{0}, unix.UnixRights(lfd), nil, 0)
-			unix.Close(lfd)
+			err = unix.Sendmsg(fd, []byte{0}, unix.UnixRights(sfd), nil, 0)
+			unix.Close(sfd)
 			if err != nil {
 				return false
 			}
@@ -123,23 +159,4 @@ func serveGate(gate *os.File) bool {
 			return false
 		}
 	}
-}
-
-// listenFD listens at addr and returns a descriptor of the socket.
-func listenFD(addr string) (int, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		var oe *net.OpError
-		if errors.As(err, &oe) {
-			return -1, oe.Err
-		}
-		return -1, err
-	}
-	defer l.Close()
-	f, err := l.(*net.TCPListener).File()
-	if err != nil {
-		return -1, err
-	}
-	defer f.Close()
-	return unix.Dup(int(f.Fd()))
 }

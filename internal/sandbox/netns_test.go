@@ -40,30 +40,35 @@ func TestNetwork(t *testing.T) {
 	mountSrc := filepath.Join(t.TempDir(), "trust.pem")
 	os.WriteFile(mountSrc, []byte("CERT\n"), 0o644)
 	cfg.Mounts = []Mount{{Source: mountSrc, Target: "/tmp/.dal/trust.pem", ReadOnly: true}}
-	inner := make(chan string, 1)
+	// Ports below 1024 and IPv6 too: rootless, dal-exec binds them with
+	// the capabilities it holds in the user namespace it made.
+	inner := make(chan string, 2)
 	cfg.BeforeAgent = func(pid int) error {
-		l, err := ListenIn(pid, "127.0.0.1:3128")
-		if err != nil {
-			return err
-		}
-		go func() {
-			defer l.Close()
-			c, err := l.Accept()
+		for _, addr := range []string{"127.0.0.1:80", "[::1]:443"} {
+			l, err := ListenIn(pid, addr)
 			if err != nil {
-				inner <- "accept: " + err.Error()
-				return
+				return err
 			}
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Write([]byte("pong\n"))
-			c.Close()
-			inner <- strings.TrimSpace(line)
-		}()
+			go func() {
+				defer l.Close()
+				c, err := l.Accept()
+				if err != nil {
+					inner <- "accept: " + err.Error()
+					return
+				}
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				c.Write([]byte("pong\n"))
+				c.Close()
+				inner <- strings.TrimSpace(line)
+			}()
+		}
 		return nil
 	}
 	script := `cat /tmp/.dal/trust.pem
 echo ping | python3 -c '
 import socket, sys
-s = socket.create_connection(("127.0.0.1", 3128)); s.sendall(b"ping\n"); print(s.recv(10).decode().strip())
+for a in [("127.0.0.1", 80), ("::1", 443)]:
+    s = socket.create_connection(a); s.sendall(b"ping\n"); print(s.recv(10).decode().strip())
 for addr in [("127.0.0.1", ` + portOf(host) + `), ("10.255.255.1", 80), ("2001:db8::1", 443)]:
     try:
         socket.create_connection(addr, timeout=5); print("connected", addr[0])
@@ -72,12 +77,14 @@ for addr in [("127.0.0.1", ` + portOf(host) + `), ("10.255.255.1", 80), ("2001:d
 '
 echo x > /tmp/.dal/trust.pem || echo read-only`
 	r := run(t, cfg, script)
-	want := "CERT\npong\nrefused 127.0.0.1\nunreachable 10.255.255.1\nunreachable 2001:db8::1\nread-only\n"
+	want := "CERT\npong\npong\nrefused 127.0.0.1\nunreachable 10.255.255.1\nunreachable 2001:db8::1\nread-only\n"
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("exit %d, stdout %q (stderr %q), want %q", r.code, r.stdout, r.stderr, want)
 	}
-	if got := <-inner; got != "ping" {
-		t.Errorf("the listener in the agent's namespace got %q", got)
+	for range 2 {
+		if got := <-inner; got != "ping" {
+			t.Errorf("a listener in the agent's namespace got %q", got)
+		}
 	}
 	select {
 	case <-hostHit:
