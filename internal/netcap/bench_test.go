@@ -2,14 +2,19 @@ package netcap
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/netcap/har"
+	"github.com/dal-runtime/dal/internal/netcap/prompts"
 )
 
 // The benchmarks compare a client talking to a loopback server directly
@@ -143,4 +148,90 @@ func BenchmarkThroughput100MB(b *testing.B) {
 		b.Run("direct"+path, func(b *testing.B) { run(b, &http.Client{Transport: &http.Transport{DisableCompression: true}}, path) })
 		b.Run("proxy"+path, func(b *testing.B) { run(b, proxyClient(benchRig(b).explicit(), nil), path) })
 	}
+}
+
+// BenchmarkRecordLLMCalls is the per-call cost of recording an agent's
+// LLM calls: an op is three calls on fresh connections, as urllib makes
+// them (two plain, one streamed with eight events), against a loopback
+// server, directly and through a transparent recording proxy whose
+// Record does what dal-exec record does with each exchange (the HAR
+// entry, redacted, and the prompt). The difference of the two, per call,
+// is what recording adds.
+func BenchmarkRecordLLMCalls(b *testing.B) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 8 {
+			io.WriteString(w, sseEvent(i))
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	b.Cleanup(ts.Close)
+	call := func(b *testing.B, c *http.Client, stream bool) {
+		body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0}`
+		if stream {
+			body = `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`
+		}
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer sk-bench-0123456789")
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, 32<<10)
+		for {
+			if _, err := resp.Body.Read(buf); err != nil {
+				break
+			}
+		}
+		resp.Body.Close()
+	}
+	run := func(b *testing.B, c *http.Client, after func()) {
+		var plain, stream time.Duration
+		b.ResetTimer()
+		for range b.N {
+			t0 := time.Now()
+			call(b, c, false)
+			call(b, c, false)
+			t1 := time.Now()
+			call(b, c, true)
+			plain += t1.Sub(t0)
+			stream += time.Since(t1)
+		}
+		after()
+		b.StopTimer()
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(3*b.N), "µs/call")
+		b.ReportMetric(float64(plain.Microseconds())/float64(2*b.N), "µs/plain")
+		b.ReportMetric(float64(stream.Microseconds())/float64(b.N), "µs/stream")
+	}
+	fresh := func(c *http.Client) *http.Client {
+		c.Transport.(*http.Transport).DisableKeepAlives = true
+		return c
+	}
+	b.Run("direct", func(b *testing.B) { run(b, fresh(&http.Client{Transport: &http.Transport{}}), func() {}) })
+	b.Run("record", func(b *testing.B) {
+		// As dal-exec record: exchanges are kept as they finish, and
+		// turned into HAR entries and prompts once the agent is done
+		// (counted in the time).
+		var xs []*har.Exchange
+		rg := newRig(b, Config{})
+		rg.p.seq.record = func(x *har.Exchange) { xs = append(xs, x) }
+		run(b, fresh(directedClient(rg.transparent(ts.Listener.Addr().String()), nil)), func() {
+			rg.p.seq.wait()
+			for _, x := range xs {
+				e, err := har.FromExchange(x, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				prompts.Extract(&e)
+			}
+		})
+	})
 }

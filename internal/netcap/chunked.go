@@ -110,7 +110,7 @@ func (cr *chunkReader) trailer(lim *limitReader) error {
 // relayChunked relays a chunked body read off c frame by frame: every
 // chunk is written to w and flushed as soon as it is read (a chunk over
 // maxFrame piece by piece) and recorded as one chunk.
-func relayChunked(w io.Writer, flush func() error, c *upConn, headersAt time.Time) relayed {
+func relayChunked(w io.Writer, sw *streamWriter, c *upConn, headersAt time.Time) relayed {
 	type mark struct {
 		end int
 		at  time.Duration
@@ -122,7 +122,7 @@ func relayChunked(w io.Writer, flush func() error, c *upConn, headersAt time.Tim
 	)
 	cr := &chunkReader{br: c.br}
 	write := func(p []byte) bool {
-		if err := writeFlush(w, flush, p); err != nil {
+		if err := writeFlush(w, sw, p); err != nil {
 			res.writeErr = err
 			return false
 		}

@@ -30,6 +30,10 @@ import (
 // before the proxy stops waiting for it for the rest of the response.
 const drainPatience = 2 * time.Second
 
+// spinChecks is how many times the client's socket is looked at, giving
+// way in between, before the proxy waits on timers: a few µs each.
+const spinChecks = 100
+
 // clientConn is an accepted client connection: it counts the bytes
 // written to it, so that the proxy can tell when the client has read
 // them all.
@@ -75,7 +79,7 @@ func (c *clientConn) drained(ctx context.Context) bool {
 		progress = time.Now()
 		pause    time.Duration
 	)
-	for {
+	for i := 0; ; i++ {
 		st, ok := c.peer.state()
 		if !ok || (st.received >= c.written.Load() && st.unread == 0) {
 			return true
@@ -85,9 +89,14 @@ func (c *clientConn) drained(ctx context.Context) bool {
 		} else if time.Since(progress) > drainPatience {
 			return false
 		}
-		// The client is usually reading already: look again at once,
-		// then back off to 1 ms.
-		pause = min(max(2*pause, 10*time.Microsecond), time.Millisecond)
+		// The client is usually about to read: look again after giving
+		// way to other goroutines and threads (a timer would cost the
+		// netpoller's millisecond), then back off to 1 ms.
+		if i < spinChecks {
+			yield()
+			continue
+		}
+		pause = min(max(2*pause, 50*time.Microsecond), time.Millisecond)
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
@@ -104,23 +113,39 @@ type peerState struct {
 	unread   uint32 // of those, bytes the client has not read
 }
 
-// streamFlusher returns the flush of a streamed response to r: it flushes
-// what was written and waits until the client has read it, so that every
-// piece is a read of its own.
-func streamFlusher(w http.ResponseWriter, r *http.Request) func() error {
-	rc := http.NewResponseController(w)
-	var c *clientConn
+// streamWriter writes a streamed response to r piece by piece so that
+// every piece is a read of its own for the client: before a piece leaves
+// for the client's socket, the one before must have been read. Waiting
+// then, rather than right after each write, costs nothing when the next
+// piece comes later than the client reads (a model generating).
+type streamWriter struct {
+	rc      *http.ResponseController
+	ctx     context.Context
+	c       *clientConn
+	pending bool // a piece left that the client may not have read
+}
+
+func newStreamWriter(w http.ResponseWriter, r *http.Request) *streamWriter {
+	s := &streamWriter{rc: http.NewResponseController(w), ctx: r.Context()}
 	if info, ok := r.Context().Value(connInfoKey{}).(*connInfo); ok {
-		c = info.client
+		s.c = info.client
 	}
-	waiting := c != nil
-	return func() error {
-		if err := rc.Flush(); err != nil {
-			return err
-		}
-		if waiting {
-			waiting = c.drained(r.Context())
-		}
-		return nil
+	return s
+}
+
+// flush sends what was written since the last flush, once the client has
+// read what went before.
+func (s *streamWriter) flush() error {
+	s.settle()
+	s.pending = true
+	return s.rc.Flush()
+}
+
+// settle waits until the client has read what was sent; call it before
+// the response ends, so that its last chunk is a read of its own too.
+func (s *streamWriter) settle() {
+	if s.pending && s.c != nil && !s.c.drained(s.ctx) {
+		s.c = nil // it stopped reading: stop waiting for it
 	}
+	s.pending = false
 }

@@ -271,3 +271,10 @@ func parseDiag(b []byte, seq uint32) (st peerState, done, ok bool) {
 }
 
 func nlAlign(n int) int { return (n + 3) &^ 3 }
+
+// yield gives way to the goroutines of this process and to the threads
+// on this CPU (the client may be one of them).
+func yield() {
+	runtime.Gosched()
+	unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+}

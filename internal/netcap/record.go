@@ -84,19 +84,20 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	copyEndToEnd(h, resp.Header)
 	suppressDefaults(h, resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	var flush func() error
+	var sw *streamWriter // nil: not streamed
 	if streamed {
-		flush = streamFlusher(w, r)
-		flush() // a failure shows at the first write
+		sw = newStreamWriter(w, r)
+		sw.flush() // the headers; a failure shows at the first write
+		defer sw.settle()
 	}
 	var res relayed
 	switch {
 	case !bodyAllowed(r.Method, resp.StatusCode):
-		res = relay(w, flush, resp.Body, 0, false, headersAt)
+		res = relay(w, sw, resp.Body, 0, false, headersAt)
 	case isChunked(resp):
-		res = relayChunked(w, flush, ex.c, headersAt)
+		res = relayChunked(w, sw, ex.c, headersAt)
 	default:
-		res = relay(w, flush, resp.Body, resp.ContentLength, streamed, headersAt)
+		res = relay(w, sw, resp.Body, resp.ContentLength, streamed, headersAt)
 	}
 	reusable = res.readErr == nil && res.writeErr == nil
 	x.Receive = time.Since(headersAt)
@@ -170,9 +171,9 @@ type relayed struct {
 
 // relay copies src to w while keeping every byte. Streamed, each read is
 // written and flushed on its own and becomes a chunk; otherwise chunks
-// stay nil. size is the body's length, or -1. A nil flush means the
-// writes are not flushed one by one.
-func relay(w io.Writer, flush func() error, src io.Reader, size int64, streamed bool, headersAt time.Time) relayed {
+// stay nil. size is the body's length, or -1. A nil sw means the writes
+// are not flushed one by one.
+func relay(w io.Writer, sw *streamWriter, src io.Reader, size int64, streamed bool, headersAt time.Time) relayed {
 	type mark struct {
 		end int
 		at  time.Duration
@@ -202,7 +203,7 @@ func relay(w io.Writer, flush func() error, src io.Reader, size int64, streamed 
 			if streamed {
 				marks = append(marks, mark{end: len(buf), at: time.Since(headersAt)})
 			}
-			if werr := writeFlush(w, flush, piece); werr != nil {
+			if werr := writeFlush(w, sw, piece); werr != nil {
 				res.writeErr = werr
 				res.complete = err == io.EOF || (size >= 0 && int64(len(buf)) >= size)
 				break
@@ -230,13 +231,17 @@ func relay(w io.Writer, flush func() error, src io.Reader, size int64, streamed 
 	return res
 }
 
-// writeFlush writes p to w and flushes it when flush is set.
-func writeFlush(w io.Writer, flush func() error, p []byte) error {
+// writeFlush writes p to w; streamed (sw set), once the client has read
+// the piece before, and flushed so that it is a read of its own.
+func writeFlush(w io.Writer, sw *streamWriter, p []byte) error {
+	if sw != nil {
+		sw.settle()
+	}
 	if _, err := w.Write(p); err != nil {
 		return err
 	}
-	if flush != nil {
-		return flush()
+	if sw != nil {
+		return sw.flush()
 	}
 	return nil
 }

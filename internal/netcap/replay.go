@@ -68,10 +68,10 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		status = http.StatusBadGateway
 	}
 	w.WriteHeader(status)
-	var flush func() error
+	var sw *streamWriter // nil: not streamed
 	if served.Streamed {
-		flush = streamFlusher(w, r)
-		flush() // a failure shows at the first write
+		sw = newStreamWriter(w, r)
+		sw.flush() // the headers; a failure shows at the first write
 	}
 
 	body := make([]byte, 0, total)
@@ -99,12 +99,15 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		if !withBody {
 			continue
 		}
-		if err := writeFlush(w, flush, c.Data); err != nil {
+		if err := writeFlush(w, sw, c.Data); err != nil {
 			gone = true
 			break
 		}
 		delivered += int64(len(c.Data))
 		pieces++
+	}
+	if sw != nil && !gone && !served.HoldOpen {
+		sw.settle() // the last chunk is a read of its own too
 	}
 	x.Receive = time.Since(headersAt)
 	x.Response = &har.Response{
