@@ -45,14 +45,14 @@ type Record struct {
 	// Action and Reason are what the policy said (Defined false: the
 	// default applied); Allowed is the outcome, after a person's answer
 	// to an ask.
-	Action   Action         `json:"action"`
-	Reason   string         `json:"reason,omitempty"`
-	Defined  bool           `json:"defined"`
-	Allowed  bool           `json:"allowed"`
-	Approval *gate.Verdict  `json:"approval,omitempty"`
-	ID       string         `json:"id,omitempty"` // the ask's request ID
-	Replayed bool           `json:"replayed,omitempty"`
-	Drift    string         `json:"drift,omitempty"` // replay: how the current policy differs
+	Action   Action        `json:"action"`
+	Reason   string        `json:"reason,omitempty"`
+	Defined  bool          `json:"defined"`
+	Allowed  bool          `json:"allowed"`
+	Approval *gate.Verdict `json:"approval,omitempty"`
+	ID       string        `json:"id,omitempty"` // the ask's request ID
+	Replayed bool          `json:"replayed,omitempty"`
+	Drift    string        `json:"drift,omitempty"` // replay: how the current policy differs
 }
 
 // Gate applies a policy to one run: it decides, asks people, and keeps
