@@ -42,6 +42,14 @@ type ReplayOutcome struct {
 	// whose signature of this file's bytes is NNNN.json.sig;
 	// AddSignedReplay sets it.
 	Signer string `json:"signer,omitempty"`
+	// Match is the strategies the replay compared with (dal-exec replay
+	// --match, e.g. "exact,stdout=semantic"), Threshold the semantic
+	// threshold and Similarity the semantic score per component; Live
+	// marks a live re-execution (dal-exec replay --live).
+	Match      string             `json:"match,omitempty"`
+	Threshold  float64            `json:"threshold,omitempty"`
+	Similarity map[string]float64 `json:"similarity,omitempty"`
+	Live       bool               `json:"live,omitempty"`
 
 	Seq      int    `json:"-"` // NNNN of its file, set by Open and AddSignedReplay
 	SignedBy Signer `json:"-"` // who signed it, set by Open and AddSignedReplay

@@ -47,12 +47,15 @@ func cpRetentionFlags(n cpFlagNames) []ucli.Flag {
 // checkpoints are stored (--keep-checkpoints, --checkpoint-max-age,
 // --checkpoint-aged).
 func PolicyFlags() []ucli.Flag {
-	return categorize(catCheckpoints, append([]ucli.Flag{cpStoreFlag(cpRunNames.store)}, cpRetentionFlags(cpRunNames)...)...)
+	return categorize(catCheckpoints, append([]ucli.Flag{cpStoreFlag(cpRunNames.store), autoCheckpointFlag()}, cpRetentionFlags(cpRunNames)...)...)
 }
 
 // PolicyFromFlags reads the retention flags of PolicyFlags; a bad value is
 // a usage error (exit 2), so call it before the agent starts.
 func PolicyFromFlags(c *ucli.Context) (checkpoint.Policy, error) {
+	if _, err := autoFromFlags(c); err != nil {
+		return checkpoint.Policy{}, err
+	}
 	return cpPolicyFrom(c, cpRunNames)
 }
 
@@ -95,7 +98,18 @@ func cpStoreFrom(c *ucli.Context, n cpFlagNames) (*checkpoint.Store, error) {
 // (one "dal: ..." line each: what was stored, skipped or pruned). A run
 // without checkpoint marks does nothing and returns (nil, nil).
 func StoreCheckpoints(c *ucli.Context, run checkpoint.Run, marksDir string, w io.Writer) (*checkpoint.IngestResult, error) {
-	ms, inc, err := marks.Read(marksDir, marks.Checkpoint)
+	return StoreRunCheckpoints(c, run, marksDir, "", w)
+}
+
+// StoreRunCheckpoints is StoreCheckpoints with the automatic checkpoints
+// of --auto-checkpoint (autocheckpoint.go): autoDir holds the marks dal
+// wrote itself during the run (before_external_call; "" for none).
+func StoreRunCheckpoints(c *ucli.Context, run checkpoint.Run, marksDir, autoDir string, w io.Writer) (*checkpoint.IngestResult, error) {
+	auto, err := autoFromFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	ms, inc, err := checkpoint.RunMarks(marksDir, autoDir, auto)
 	for _, i := range inc {
 		fmt.Fprintf(w, "dal: %s\n", i)
 	}

@@ -66,7 +66,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				Usage: "also redact this query or JSON/form body field in network.har and prompts/ (repeatable)"},
 			&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
 				Usage: "treat this kept variable as a secret although its name does not say so: never stored, its value scrubbed from the bundle (repeatable)"},
-			allowLoopbackFlag(),
+			allowLoopbackFlag(), enforceStrictLLMFlag(),
 		), selectionFlags(), PolicyFlags()),
 		Action: func(c *ucli.Context) error {
 			if err := checkBundleName(c.String("out")); err != nil {
@@ -93,12 +93,13 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				seed := spec.Seed
 				run := checkpoint.Run{Command: spec.Args, Workspace: f.Workspace, Mode: spec.Mode, Seed: &seed,
 					Bundle: f.Bundle, Started: f.Started, Finished: f.Finished, Failed: f.Failed}
-				if _, err := StoreCheckpoints(c, run, marksDir, c.App.ErrWriter); err != nil {
+				if _, err := StoreRunCheckpoints(c, run, marksDir, f.AutoMarks, c.App.ErrWriter); err != nil {
 					fmt.Fprintf(c.App.ErrWriter, "dal: the run's checkpoints were not stored: %v\n", err)
 				}
 			}
 			sum, err := record.Record(c.Context, record.Options{Spec: spec, Iterations: policy, Checkpoints: keep, Out: c.String("out"), Workspace: c.String("workspace"),
 				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"), SecretEnv: c.StringSlice("secret-env"),
+				EnforceStrictLLM: c.Bool("enforce-strict-llm"), CheckpointCalls: autoCalls(c),
 				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field"),
 					AllowLoopback: c.StringSlice("allow-loopback"), KeepEnv: spec.KeepEnv}})
 			if err != nil {

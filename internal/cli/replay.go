@@ -33,12 +33,26 @@ from the bundle only when you recorded it on this machine; otherwise pass --work
 replayed agent gets the recorded values of kept plain settings and a placeholder for secrets;
 nothing of your environment unless --keep-env names it.
 
+Matching (docs/validation.md): --match exact (the default) compares byte for byte; semantic
+accepts a similarity at or above --threshold (0.95; dal's built-in, deterministic similarity,
+or --similarity-cmd); structural accepts the same JSON/YAML structure or line structure with
+different values. Give one for stdout, stderr, fs_diff and prompts, or per component. The
+verdict carries the match_status (exact_match, semantic_match, partial_match, no_match) and
+exits 0 on an exact or semantic match.
+
+--live re-executes the command with the recorded mode, seed, epoch and workspace state but
+with the network live through the recording proxy (--allow-loopback, the recorded allowlist
+for your own bundles), records the run as the bundle --out (never applied), and compares the
+two runs; the clock is not compared.
+
 Examples:
    dal-exec replay run1
    dal-exec replay --json run1 | jq .exact
    dal-exec replay --json-out verdict.json run1.tar.zst
    dal-exec replay --show-output --workspace ./project run1
-   dal-exec replay --replay-speed 1 run1      # streams keep their recorded timing`,
+   dal-exec replay --replay-speed 1 run1      # streams keep their recorded timing
+   dal-exec replay --match stdout=semantic run1
+   dal-exec replay --live --out run1-live --match stdout=semantic,fs_diff=structural run1`,
 		Flags: flagList(
 			categorize(catRun,
 				&ucli.Float64Flag{Name: "replay-speed", Value: 0, EnvVars: []string{"DAL_REPLAY_SPEED"},
@@ -52,6 +66,7 @@ Examples:
 				&ucli.StringFlag{Name: "json-out", Usage: "also write the verdict as JSON to this file"},
 				&ucli.BoolFlag{Name: "show-output", Usage: "print the replayed agent's stdout as it runs"},
 				metricsTextfileFlag()),
+			matchFlags(), liveFlags(),
 			trustFlags()),
 		Action: func(c *ucli.Context) error {
 			js, err := replayJSON(c)
@@ -70,11 +85,14 @@ Examples:
 			if c.Bool("show-output") {
 				o.Stdout = termsafe.NewWriter(c.App.Writer)
 			}
+			if o.Match, err = matchFromFlags(c); err != nil {
+				return err
+			}
 			figs, err := newFigures(c)
 			if err != nil {
 				return err
 			}
-			v, err := record.Replay(c.Context, o)
+			v, err := replayLiveOrNot(c, o)
 			if err != nil {
 				return err
 			}
@@ -99,7 +117,7 @@ Examples:
 					return fmt.Errorf("write --json-out: %w", err)
 				}
 			}
-			if !v.Exact {
+			if !v.Matched() {
 				return exitError{1}
 			}
 			return nil

@@ -30,6 +30,9 @@ const Version = 1
 const (
 	Iteration  = "iteration"
 	Checkpoint = "checkpoint"
+	// Phase marks the start of a phase of the agent's work (dal.phase,
+	// dal-exec phase): a checkpoint with --auto-checkpoint phase_start.
+	Phase = "phase"
 )
 
 // Environment variables the runner sets for the agent.
@@ -98,7 +101,7 @@ type Input struct {
 // the mark. The mark is complete only once Write returns nil. Bad input
 // from the agent is a usage.Error, and then nothing was written.
 func Write(dir string, in Input) (*Mark, error) {
-	if in.Kind != Iteration && in.Kind != Checkpoint {
+	if in.Kind != Iteration && in.Kind != Checkpoint && in.Kind != Phase {
 		return nil, fmt.Errorf("marks: unknown kind %q", in.Kind)
 	}
 	if in.Score != nil {

@@ -13,6 +13,14 @@ type Component struct {
 	Match    bool   `json:"match"`
 	// First describes the first divergence, readable on a terminal.
 	First string `json:"first,omitempty"`
+	// Strategy, Status and Similarity say how the component was matched
+	// (internal/match): the strategy, the schema's match_status for it,
+	// and the semantic score. Error is why it could not be compared (a
+	// failing --similarity-cmd): then it is not compared, never a match.
+	Strategy   string   `json:"strategy,omitempty"`
+	Status     string   `json:"match_status,omitempty"`
+	Similarity *float64 `json:"similarity,omitempty"`
+	Error      string   `json:"error,omitempty"`
 }
 
 // Fidelity is matching components over compared components (1 when

@@ -21,6 +21,8 @@ import (
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/leftover"
 	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/netcap"
+	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sandbox"
@@ -52,6 +54,15 @@ type Options struct {
 	// when it failed or the recording then fails) with the marks
 	// directory, whose checkpoint marks it stores, and the run's facts.
 	Checkpoints func(marksDir string, run Finished)
+
+	// CheckpointCalls has the proxy write a checkpoint mark before it
+	// forwards each request (--auto-checkpoint before_external_call) into
+	// Finished.AutoMarks; EnforceStrictLLM has it answer LLM calls that
+	// are not reproducible live with 400 (--enforce-strict-llm). See
+	// autocheckpoint.go and strictllm.go.
+	CheckpointCalls, EnforceStrictLLM bool
+
+	live *liveBase // set by LiveReplay only (live.go)
 }
 
 // Finished describes an agent run that has ended, for the checkpoint store.
@@ -60,6 +71,9 @@ type Finished struct {
 	Bundle            string
 	Started, Finished time.Time
 	Failed            bool
+	// AutoMarks is the marks directory dal itself wrote during the run
+	// (before_external_call checkpoints), "" when none.
+	AutoMarks string
 }
 
 // Summary is what a recording produced.
@@ -106,6 +120,7 @@ type recording struct {
 	cfg   sandbox.Config
 	nw    *network // nil in default mode (passthrough)
 	marks string   // the marks directory, as dal-exec sees it
+	auto  string   // dal's own marks directory (autocheckpoint.go), "" when none
 	logs  *runLogs
 
 	started time.Time
@@ -150,6 +165,9 @@ func prepareRecording(o Options) (*recording, error) {
 	var err error
 	if r.ws, r.cwd, err = workspaceAndCwd(o.Workspace); err != nil {
 		return nil, err
+	}
+	if o.live != nil {
+		r.cwd = o.live.cwd
 	}
 	if r.out, err = filepath.Abs(o.Out); err != nil {
 		return nil, err
@@ -217,16 +235,20 @@ func (r *recording) cleanup() {
 // own files under /tmp.
 func (r *recording) buildSandbox() error {
 	r.cfg = sandboxConfig(r.ws, filepath.Join(r.stage, "sandbox"))
+	if r.o.live != nil {
+		r.cfg.Lower = r.o.live.lower
+	}
 	if r.spec.Mode != "default" {
 		nopts := r.o.Network
 		nopts.SecretValues = keptSecretValues(r.spec.KeepEnv, r.o.SecretEnv)
+		nopts.Before = append(append([]func(context.Context, *har.Exchange) *netcap.Answer{}, nopts.Before...), r.ownHooks()...)
 		nw, err := newNetwork(filepath.Join(r.stage, "net"), nopts, nil, nil, r.spec.Log)
 		if err != nil {
 			return fmt.Errorf("network capture: %w", err)
 		}
 		r.nw = nw
 		nw.configure(&r.cfg)
-		r.spec.Env = nw.Vars()
+		r.spec.Env = withVars(r.spec.Env, nw.Vars())
 	}
 	marksDir, marksMount, err := newMarksDir(r.stage)
 	if err != nil {
@@ -277,7 +299,7 @@ func (r *recording) run(ctx context.Context) error {
 	r.res = res
 	if r.o.Checkpoints != nil {
 		r.o.Checkpoints(r.marks, Finished{Workspace: r.ws, Bundle: r.out, Started: r.started, Finished: time.Now(),
-			Failed: err != nil || res == nil || res.ExitCode != 0 || res.TimedOut})
+			Failed: err != nil || res == nil || res.ExitCode != 0 || res.TimedOut, AutoMarks: r.auto})
 	}
 	if r.nw != nil {
 		blocked, berr := sandbox.Blocked(r.cfg)
@@ -394,6 +416,12 @@ func (r *recording) writeRecords() error {
 		return err
 	}
 	reportBoundary(r.spec.Log, r.bound)
+	if err := r.lintLLM(); err != nil {
+		return err
+	}
+	if err := r.writeProv(); err != nil {
+		return fmt.Errorf("write %s: %w", ProvFile, err)
+	}
 	if r.its != nil {
 		r.its.report(r.spec.Log, "iterations/selection-report.md in "+r.out)
 	}
@@ -453,6 +481,11 @@ func (r *recording) commit() error {
 	}
 	if err := r.logs.close(); err != nil {
 		return err
+	}
+	if r.o.live != nil {
+		if err := r.o.live.beforeCommit(r.w.Dir(), m); err != nil {
+			return err
+		}
 	}
 	if err := r.w.Commit(m, r.key); err != nil {
 		return err

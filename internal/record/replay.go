@@ -15,6 +15,7 @@ import (
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/match"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
@@ -43,6 +44,9 @@ type ReplayOptions struct {
 	// environment instead of the recorded value or a secret's placeholder.
 	// Nothing else of the caller's environment reaches it.
 	KeepEnv []string
+	// Match is the strategy per component (match.go); the zero value
+	// compares every component byte for byte.
+	Match match.Spec
 }
 
 // Verdict is a replay's outcome.
@@ -58,6 +62,15 @@ type Verdict struct {
 	// many it could not.
 	Served int `json:"network_served"`
 	Misses int `json:"network_misses"`
+	// MatchStatus is the schema's match_status of the replay, Match the
+	// strategies it was compared with and Threshold the semantic one
+	// (match.go). Live is set for a live re-execution, whose new bundle is
+	// NewBundle (live.go).
+	MatchStatus string  `json:"match_status"`
+	Match       string  `json:"match"`
+	Threshold   float64 `json:"threshold"`
+	Live        bool    `json:"live,omitempty"`
+	NewBundle   string  `json:"new_bundle,omitempty"`
 }
 
 // replaying is one replay in progress: what each step produced for the
@@ -108,6 +121,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 		}
 	}
 	r.compare()
+	r.settle(ctx)
 	r.storeOutcome()
 	return r.v, nil
 }
@@ -483,6 +497,7 @@ func (r *replaying) compare() {
 func (r *replaying) storeOutcome() {
 	v := r.v
 	outcome := bundle.ReplayOutcome{Fidelity: v.Fidelity, Components: map[string]bool{}, Divergences: map[string]string{}, DurationMS: v.WallMS}
+	addMatch(&outcome, v)
 	for _, c := range v.Components {
 		if c.Compared {
 			outcome.Components[c.Name] = c.Match
@@ -577,8 +592,15 @@ func (v *Verdict) Render(w io.Writer) {
 	if !v.Exact {
 		status = "DRIFT"
 	}
-	fmt.Fprintf(w, "replay of %s: %s, fidelity %.2f (workspace from its %s state; replay %d ms, record %d ms)\n",
-		termsafe.Line(v.Bundle), status, v.Fidelity, v.State, v.WallMS, v.RecordMS)
+	if v.MatchStatus == match.SemanticMatch {
+		status = "MATCH (" + v.Match + ")"
+	}
+	what := "replay"
+	if v.Live {
+		what = "live replay"
+	}
+	fmt.Fprintf(w, "%s of %s: %s, %s, fidelity %.2f (workspace from its %s state; replay %d ms, record %d ms)\n",
+		what, termsafe.Line(v.Bundle), status, v.MatchStatus, v.Fidelity, v.State, v.WallMS, v.RecordMS)
 	for _, c := range v.Components {
 		mark := "  ok     "
 		switch {
@@ -587,10 +609,7 @@ func (v *Verdict) Render(w io.Writer) {
 		case !c.Match:
 			mark = "  DRIFT  "
 		}
-		line := mark + c.Name
-		if !c.Compared {
-			line += " (not in this bundle)"
-		}
+		line := mark + c.Name + c.how()
 		fmt.Fprintln(w, line)
 		if c.First != "" {
 			for _, l := range strings.Split(c.First, "\n") {

@@ -272,6 +272,7 @@ function start(say, KEY) {
     // on first use); at_ns is one read of this clock.
     iteration: (opts) => require('./marks.js').iteration(opts, api),
     checkpoint: (name, opts) => require('./marks.js').checkpoint(name, opts, api),
+    phase: (name, opts) => require('./marks.js').phase(name, opts, api),
   };
   Object.defineProperty(globalThis, KEY, { value: Object.freeze(api), enumerable: false, configurable: true });
 

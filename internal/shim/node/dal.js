@@ -22,6 +22,9 @@
 //                   records a checkpoint: artifacts plus state (any JSON
 //                   value handed back on recovery); a tagged one is kept
 //                   forever.
+//   phase(name, { note })
+//                   marks the start of a phase of the work; with dal-exec
+//                   --auto-checkpoint phase_start it becomes a checkpoint.
 //
 // iteration and checkpoint (docs/marks.md, marks.js) take artifacts as a path
 // or an array of paths (files, or directories expanded to their regular
@@ -59,4 +62,5 @@ module.exports = installed || Object.freeze({
   }),
   iteration: (opts) => require('./marks.js').iteration(opts, realClock),
   checkpoint: (name, opts) => require('./marks.js').checkpoint(name, opts, realClock),
+  phase: (name, opts) => require('./marks.js').phase(name, opts, realClock),
 });

@@ -7,6 +7,7 @@
 //
 //   iteration({ score, artifacts, dimensions, note, name }, clock) -> mark | null
 //   checkpoint(name, { artifacts, state, tag, note }, clock)       -> mark | null
+//   phase(name, { note }, clock)                                     -> mark | null
 //
 // A mark is a numbered directory claimed with mkdir (atomic: concurrent
 // writers, threads or processes, never share a number), copies of the
@@ -45,6 +46,17 @@ function checkpoint(name, opts, clock) {
   return write('checkpoint', {
     score: undefined, dimensions: undefined, name, tag: o.tag, state: o.state, note: o.note,
     artifacts: o.artifacts,
+  }, clock);
+}
+
+function phase(name, opts, clock) {
+  if (typeof name !== 'string' || name === '') {
+    throw new TypeError(`dal.phase: the name must be a non-empty string, got ${describe(name)}`);
+  }
+  const o = options('dal.phase', opts, ['note']);
+  return write('phase', {
+    score: undefined, dimensions: undefined, name, tag: undefined, state: undefined, note: o.note,
+    artifacts: undefined,
   }, clock);
 }
 
@@ -250,4 +262,4 @@ function claim(parent) {
   }
 }
 
-module.exports = { iteration, checkpoint };
+module.exports = { iteration, checkpoint, phase };

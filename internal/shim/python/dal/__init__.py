@@ -25,6 +25,9 @@ checkpoints (docs/marks.md):
     dal.checkpoint(name, artifacts=(), state=None, tag='', note='')
         a checkpoint: the artifacts plus `state`, any JSON-serializable value
         handed back on recovery; a tagged checkpoint is kept forever.
+    dal.phase(name, note='')
+        the start of a phase of the work (plan, build, test, ...); with
+        dal-exec --auto-checkpoint phase_start it becomes a checkpoint.
 
 Artifacts are paths (files or directories, expanded to their regular files
 sorted by path), relative to the current directory. Both copy the files
@@ -38,6 +41,6 @@ may call them concurrently: each mark gets its own number.
 """
 
 from ._runtime import now, stream, mode, stats, ORIG
-from ._marks import iteration, checkpoint
+from ._marks import iteration, checkpoint, phase
 
-__all__ = ["now", "stream", "mode", "stats", "ORIG", "iteration", "checkpoint"]
+__all__ = ["now", "stream", "mode", "stats", "ORIG", "iteration", "checkpoint", "phase"]

@@ -34,6 +34,16 @@ def checkpoint(name, artifacts=(), state=None, tag="", note=""):
                   note=note, artifacts=artifacts)
 
 
+def phase(name, note=""):
+    """Mark the start of a phase of the agent's work named `name` (with
+    --auto-checkpoint phase_start dal-exec stores a checkpoint there).
+    Returns the mark (a dict), or None outside dal."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("dal.phase: the name must be a non-empty string, got %r" % (name,))
+    return _write("phase", score=None, dimensions=None, name=name, tag="", state=None,
+                  note=note, artifacts=())
+
+
 def _write(kind, score, dimensions, name, tag, state, note, artifacts):
     where = "dal." + kind
     root = os.environ.get("DAL_MARKS")

@@ -1,0 +1,254 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/match"
+	"github.com/dal-runtime/dal/internal/netcap/har"
+	"github.com/dal-runtime/dal/internal/netcap/prompts"
+	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sandbox"
+)
+
+// LiveOptions configure a live re-execution (dal-exec replay --live).
+type LiveOptions struct {
+	// ReplayOptions: the bundle, its trust, the workspace, the caller's
+	// key, logs, --keep-env and the matching strategies; Speed is unused.
+	ReplayOptions
+	// Out is the new bundle, recorded as dal-exec record would.
+	Out string
+	// Network adds to the recorded capture settings: AllowLoopback
+	// (the recorded allowlist is kept only for your own bundles) and
+	// Before hooks (policy, strict-mode LLM checks).
+	Network NetworkOptions
+}
+
+// LiveFile is the new bundle's record of what it re-executed and how it
+// compared: the original bundle's path and snapshot id, and the verdict.
+const LiveFile = "replay-of.json"
+
+// liveBase is what a live re-execution changes in a recording: the
+// workspace's lower layers (the recorded pre-run state), the agent's
+// directory, and a step before the commit that compares the staged bundle
+// with the original and fills its replay_status.
+type liveBase struct {
+	lower        []string
+	cwd          string
+	beforeCommit func(dir string, m *bundle.Manifest) error
+}
+
+// LiveReplay re-executes a bundle's command with the recorded mode, seed,
+// epoch, CPUs and workspace state, but with the network live through the
+// recording proxy, records the run as a new bundle (o.Out, never applied
+// to the workspace), and compares the two component by component with
+// o.Match. The verdict goes to the new bundle (replay-of.json and its
+// manifest's replay_status) and, signed, to the original's replays/.
+func LiveReplay(ctx context.Context, o LiveOptions) (*Verdict, error) {
+	r, err := openReplay(o.ReplayOptions)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if err := r.prepareWorkspace(); err != nil {
+		return nil, err
+	}
+	spec := r.liveSpec()
+	start := time.Now()
+	var v *Verdict
+	ro := Options{Spec: spec, Out: o.Out, Workspace: r.ws, NoApply: true, KeyPath: o.KeyPath, SecretEnv: r.env.Secrets,
+		Iterations: r.policy, Network: r.liveNetwork(o.Network, spec.KeepEnv)}
+	ro.live = &liveBase{lower: r.cfg.Lower, cwd: r.env.Cwd, beforeCommit: func(dir string, m *bundle.Manifest) error {
+		var err error
+		if v, err = r.compareLive(ctx, dir); err != nil {
+			return err
+		}
+		v.WallMS, v.NewBundle = time.Since(start).Milliseconds(), o.Out
+		now := time.Now().UTC()
+		m.ReplayStatus = &bundle.ReplayStatus{Replayed: true, ReplayCount: 1, LastReplay: &now, MatchStatus: v.MatchStatus}
+		return writeLiveFile(dir, r, v)
+	}}
+	if _, err := Record(ctx, ro); err != nil {
+		return nil, err
+	}
+	r.v = v
+	r.storeOutcome()
+	return v, nil
+}
+
+// liveSpec is the recorded run: command, directory, mode, seed, epoch,
+// quantum, CPUs, timeout and environment (kept plain settings by value,
+// secrets as placeholders unless --keep-env names them).
+func (r *replaying) liveSpec() runner.Spec {
+	env := &r.env
+	spec := runner.Spec{Args: env.Command, Mode: env.Mode, Seed: env.Seed, Epoch: env.Epoch,
+		Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Log: r.o.Log, Inherit: env.Inherited,
+		Stdout: io.Discard, Stderr: io.Discard}
+	if r.o.Stdout != nil {
+		spec.Stdout = r.o.Stdout
+	}
+	if env.Timeout != "" {
+		spec.Timeout, _ = time.ParseDuration(env.Timeout)
+	}
+	spec.Env = r.keptEnv()
+	spec.KeepEnv = r.spec.KeepEnv // keptEnv named them there
+	return spec
+}
+
+// liveNetwork is the capture of the new recording: the recorded redaction
+// settings, the caller's hooks and loopback allowlist, and the recorded
+// allowlist when the bundle is the caller's own (a bundle from elsewhere
+// never opens this host's services by itself).
+func (r *replaying) liveNetwork(o NetworkOptions, keep []string) NetworkOptions {
+	n := NetworkOptions{AllowLoopback: o.AllowLoopback, Before: o.Before, KeepEnv: keep,
+		RedactHeaders: o.RedactHeaders, RedactFields: o.RedactFields}
+	if rec := r.env.Network; rec != nil {
+		n.RedactHeaders = append(n.RedactHeaders, rec.RedactHeaders...)
+		n.RedactFields = append(n.RedactFields, rec.RedactFields...)
+		if why := r.foreign(); why == "" {
+			n.AllowLoopback = append(n.AllowLoopback, rec.Allowed...)
+		} else if len(rec.Allowed) > 0 {
+			fmt.Fprintf(r.o.Log, "dal: %s was %s: the services it was allowed to reach on its host (%v) are not opened here; pass --allow-loopback to allow them\n", r.o.Bundle, why, rec.Allowed)
+		}
+	}
+	return n
+}
+
+// staged is the new bundle before its commit: a plain directory dal is
+// writing.
+type staged struct{ dir string }
+
+func (s staged) read(rel string) ([]byte, error) {
+	return readNoFollow(filepath.Join(s.dir, filepath.FromSlash(rel)))
+}
+
+func (s staged) has(rel string) bool {
+	fi, err := os.Lstat(filepath.Join(s.dir, filepath.FromSlash(rel)))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// compareLive compares the staged new bundle in dir with the original.
+// The clock is not compared: with the network live its readings follow
+// the new answers' timing.
+func (r *replaying) compareLive(ctx context.Context, dir string) (*Verdict, error) {
+	s := staged{dir}
+	var env RunEnv
+	b, err := s.read("env.json")
+	if err == nil {
+		err = json.Unmarshal(b, &env)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the new bundle's env.json: %w", err)
+	}
+	got, err := sandbox.ReadChanges(filepath.Join(dir, "fs-diff", "changes.json"))
+	if err != nil {
+		return nil, err
+	}
+	v := &Verdict{Bundle: r.o.Bundle, RecordMS: r.env.DurationMS, State: r.v.State, Live: true}
+	recOut, _ := r.b.ReadFile("logs/stdout")
+	recErr, _ := r.b.ReadFile("logs/stderr")
+	gotOut, _ := s.read("logs/stdout")
+	gotErr, _ := s.read("logs/stderr")
+	code := env.ExitCode
+	v.Components = append(v.Components,
+		Component{Name: "exit_code", Compared: true, Match: code == r.env.ExitCode,
+			First: ifNot(code == r.env.ExitCode, fmt.Sprintf("exit code %d, the recording has %d", code, r.env.ExitCode))},
+		Component{Name: "stdout", Compared: true, Match: string(recOut) == string(gotOut), First: FirstLineDiff(recOut, gotOut)},
+		Component{Name: "stderr", Compared: true, Match: string(recErr) == string(gotErr), First: FirstLineDiff(recErr, gotErr)},
+		compareFS(r.changes, got, "recording", "replay"),
+	)
+	recIts, _, err := marks.Read(filepath.Dir(r.b.File("iterations")), marks.Iteration)
+	if err != nil {
+		return nil, err
+	}
+	gotIts, _, err := marks.Read(dir, marks.Iteration)
+	if err != nil {
+		return nil, err
+	}
+	if len(recIts) > 0 || len(gotIts) > 0 {
+		v.Components = append(v.Components, compareIterations(recIts, gotIts, "recording", "replay"))
+	}
+	gotHAR := &har.Log{}
+	if s.has("network.har") {
+		if gotHAR, err = har.ReadFile(filepath.Join(dir, "network.har")); err != nil {
+			return nil, err
+		}
+	}
+	v.Components = append(v.Components, liveRequests(r.recHAR, gotHAR, r.env.Network != nil))
+	var want, gotPs []*prompts.Prompt
+	pc := Component{Name: "prompts", Compared: r.b.Has("prompts/0001.json"), Match: true}
+	if pc.Compared {
+		if want, err = prompts.ReadDir(r.b.File("prompts")); err != nil {
+			return nil, err
+		}
+		if s.has("prompts/0001.json") {
+			if gotPs, err = prompts.ReadDir(filepath.Join(dir, "prompts")); err != nil {
+				return nil, err
+			}
+		}
+		if d := prompts.Diff(want, gotPs); d != "" {
+			pc.Match, pc.First = false, d
+		}
+	}
+	v.Components = append(v.Components, pc)
+	spec := r.o.Match
+	v.settle(ctx, spec, func(name string) (match.Result, bool) {
+		switch name {
+		case "stdout":
+			return spec.Compare(ctx, name, "", recOut, gotOut), true
+		case "stderr":
+			return spec.Compare(ctx, name, "", recErr, gotErr), true
+		case "fs_diff":
+			return matchFS(ctx, spec, r.changes, got,
+				func(p string) ([]byte, error) { return r.b.ReadFile("fs-diff/files/" + sandbox.MirrorPath(p)) },
+				func(p string) ([]byte, error) { return s.read("fs-diff/files/" + sandbox.MirrorPath(p)) }), true
+		case "prompts":
+			return matchPrompts(ctx, spec, want, gotPs), true
+		}
+		return match.Result{}, false
+	})
+	return v, nil
+}
+
+// liveRequests compares the request sequence of a live re-execution with
+// the recorded one by method and URL: bodies may quote earlier answers,
+// which a live network changes.
+func liveRequests(rec, got *har.Log, captured bool) Component {
+	c := Component{Name: "network", Compared: captured, Match: true}
+	if !captured {
+		return c
+	}
+	line := func(e har.Entry) string { return e.Request.Method + " " + e.Request.URL }
+	n := min(len(rec.Entries), len(got.Entries))
+	for i := 0; i < n; i++ {
+		if a, b := line(rec.Entries[i]), line(got.Entries[i]); a != b {
+			c.Match, c.First = false, fmt.Sprintf("request %d: the recording made %s, the replay %s", i+1, a, b)
+			return c
+		}
+	}
+	if len(rec.Entries) != len(got.Entries) {
+		c.Match, c.First = false, fmt.Sprintf("%d requests in the recording, %d in the replay", len(rec.Entries), len(got.Entries))
+	}
+	return c
+}
+
+// writeLiveFile writes replay-of.json into the staged new bundle.
+func writeLiveFile(dir string, r *replaying, v *Verdict) error {
+	doc := struct {
+		Bundle     string   `json:"bundle"`
+		SnapshotID string   `json:"snapshot_id"`
+		Verdict    *Verdict `json:"verdict"`
+	}{r.o.Bundle, r.b.Manifest.SnapshotID, v}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, LiveFile), append(b, '\n'), 0o644)
+}
