@@ -20,8 +20,16 @@
 // connection to dald, used at start, for spawn names, for batched tick
 // uploads (seeded and logged modes) and prefetches (replay), and at Close.
 //
-// Not covered: time.Now, time.Sleep and time.After called directly, and Go
-// timers (time.NewTimer, context deadlines) run on real time.
+//	t := agent.NewTimer(30 * time.Second) // also NewTicker, AfterFunc, After
+//	ctx, cancel := agent.WithTimeout(ctx, 5*time.Second)
+//
+// Timers, tickers and context deadlines made here run on the virtual clock
+// in strict mode, in (deadline, registration order) order (package sched):
+// time jumps to the next deadline when every other goroutine is blocked,
+// under the outstanding-I/O rule of package vclock (timer.go says how).
+//
+// Not covered: time.Now, time.Sleep, time.After, time.NewTimer and
+// context.WithTimeout called directly run on real time.
 package agent
 
 import (
@@ -50,6 +58,7 @@ type state struct {
 	replay  bool
 	batch   int
 	clock   *vclock.Clock // strict
+	timers  *timerEngine  // strict
 	player  *vclock.Player
 	rng     *rand.Rand
 	reader  io.Reader
@@ -97,6 +106,7 @@ func connect() *state {
 		s.player = vclock.NewPlayer(s.fetchAll(), cfg.QuantumNS)
 	case rep.Mode == "strict":
 		s.clock = vclock.New(cfg)
+		s.timers = newTimerEngine(s.clock, cfg.EpochNS)
 	}
 	switch rep.Mode {
 	case "strict", "seeded":
@@ -206,6 +216,7 @@ func Sleep(d time.Duration) {
 	switch {
 	case s != nil && s.clock != nil:
 		s.clock.Sleep(d)
+		s.timers.afterSleep()
 		runtime.Gosched()
 	case s != nil && s.player != nil:
 		runtime.Gosched()
@@ -329,6 +340,7 @@ func Close() error {
 	r := wire.Request{Op: wire.OpReport, Reads: CurrentStats().Reads}
 	if s.clock != nil {
 		r.SleepNS, r.NowNS = s.clock.SleptNS(), s.clock.Offset()
+		r.Timers = s.timers.fired()
 	}
 	_, err := s.call(r)
 	s.client.Close()

@@ -23,9 +23,13 @@ var sessionID string
 // TestMain opens a strict session (seed 7) on an in-process dald and points
 // the package at it, as dal-exec would.
 func TestMain(m *testing.M) {
-	if os.Getenv("AGENT_TEST_PROBE") == "1" {
+	switch os.Getenv("AGENT_TEST_PROBE") {
+	case "1":
 		// A child of TestTokenIsRequired: which stream did it get?
 		fmt.Printf("stream %q\n", Stream())
+		os.Exit(0)
+	case "timers":
+		timersProbe() // timer_test.go
 		os.Exit(0)
 	}
 	dir, _ := os.MkdirTemp("", "agent-test-")
