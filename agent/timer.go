@@ -49,9 +49,9 @@ type timerEngine struct {
 	// started is closed once the last AfterFunc goroutine has started: the
 	// next one waits for it, so callbacks start in firing order.
 	started chan struct{}
-	wake  chan struct{}
-	start sync.Once
-	self  int64 // the dispatcher's goroutine id
+	wake    chan struct{}
+	start   sync.Once
+	self    int64 // the dispatcher's goroutine id
 }
 
 // keepFired is how many firings the schedule remembers (the shims report at
