@@ -21,7 +21,7 @@
       else if (k === "dataset") Object.assign(e.dataset, v);
       else e.setAttribute(k, v === true ? "" : String(v));
     }
-    for (const c of kids.flat()) if (c !== null && c !== undefined && c !== false) e.append(c instanceof Node ? c : String(c));
+    for (const c of kids.flat(Infinity)) if (c !== null && c !== undefined && c !== false) e.append(c instanceof Node ? c : String(c));
     return e;
   }
   // marked is text with [REDACTED] and the search query marked.
@@ -96,6 +96,9 @@
     return L;
   }
   let current = null; // the list the keyboard moves in
+  // reveal brings a detail into view on a narrow screen, where it sits
+  // under its list.
+  const reveal = el => { if (innerWidth < 900 && el.isConnected) el.scrollIntoView({ block: "start" }); };
 
   // ---- header, notices, cards, tabs
   function header() {
@@ -203,6 +206,7 @@
       if (x.group) return;
       S.sel.timeline = key(x);
       detail.replaceChildren(...detailOf(r, x));
+      reveal(detail);
     });
     L.skip = i => rows[i].group;
     current = L;
