@@ -9,7 +9,7 @@ import (
 func matchFlags() []ucli.Flag {
 	return categorize(catRun,
 		&ucli.StringFlag{Name: "match", Value: "exact", EnvVars: []string{"DAL_MATCH"},
-			Usage: "how outputs must match: exact, semantic or structural for stdout, stderr, fs_diff and prompts, or per component, e.g. stdout=semantic,fs_diff=structural (exit code, clock, network order and iterations stay exact)"},
+			Usage: "how outputs must match: exact, semantic or structural for stdout, stderr, fs_diff, prompts and iterations, or per component, e.g. stdout=semantic,fs_diff=structural (exit code, clock and network order stay exact)"},
 		&ucli.Float64Flag{Name: "threshold", Value: match.DefaultThreshold, EnvVars: []string{"DAL_MATCH_THRESHOLD"},
 			Usage: "similarity in [0, 1] a semantic match needs"},
 		&ucli.StringFlag{Name: "similarity-cmd", EnvVars: []string{"DAL_SIMILARITY_CMD"},

@@ -36,7 +36,7 @@ nothing of your environment unless --keep-env names it.
 Matching (docs/validation.md): --match exact (the default) compares byte for byte; semantic
 accepts a similarity at or above --threshold (0.95; dal's built-in, deterministic similarity,
 or --similarity-cmd); structural accepts the same JSON/YAML structure or line structure with
-different values. Give one for stdout, stderr, fs_diff and prompts, or per component. The
+different values. Give one for stdout, stderr, fs_diff, prompts and iterations, or per component. The
 verdict carries the match_status (exact_match, semantic_match, partial_match, no_match) and
 exits 0 on an exact or semantic match.
 
@@ -66,7 +66,7 @@ Examples:
 				&ucli.StringFlag{Name: "json-out", Usage: "also write the verdict as JSON to this file"},
 				&ucli.BoolFlag{Name: "show-output", Usage: "print the replayed agent's stdout as it runs"},
 				metricsTextfileFlag()),
-			matchFlags(), liveFlags(),
+			matchFlags(), liveFlags(), gateFlags(true),
 			trustFlags()),
 		Action: func(c *ucli.Context) error {
 			js, err := replayJSON(c)
@@ -86,6 +86,9 @@ Examples:
 				o.Stdout = termsafe.NewWriter(c.App.Writer)
 			}
 			if o.Match, err = matchFromFlags(c); err != nil {
+				return err
+			}
+			if o.Policy, err = loadGate(c, false); err != nil {
 				return err
 			}
 			figs, err := newFigures(c)

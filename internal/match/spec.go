@@ -34,8 +34,8 @@ const (
 // Components are the replay components a strategy can be chosen for, and
 // those compared exactly whatever --match says.
 var (
-	Relaxable = []string{"stdout", "stderr", "fs_diff", "prompts"}
-	ExactOnly = []string{"exit_code", "clock", "network", "iterations"}
+	Relaxable = []string{"stdout", "stderr", "fs_diff", "prompts", "iterations"}
+	ExactOnly = []string{"exit_code", "clock", "network"}
 )
 
 // Spec is the strategy per component and the semantic settings.

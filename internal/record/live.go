@@ -211,6 +211,8 @@ func (r *replaying) compareLive(ctx context.Context, dir string) (*Verdict, erro
 				func(p string) ([]byte, error) { return s.read("fs-diff/files/" + sandbox.MirrorPath(p)) }), true
 		case "prompts":
 			return matchPrompts(ctx, spec, want, gotPs), true
+		case "iterations":
+			return matchIterations(spec, recIts, gotIts), true
 		}
 		return match.Result{}, false
 	})

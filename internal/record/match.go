@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/match"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
 	"github.com/dal-runtime/dal/internal/sandbox"
@@ -42,6 +43,8 @@ func (r *replaying) settle(ctx context.Context) {
 					}
 					return b, err
 				}), true
+		case "iterations":
+			return matchIterations(spec, r.recIts, r.gotIts), true
 		case "prompts":
 			want, err := prompts.ReadDir(r.b.File("prompts"))
 			if err != nil {
@@ -220,7 +223,10 @@ func matchFS(ctx context.Context, spec match.Spec, want, got []sandbox.Change, r
 		case r.Status == match.SemanticMatch:
 			res.Status = match.SemanticMatch
 			if res.First == "" {
-				res.First = p + ": " + strings.TrimPrefix(r.First, "first structural difference: ")
+				res.First = p + ": " + r.First
+				if r.First == "" {
+					res.First = p + ": same structure, different values"
+				}
 			}
 		}
 	}
@@ -289,4 +295,45 @@ func answer(p *prompts.Prompt) []byte {
 		b.WriteString("\n" + t.Arguments)
 	}
 	return []byte(b.String())
+}
+
+// matchIterations compares iterations under a relaxed strategy: the same
+// number of iterations with the same scores and the same artifact paths.
+// Their contents are not compared here: the selected iteration's
+// artifacts are the run's output, which fs_diff compares with its own
+// strategy.
+func matchIterations(spec match.Spec, want, got []*marks.Mark) match.Result {
+	res := match.Result{Strategy: spec.For("iterations"), Status: match.NoMatch}
+	if len(want) != len(got) {
+		res.First = fmt.Sprintf("%d iterations in the recording, %d in the replay", len(want), len(got))
+		return res
+	}
+	for i := range want {
+		a, b := want[i], got[i]
+		if score(a) != score(b) {
+			res.First = fmt.Sprintf("iteration %d: score %s in the recording, %s in the replay", i+1, score(a), score(b))
+			return res
+		}
+		if paths(a) != paths(b) {
+			res.First = fmt.Sprintf("iteration %d: artifacts %s in the recording, %s in the replay", i+1, paths(a), paths(b))
+			return res
+		}
+	}
+	res.Status, res.First = match.SemanticMatch, "the same iterations, scores and artifact paths (contents under fs_diff)"
+	return res
+}
+
+func score(m *marks.Mark) string {
+	if m.Score == nil {
+		return "none"
+	}
+	return fmt.Sprint(*m.Score)
+}
+
+func paths(m *marks.Mark) string {
+	var ps []string
+	for _, a := range m.Artifacts {
+		ps = append(ps, a.Path)
+	}
+	return "[" + strings.Join(ps, " ") + "]"
 }
