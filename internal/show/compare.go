@@ -18,7 +18,7 @@ import (
 // order with their messages compared, the file changes and the logs. The
 // bundles are read for file contents and whole logs; they stay open.
 func Compare(ba, bb *bundle.Bundle, a, b *View, lim Limits) *Comparison {
-	c := &Comparison{}
+	c := &Comparison{Timeline: []Pair{}, LLM: []LLMPair{}, Files: []FilePair{}}
 	c.Summary = summaryDiff(a, b)
 	c.Timeline = alignTimelines(a, b)
 	for i := range max(len(a.LLM), len(b.LLM)) {
@@ -138,7 +138,7 @@ func sameExchange(x, y Exchange) bool {
 // pairLLM compares the i-th LLM call of each run, message by message and
 // then the response (Index -1).
 func pairLLM(a, b *View, i int) LLMPair {
-	p := LLMPair{A: -1, B: -1, Same: true}
+	p := LLMPair{A: -1, B: -1, Same: true, Messages: []MessageDiff{}}
 	var ma, mb []Message
 	var ra, rb *Message
 	if i < len(a.LLM) {

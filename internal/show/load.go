@@ -47,7 +47,9 @@ var DefaultLimits = Limits{
 // View's notices, so a damaged part never hides the rest. b must stay open
 // until Load returns.
 func Load(b *bundle.Bundle, name string, lim Limits) *View {
-	l := &loader{b: b, lim: lim, v: &View{Name: name}}
+	// Empty lists are [] in the page's JSON, never null.
+	l := &loader{b: b, lim: lim, v: &View{Name: name, Notices: []string{}, Streams: []Stream{}, LLM: []LLMCall{}, HTTP: []Exchange{},
+		Events: []Event{}, Checkpoints: []Checkpoint{}, Files: []File{}, Logs: []Log{}}}
 	l.signer()
 	l.summary()
 	l.streams()
@@ -106,7 +108,9 @@ func (l *loader) summary() {
 	if s.Model == bundle.ModelNone {
 		s.Model = ""
 	}
-	s.TokensIn, s.TokensOut = m.Metrics.TokensInput, m.Metrics.TokensOutput
+	if m.Metrics != nil {
+		s.TokensIn, s.TokensOut = m.Metrics.TokensInput, m.Metrics.TokensOutput
+	}
 	s.SnapshotID, s.CapturedAt = m.SnapshotID, m.CapturedAt.UTC().Format(time.RFC3339)
 	s.MatchStatus, s.ReplayCount = st.MatchStatus, st.ReplayCount
 	s.Mode = m.Config.ExecutionMode
@@ -287,7 +291,7 @@ func clipString(s string, n int) string {
 func llmCall(p *prompts.Prompt, rel string) LLMCall {
 	c := LLMCall{File: rel, Seq: p.Seq, HTTP: -1, Provider: p.Provider, API: p.API, URL: p.URL, Status: p.Status, Model: p.Model,
 		Stream: p.Stream, Chunks: p.Chunks, TokensIn: p.Usage.InputTokens, TokensOut: p.Usage.OutputTokens,
-		Finish: p.Response.FinishReason, Error: p.Response.Error}
+		Finish: p.Response.FinishReason, Error: p.Response.Error, Messages: []Message{}}
 	if len(p.Parameters) > 0 {
 		c.Params, _ = json.Marshal(p.Parameters)
 	}
@@ -397,7 +401,7 @@ func (l *loader) boundary() {
 	if !l.readJSON("syscalls.json", &bd) {
 		return
 	}
-	out := &Boundary{Observed: bd.Observed, Reason: bd.Reason, Coverage: bd.Coverage, Categories: map[string]CategoryCover{},
+	out := &Boundary{Observed: bd.Observed, Reason: bd.Reason, Coverage: bd.Coverage, Categories: map[string]CategoryCover{}, Escapes: []Escape{},
 		NotObservable: bd.NotObservable, Dropped: bd.DroppedEvents, Unshimmed: bd.Unshimmed, Syscalls: bd.Syscalls}
 	for name, c := range bd.Categories {
 		if c != nil {
@@ -422,7 +426,8 @@ func (l *loader) iterations() {
 	if !l.readJSON("iterations/selection.json", &s) {
 		return
 	}
-	its := &Iterations{Selected: s.Selected, Best: s.Best, Final: s.Final, Override: s.Override, Accepted: s.Accepted, Rationale: s.Rationale}
+	its := &Iterations{Selected: s.Selected, Best: s.Best, Final: s.Final, Override: s.Override, Accepted: s.Accepted, Rationale: s.Rationale,
+		Items: []Iteration{}}
 	for _, f := range s.Degradation {
 		its.Degradation = append(its.Degradation, fmt.Sprintf("iteration %d: %s", f.Iteration, f.Detail))
 	}

@@ -45,7 +45,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "record the test bundles: %v\n", err)
 			return 1
 		}
-		return m.Run()
+		code := m.Run()
+		if large.path != "" {
+			os.RemoveAll(filepath.Dir(large.path))
+		}
+		return code
 	}()
 	os.Exit(code)
 }

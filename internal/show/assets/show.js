@@ -448,6 +448,10 @@
       current.select(Math.max(0, Math.min(current.count - 1, i)), true);
     }
   });
-  render();
+  try { render(); } catch (e) {
+    app.replaceChildren(h("p", { class: "notice" }, "This page could not show the bundle (" + e + "): its data is in the element #dal-data."));
+    throw e;
+  }
+  document.documentElement.dataset.readyMs = String(Math.round(performance.now())); // since navigation start
   requestAnimationFrame(() => { document.documentElement.dataset.renderMs = String(Math.round(performance.now() - t0)); });
 })();
