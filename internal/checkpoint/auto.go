@@ -176,6 +176,8 @@ func completed(m *marks.Mark) time.Time {
 // under a name saying why it was taken, with state.
 func autoMark(m *marks.Mark, name string, state map[string]any, arts []marks.Artifact) *marks.Mark {
 	b, _ := json.Marshal(state)
-	return &marks.Mark{V: marks.Version, Kind: marks.Checkpoint, Seq: m.Seq, Name: name, State: b, Note: m.Note,
-		Artifacts: arts, Runtime: m.Runtime, PID: m.PID, AtNS: m.AtNS, Dir: m.Dir}
+	c := *m // keeps where m was read from, for Open
+	c.Kind, c.Name, c.Tag, c.State, c.Artifacts = marks.Checkpoint, name, "", b, arts
+	c.Score, c.Dimensions = nil, nil
+	return &c
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/marks"
 )
 
 func TestIngestListGet(t *testing.T) {
@@ -514,5 +516,48 @@ func TestRestoreReplacesSymlink(t *testing.T) {
 	fi, err := os.Lstat(filepath.Join(dest, "a"))
 	if b, _ := os.ReadFile(filepath.Join(dest, "a")); err != nil || !fi.Mode().IsRegular() || string(b) != "restored" {
 		t.Errorf("a is %v %q", fi.Mode(), b)
+	}
+}
+
+// TestIngestPlantedLinks: the agent writes the marks directory, and the
+// store is filled after it exits, by dal-exec: a copy replaced by a
+// symbolic link to a file the agent could not read (its hash planted to
+// match) is not followed, and a mark.json replaced by a link is refused;
+// no byte of the target reaches the store.
+func TestIngestPlantedLinks(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, &clock{t0})
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("TOP-SECRET"), 0o600)
+	ws := workspace(t, map[string]string{"a": "TOP-SECRET"}, nil) // same hash as the secret
+	ms := writeMarks(t, ws, mark{name: "one", paths: []string{"a"}})
+	copyPath := filepath.Join(ms[0].Dir, "files", "0")
+	os.Remove(copyPath)
+	if err := os.Symlink(secret, copyPath); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Ingest(Run{ID: "r", Workspace: ws}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stored) != 0 || len(res.Skipped) != 1 || !strings.Contains(res.Skipped[0].Error(), "symlink") {
+		t.Fatalf("stored %s, skipped %v", ids(res.Stored), res.Skipped)
+	}
+	for p, body := range snapshot(t, s.Dir) {
+		if strings.Contains(body, "TOP-SECRET") {
+			t.Fatalf("the secret reached the store in %s", p)
+		}
+	}
+
+	// mark.json itself a link: Read refuses the marks, naming the mark.
+	dir := filepath.Dir(filepath.Dir(ms[0].Dir))
+	mj := filepath.Join(ms[0].Dir, "mark.json")
+	b, _ := os.ReadFile(mj)
+	planted := filepath.Join(t.TempDir(), "mark.json")
+	os.WriteFile(planted, b, 0o600)
+	os.Remove(mj)
+	os.Symlink(planted, mj)
+	if _, _, err := marks.Read(dir, marks.Checkpoint); err == nil || !strings.Contains(err.Error(), "checkpoint 1: mark.json cannot be read") {
+		t.Fatalf("Read of a linked mark.json: %v", err)
 	}
 }

@@ -15,11 +15,13 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/usage"
 )
 
@@ -64,6 +66,11 @@ type Mark struct {
 
 	// Dir is the mark's directory (not serialized).
 	Dir string `json:"-"`
+	// root is the marks directory the mark was read from or written to
+	// (dal's own) and rel the mark's directory in it: the agent can plant
+	// symbolic links below root, so what is below is opened through
+	// safefs, never by path.
+	root, rel string
 }
 
 // Artifact is one file a mark preserved.
@@ -76,9 +83,18 @@ type Artifact struct {
 	Mode   uint32 `json:"mode"`
 }
 
-// Open returns the copy of a's content in the mark m.
+// Open returns the copy of a's content in the mark m, a regular file
+// reached without following a symbolic link below the marks directory.
 func (m *Mark) Open(a Artifact) (*os.File, error) {
-	return os.Open(filepath.Join(m.Dir, filepath.FromSlash(a.File)))
+	if m.root == "" {
+		return nil, fmt.Errorf("marks: %s %d was not read from a marks directory", m.Kind, m.Seq)
+	}
+	root, err := safefs.Open(m.root)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.Open(path.Join(m.rel, a.File))
 }
 
 // Input is what a writer is given.
@@ -134,7 +150,7 @@ func Write(dir string, in Input) (*Mark, error) {
 	}
 	m := &Mark{V: Version, Kind: in.Kind, Seq: seq, Score: in.Score, Dimensions: in.Dimensions, Name: in.Name,
 		Tag: in.Tag, State: in.State, Note: in.Note, Artifacts: []Artifact{}, Runtime: in.Runtime, PID: in.PID,
-		AtNS: in.AtNS, Dir: d}
+		AtNS: in.AtNS, Dir: d, root: dir, rel: path.Join(in.Kind+"s", filepath.Base(d))}
 	if err := os.Mkdir(filepath.Join(d, "files"), 0o755); err != nil {
 		return nil, err
 	}
@@ -258,7 +274,12 @@ func claim(parent string) (string, int, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", 0, err
 	}
-	seqs, err := numbered(parent)
+	root, err := safefs.Open(filepath.Dir(parent))
+	if err != nil {
+		return "", 0, err
+	}
+	seqs, err := numbered(root, filepath.Base(parent))
+	root.Close()
 	if err != nil {
 		return "", 0, err
 	}
@@ -279,8 +300,8 @@ func claim(parent string) (string, int, error) {
 }
 
 // numbered lists the numbers of the numbered directories in parent, sorted.
-func numbered(parent string) ([]int, error) {
-	ents, err := os.ReadDir(parent)
+func numbered(root *safefs.Dir, parent string) ([]int, error) {
+	ents, err := root.ReadDir(parent)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -309,23 +330,34 @@ func (i Incomplete) String() string {
 
 // Read returns the complete marks of kind in dir, by number, and the
 // incomplete ones. A mark.json that cannot be read is an error naming it.
+// The agent writes below dir: nothing there is reached through a symbolic
+// link (a link where a mark's directory or mark.json should be is an
+// error), and mark.json is read up to maxMarkSize.
 func Read(dir, kind string) ([]*Mark, []Incomplete, error) {
-	parent := filepath.Join(dir, kind+"s")
-	seqs, err := numbered(parent)
+	parent := kind + "s"
+	root, err := safefs.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	seqs, err := numbered(root, parent)
 	if err != nil {
 		return nil, nil, err
 	}
 	var out []*Mark
 	var inc []Incomplete
 	for _, n := range seqs {
-		d := filepath.Join(parent, fmt.Sprintf("%04d", n))
-		b, err := os.ReadFile(filepath.Join(d, "mark.json"))
+		rel := path.Join(parent, fmt.Sprintf("%04d", n))
+		b, err := readMark(root, path.Join(rel, "mark.json"))
 		if errors.Is(err, fs.ErrNotExist) {
 			inc = append(inc, Incomplete{kind, n})
 			continue
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("%s %d: mark.json cannot be read: %w", kind, n, err)
 		}
 		m := &Mark{}
 		if err := json.Unmarshal(b, m); err != nil {
@@ -339,8 +371,25 @@ func Read(dir, kind string) ([]*Mark, []Incomplete, error) {
 				return nil, nil, fmt.Errorf("%s %d: artifact %q has an invalid file %q", kind, n, a.Path, a.File)
 			}
 		}
-		m.Dir = d
+		m.Dir, m.root, m.rel = filepath.Join(dir, filepath.FromSlash(rel)), dir, rel
 		out = append(out, m)
 	}
 	return out, inc, nil
+}
+
+// maxMarkSize bounds a mark.json: the agent writes it.
+const maxMarkSize = 16 << 20
+
+// readMark reads the mark.json rel of root without following a link.
+func readMark(root *safefs.Dir, rel string) ([]byte, error) {
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMarkSize+1))
+	if err == nil && len(b) > maxMarkSize {
+		err = fmt.Errorf("larger than %d MiB", maxMarkSize>>20)
+	}
+	return b, err
 }
