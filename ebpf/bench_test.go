@@ -20,7 +20,7 @@ import (
 // Benchmarks report ratios against a baseline measured in the same run.
 // None of them asserts a time. Run: go test -run '^$' -bench . ./ebpf/
 
-// BenchmarkOpen measures Open (load, verify, attach); ns/op is Open alone,
+// BenchmarkOpen measures Open (load, verify, attach once); ns/op is Open alone,
 // close-ms the detach that follows.
 func BenchmarkOpen(b *testing.B) {
 	var closing time.Duration
@@ -40,12 +40,31 @@ func BenchmarkOpen(b *testing.B) {
 	b.ReportMetric(float64(closing.Milliseconds())/float64(b.N), "close-ms")
 }
 
+// emptyHook attaches a program that does nothing to sys_enter: the least
+// any syscall hook costs here, the floor the tracer is measured against.
+func emptyHook(b *testing.B) (detach func()) {
+	prog, err := cebpf.NewProgram(&cebpf.ProgramSpec{
+		Type:         cebpf.RawTracepoint,
+		License:      "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: prog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() { l.Close(); prog.Close() }
+}
+
 // BenchmarkSyscall measures getppid in this process, in rounds (one per
-// b.N) that each time all four states and keep the best of every state:
-// bare (no hook); empty-hook (an empty program on sys_enter: what any
-// syscall hook costs here, the floor); untracked (the tracer attached, this
-// process outside every session: what every process on the machine pays);
-// tracked (this process counted). Run with -benchtime=5x or more.
+// b.N) that each time every state and keep the best of every state: bare
+// (no hook); empty-hook (an empty program on sys_enter: what any syscall
+// hook costs here, the floor); idle (the tracer open, no session: what
+// every process pays while dald runs between sessions); outside (another
+// process's session followed, this process in none); tracked (this process
+// counted). Run with -benchtime=5x or more.
 func BenchmarkSyscall(b *testing.B) {
 	const calls = 300000
 	timed := func() float64 {
@@ -57,31 +76,23 @@ func BenchmarkSyscall(b *testing.B) {
 		}
 		return float64(time.Since(start).Nanoseconds()) / calls
 	}
-	bare, hook, untracked, tracked := 1e9, 1e9, 1e9, 1e9
+	bare, hook, idle, outside, tracked := 1e9, 1e9, 1e9, 1e9, 1e9
 	for b.Loop() {
 		bare = min(bare, timed())
-
-		prog, err := cebpf.NewProgram(&cebpf.ProgramSpec{
-			Type:         cebpf.RawTracepoint,
-			License:      "GPL",
-			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: prog})
-		if err != nil {
-			b.Fatal(err)
-		}
+		detach := emptyHook(b)
 		hook = min(hook, timed())
-		l.Close()
-		prog.Close()
+		detach()
 
 		tr, err := Open(Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		untracked = min(untracked, timed())
+		idle = min(idle, timed())
+		other := startGated(b, b.TempDir(), "/bin/true")
+		if err := tr.Track(other.cmd.Process.Pid, newSession(), 1); err != nil {
+			b.Fatal(err)
+		}
+		outside = min(outside, timed())
 		s := newSession()
 		if err := tr.Track(os.Getpid(), s, 0); err != nil {
 			b.Fatal(err)
@@ -91,14 +102,17 @@ func BenchmarkSyscall(b *testing.B) {
 		if err != nil || c.Syscalls["getppid"] < calls {
 			b.Fatalf("the tracked loop was not counted: %+v %v", c, err)
 		}
+		other.run(b)
 		tr.Close()
 	}
 	b.ReportMetric(bare, "bare-ns/syscall")
 	b.ReportMetric(hook-bare, "empty-hook-added-ns")
-	b.ReportMetric(untracked-bare, "untracked-added-ns")
+	b.ReportMetric(idle-bare, "idle-added-ns")
+	b.ReportMetric(outside-bare, "outside-added-ns")
 	b.ReportMetric(tracked-bare, "tracked-added-ns")
-	b.ReportMetric(untracked/bare, "untracked-x")
+	b.ReportMetric(idle/bare, "idle-x")
 	b.ReportMetric(tracked/bare, "tracked-x")
+	b.ReportMetric(tracked/hook, "tracked-vs-hook-x")
 }
 
 var ddSeconds = regexp.MustCompile(`copied, ([0-9.]+) s`)
@@ -132,37 +146,79 @@ func dd(b *testing.B, tr *Tracer, count int, strace bool) float64 {
 }
 
 // BenchmarkDD copies 1,000,000 bytes one byte at a time (two syscalls per
-// byte) bare, with the tracer attached while dd is outside any session,
-// with dd tracked, and under strace -f (100,000 bytes, scaled: strace costs
-// ~190x). Times are dd's own, the best over b.N rounds.
+// byte) bare, with an empty program on sys_enter (the floor of any syscall
+// hook), with the tracer open and no session (idle), with dd tracked, and
+// under strace -f (100,000 bytes, scaled: strace costs ~190x). Times are
+// dd's own, the best over b.N rounds.
 func BenchmarkDD(b *testing.B) {
 	const n = 1000000
-	bare, attached, tracked, stracePer := 1e9, 1e9, 1e9, 1e9
+	bare, hook, idle, tracked, stracePer := 1e9, 1e9, 1e9, 1e9, 1e9
 	for b.Loop() {
 		bare = min(bare, dd(b, nil, n, false))
 		stracePer = min(stracePer, dd(b, nil, n/10, true)*10)
+		detach := emptyHook(b)
+		hook = min(hook, dd(b, nil, n, false))
+		detach()
 		tr, err := Open(Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		attached = min(attached, dd(b, nil, n, false))
+		idle = min(idle, dd(b, nil, n, false))
 		tracked = min(tracked, dd(b, tr, n, false))
 		tr.Close()
 	}
 	b.ReportMetric(bare, "bare-s")
-	b.ReportMetric(attached/bare, "attached-x")
+	b.ReportMetric(hook/bare, "empty-hook-x")
+	b.ReportMetric(idle/bare, "idle-x")
 	b.ReportMetric(tracked/bare, "tracked-x")
+	b.ReportMetric(tracked/hook, "tracked-vs-hook-x")
 	b.ReportMetric(stracePer/bare, "strace-x")
-	b.ReportMetric((attached-bare)/(2*n)*1e9, "attached-added-ns/syscall")
-	b.ReportMetric((tracked-bare)/(2*n)*1e9, "tracked-added-ns/syscall")
+	b.ReportMetric((tracked-hook)/(2*n)*1e9, "tracked-over-hook-ns/syscall")
+}
+
+// BenchmarkAttach measures what attaching on demand adds to a session's
+// start and end: Track of the first session (which attaches the programs)
+// against Track while another session is followed, and Forget of the last
+// session (which detaches them) against Forget of one of two.
+func BenchmarkAttach(b *testing.B) {
+	tr := openTracer(b, Options{})
+	var first, next, last, oneOfTwo time.Duration
+	timed := func(d *time.Duration, f func() error) {
+		start := time.Now()
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+		*d += time.Since(start)
+	}
+	for b.Loop() {
+		g1 := startGated(b, b.TempDir(), "/bin/true")
+		g2 := startGated(b, b.TempDir(), "/bin/true")
+		s1, s2 := newSession(), newSession()
+		timed(&first, func() error { return tr.Track(g1.cmd.Process.Pid, s1, 1) })
+		timed(&next, func() error { return tr.Track(g2.cmd.Process.Pid, s2, 1) })
+		g1.run(b)
+		g2.run(b)
+		timed(&oneOfTwo, func() error { return tr.Forget(s1) })
+		timed(&last, func() error { return tr.Forget(s2) })
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(first.Microseconds())/n, "track-attaching-us")
+	b.ReportMetric(float64(next.Microseconds())/n, "track-attached-us")
+	b.ReportMetric(float64(last.Microseconds())/n, "forget-detaching-us")
+	b.ReportMetric(float64(oneOfTwo.Microseconds())/n, "forget-attached-us")
 }
 
 // BenchmarkProgramRunTime reads the kernel's BPF run-time statistics: the
-// mean time of one sys_enter run for a process outside any session, for a
-// tracked one, and for a tracked openat of /dev/urandom (a ring buffer
-// event per call).
+// mean time of one sys_enter run for a process outside any session (while
+// another process's session keeps the programs attached), for a tracked
+// one, and for a tracked openat of /dev/urandom (a ring buffer event per
+// call).
 func BenchmarkProgramRunTime(b *testing.B) {
 	tr := openTracer(b, Options{Stats: true})
+	other := startGated(b, b.TempDir(), "/bin/true")
+	if err := tr.Track(other.cmd.Process.Pid, newSession(), 1); err != nil {
+		b.Fatal(err)
+	}
 	sysEnter := func() (uint64, time.Duration) {
 		st, err := tr.Stats()
 		if err != nil {

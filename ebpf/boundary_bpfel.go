@@ -13,10 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type boundaryCountKey struct {
+type boundaryCached struct {
 	_       structs.HostLayout
+	Regs    uint64
+	Gen     uint64
+	Slot    uint32
 	Session uint32
-	Nr      uint32
 }
 
 type boundaryDestKey struct {
@@ -35,12 +37,6 @@ type boundarySession struct {
 	Mask      [16]uint64
 }
 
-type boundarySessionMarks struct {
-	_       structs.HostLayout
-	Drops   uint64
-	Touched [16]uint64
-}
-
 type boundarySyscallAction struct {
 	_      structs.HostLayout
 	Action uint32
@@ -49,23 +45,25 @@ type boundarySyscallAction struct {
 type boundaryTaskState struct {
 	_         structs.HostLayout
 	Session   uint32
+	Slot      uint32
 	ExecsLeft uint32
 	ExecNr    uint32
-	Pad       uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	boundaryMapCounts          = "counts"
+	boundaryMapCounters        = "counters"
 	boundaryMapEvents          = "events"
+	boundaryMapGeneration      = "generation"
 	boundaryMapLosses          = "losses"
 	boundaryMapSentTo          = "sent_to"
-	boundaryMapSessionMarks    = "session_marks"
 	boundaryMapSessions        = "sessions"
+	boundaryMapSlotOwner       = "slot_owner"
 	boundaryMapSyscallActions  = "syscall_actions"
 	boundaryMapTasks           = "tasks"
+	boundaryMapThreadCache     = "thread_cache"
 	boundaryMapTrackedPids     = "tracked_pids"
 	boundaryProgProcessExec    = "process_exec"
 	boundaryProgProcessExit    = "process_exit"
@@ -128,14 +126,16 @@ type boundaryProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type boundaryMapSpecs struct {
-	Counts         *ebpf.MapSpec `ebpf:"counts"`
+	Counters       *ebpf.MapSpec `ebpf:"counters"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
+	Generation     *ebpf.MapSpec `ebpf:"generation"`
 	Losses         *ebpf.MapSpec `ebpf:"losses"`
 	SentTo         *ebpf.MapSpec `ebpf:"sent_to"`
-	SessionMarks   *ebpf.MapSpec `ebpf:"session_marks"`
 	Sessions       *ebpf.MapSpec `ebpf:"sessions"`
+	SlotOwner      *ebpf.MapSpec `ebpf:"slot_owner"`
 	SyscallActions *ebpf.MapSpec `ebpf:"syscall_actions"`
 	Tasks          *ebpf.MapSpec `ebpf:"tasks"`
+	ThreadCache    *ebpf.MapSpec `ebpf:"thread_cache"`
 	TrackedPids    *ebpf.MapSpec `ebpf:"tracked_pids"`
 }
 
@@ -168,27 +168,31 @@ func (o *boundaryObjects) Close() error {
 //
 // It can be passed to loadBoundaryObjects or ebpf.CollectionSpec.LoadAndAssign.
 type boundaryMaps struct {
-	Counts         *ebpf.Map `ebpf:"counts"`
+	Counters       *ebpf.Map `ebpf:"counters"`
 	Events         *ebpf.Map `ebpf:"events"`
+	Generation     *ebpf.Map `ebpf:"generation"`
 	Losses         *ebpf.Map `ebpf:"losses"`
 	SentTo         *ebpf.Map `ebpf:"sent_to"`
-	SessionMarks   *ebpf.Map `ebpf:"session_marks"`
 	Sessions       *ebpf.Map `ebpf:"sessions"`
+	SlotOwner      *ebpf.Map `ebpf:"slot_owner"`
 	SyscallActions *ebpf.Map `ebpf:"syscall_actions"`
 	Tasks          *ebpf.Map `ebpf:"tasks"`
+	ThreadCache    *ebpf.Map `ebpf:"thread_cache"`
 	TrackedPids    *ebpf.Map `ebpf:"tracked_pids"`
 }
 
 func (m *boundaryMaps) Close() error {
 	return _BoundaryClose(
-		m.Counts,
+		m.Counters,
 		m.Events,
+		m.Generation,
 		m.Losses,
 		m.SentTo,
-		m.SessionMarks,
 		m.Sessions,
+		m.SlotOwner,
 		m.SyscallActions,
 		m.Tasks,
+		m.ThreadCache,
 		m.TrackedPids,
 	)
 }

@@ -54,6 +54,34 @@
 // ring buffer, a process forked during Untrack) never reaches its
 // successor.
 //
+// # Cost: attached only while a session is followed
+//
+// Open loads the programs but leaves them detached. The first Track
+// attaches them; they stay attached while at least one session is followed
+// (tracked and not yet untracked or forgotten) and are detached when the
+// last one ends. With none, no dal program runs on any syscall, fork, exec
+// or exit, and once no other program uses sys_enter the kernel takes its
+// syscall fast path again: processes pay nothing (Attached reports the
+// state). Attaching and detaching are serialized with Track, Untrack and
+// Forget, so sessions may open and close concurrently.
+//
+// While attached, every syscall on the machine runs sys_enter. Its fast
+// path serves a thread this CPU has already seen counting: a per-CPU cache
+// keyed by the thread's register frame (sys_enter's first argument, which
+// no two live threads share) holds the thread's session, and the syscall
+// is counted in the session's per-CPU array with three inlined array
+// lookups — no helper call, no hash lookup. On this project's 2-vCPU VM a
+// counted syscall costs within a few percent of an empty program on the
+// same hook (docs/benchmarks.md). Anything else (a process outside the
+// sessions, a thread's first syscall, a syscall that sys_enter inspects)
+// takes the slow path: one array lookup and a bit test for a process
+// outside every session, the process map for a tracked one.
+//
+// The cache is invalidated by a generation number that moves when a
+// thread of a tracked process exits (its stack, hence its register frame,
+// may be the next new thread's, of any process), and when user space
+// untracks or forgets a session or reattaches the programs.
+//
 // # Kernel side and map layout
 //
 // One BPF object (bpf/boundary.c, compiled by bpf2go for little-endian
@@ -65,31 +93,37 @@
 // running kernel's BTF (/sys/kernel/btf/vmlinux), as read-only constants.
 //
 //   - tracked_pids (array, one bit per possible tgid, 512 KiB, mapped into
-//     user space): the fast path. A process outside every session costs
-//     one array lookup and a bit test, and returns.
-//   - tasks (hash, tgid → session key, execs still due, exec syscall
-//     entered; up to MaxProcesses): looked up only when the bit is set.
-//     Fork adds the child (entry, then bit), exit of the whole thread group
-//     removes it (bit, then entry); Track and Untrack do the same from user
-//     space with atomic operations.
-//   - counts (per-CPU hash, {session key, syscall number} → count; up to
-//     MaxCounters): counted with an atomic add on the CPU's own slot.
-//     Numbers ≥ 1023 share the "syscall_other" slot.
+//     user space): a process outside every session costs, on the slow
+//     path, one array lookup and a bit test.
+//   - tasks (hash, tgid → session key, counters slot, execs still due,
+//     exec syscall entered; up to MaxProcesses): looked up only when the
+//     bit is set. Fork adds the child (entry, then bit), exit of the whole
+//     thread group removes it (bit, then entry); Track and Untrack do the
+//     same from user space with atomic operations.
+//   - counters (array of maps, one slot per registered session; up to
+//     MaxSessions) and slot_owner (slot → session key): each session has
+//     a per-CPU array of its own, one counter per syscall number below
+//     512 (numbers ≥ 511 share "syscall_other") and its dropped events,
+//     created at its first Track or SetWorkspace and freed by Forget. The
+//     count checks slot_owner, so a forgotten session's straggler never
+//     counts for the slot's next owner; slots are reused as late as
+//     possible.
+//   - thread_cache (per-CPU array, 64 entries) and generation (one
+//     counter, mapped into user space): the fast path above.
 //   - sessions (hash, written by user space only: closed flag, workspace
-//     prefix) and session_marks (hash, written by the kernel only: which
-//     syscall numbers have a counter — so Counts and Forget touch only
-//     those — and the session's dropped events); up to MaxSessions.
-//   - syscall_actions (array, number → what sys_enter inspects),
-//     sent_to (LRU hash, sendto destinations already reported),
-//     losses (per-CPU array: ring buffer drops, counters-map-full,
-//     tasks-map-full), events (ring buffer, Options.EventBufferBytes).
+//     prefix; up to MaxSessions), syscall_actions (array, number → what
+//     sys_enter inspects), sent_to (LRU hash, sendto destinations already
+//     reported), losses (per-CPU array: ring buffer drops, tasks-map-full),
+//     events (ring buffer, Options.EventBufferBytes).
 //
-// Memory is bounded by Options, not by the workload. The hashes allocate
-// entries as they are used: with the defaults the maps take 3.5 MiB at
-// Open (bit array, ring buffer, hash buckets) and about 3.3 KiB more per
-// session that ran a small command (~30 distinct syscalls, on 2 CPUs; a
-// counter's per-CPU part grows with the CPU count). Forget gives a
-// session's memory back.
+// Counters are plain increments: each is the CPU's own and the kernel runs
+// these programs with preemption off (syscall tracepoints disable it
+// around BPF programs), so no update is lost.
+//
+// Memory is bounded by Options, not by the workload. The maps take about
+// 3.6 MiB at Open (bit array, ring buffer, hash buckets) and 4 KiB per CPU
+// for each registered session's counters (8 KiB on 2 CPUs), given back by
+// Forget.
 //
 // Open needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF; when
 // it cannot trace it returns an *UnavailableError whose message says, in

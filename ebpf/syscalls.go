@@ -87,9 +87,13 @@ var actions = map[string]uint32{
 	"execveat": actExec,
 }
 
-// nrSlots is NR_SLOTS in bpf/boundary.c: numbers at or above nrSlots-1 are
-// counted together in the last slot.
-const nrSlots = 1024
+// nrCounted is NR_COUNTED in bpf/boundary.c: numbers at or above
+// nrCounted-1 are counted together in the last slot. A session's counters
+// hold one more value after them, idxDrops (IDX_DROPS).
+const (
+	nrCounted = 512
+	idxDrops  = nrCounted
+)
 
 // syscallTable is one architecture's number → name table.
 type syscallTable []string
@@ -97,7 +101,7 @@ type syscallTable []string
 // name returns the strace name of a syscall number as the kernel side
 // counted it.
 func (t syscallTable) name(nr uint32) string {
-	if nr == nrSlots-1 {
+	if nr == nrCounted-1 {
 		return "syscall_other"
 	}
 	if int(nr) < len(t) && t[nr] != "" {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,29 +24,44 @@ import (
 // noExec is NO_EXEC in bpf/boundary.c: no exec syscall in flight.
 const noExec = 0xffffffff
 
-// Tracer is the loaded and attached boundary tracer. Its methods are safe
-// for concurrent use. It owns the BPF maps and links, the mapped
-// tracked_pids array and one goroutine (the event reader); Close releases
-// them all.
+// Tracer is the loaded boundary tracer. Its methods are safe for concurrent
+// use. It owns the BPF maps, the programs' links while they are attached,
+// the mapped tracked_pids and generation arrays, each session's counters
+// and one goroutine (the event reader); Close releases them all.
 type Tracer struct {
 	objs  boundaryObjects
-	links []link.Link
 	stats io.Closer // BPF run-time statistics, nil unless Options.Stats
 	ring  *ringbuf.Reader
 	names syscallTable
 	opts  Options
 
-	// pidBits is tracked_pids mapped into this process: user space sets
-	// and clears bits with the same atomic operations as the kernel.
-	// Guarded by trackMu; nil once closed.
-	pidBits []byte
+	// counterSpec is the inner map of counters: one per session.
+	counterSpec *cebpf.MapSpec
+	cpus        int // possible CPUs: the per-CPU values of a counter
 
 	closeMu sync.Mutex
 	closed  bool
 
-	trackMu sync.Mutex // serializes Track/Untrack/Forget (read-modify-write of map entries)
+	// trackMu serializes the changes of tracking state (Track, Untrack,
+	// Forget, SetWorkspace: read-modify-write of map entries, attaching
+	// and detaching); Counts and MapBytes read under it.
+	trackMu sync.RWMutex
 	flushMu sync.Mutex // one ring buffer flush at a time
-	lastKey uint32     // the last kernel key handed out; guarded by trackMu
+
+	// Guarded by trackMu:
+	links     []link.Link // the attached programs; nil while no session is followed
+	following int         // sessions whose processes are followed (tracked, not untracked)
+	lastKey   uint32      // the last kernel key handed out
+	slots     []slot      // counters, by slot
+	// pidBits and genWord are tracked_pids and generation mapped into this
+	// process: user space changes them with the same atomic operations as
+	// the kernel. nil once closed.
+	pidBits []byte
+	genWord []byte
+
+	attached atomic.Bool   // links != nil, for readers that do not take trackMu
+	attaches atomic.Uint64 // times the programs were attached since Open
+	releases sync.WaitGroup
 
 	mu         sync.Mutex
 	cond       *sync.Cond // signalled when flushes or readerDone change
@@ -59,6 +73,20 @@ type Tracer struct {
 	capDrops   uint64              // events lost on this side (over MaxEventsPerSession, unreadable)
 }
 
+// slot is one entry of counters. Installing or removing a map there makes
+// the kernel wait for an RCU grace period (milliseconds), so a slot keeps
+// its map when its session is forgotten, for the next session, and only
+// idle maps beyond keepIdleCounters are removed, in the background.
+type slot struct {
+	counts    *cebpf.Map // installed at the slot; nil when none
+	inUse     bool       // a registered session holds it
+	releasing bool       // its map is being removed
+}
+
+// keepIdleCounters is how many counters maps no session holds are kept
+// for reuse (4 KiB per CPU each).
+const keepIdleCounters = 16
+
 // session is a registered session. The kernel knows it by key, not by the
 // caller's id: a key is never reused while the tracer is open, so whatever
 // a forgotten session leaves in flight (an event still in the ring buffer,
@@ -66,16 +94,24 @@ type Tracer struct {
 // lands on a dead key and is dropped, and never reaches a later session
 // that reuses the id.
 type session struct {
-	id      uint32
-	key     uint32
+	id  uint32
+	key uint32
+	// Guarded by trackMu:
+	slot      uint32     // index in counters and slot_owner
+	counts    *cebpf.Map // its counters (the per-CPU array in counters[slot]), owned by the slot
+	following bool       // tracked and not untracked since
+	// Guarded by mu:
 	events  []Event
 	dropped uint64
 }
 
-// Open loads the eBPF programs, attaches them to sys_enter and to the
-// process fork, exec and exit tracepoints, and starts reading events.
+// Open loads the eBPF programs and starts reading events. The programs are
+// attached to sys_enter and to the process fork, exec and exit tracepoints
+// only while at least one session is followed (from its first Track to its
+// Untrack or Forget): with none, they cost the machine's processes nothing.
 // It needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF. When
-// tracing cannot start, the error is an *UnavailableError saying why.
+// tracing cannot start, the error is an *UnavailableError saying why; Open
+// attaches once to check that the hooks exist.
 func Open(opts Options) (*Tracer, error) {
 	opts = opts.withDefaults()
 	if n := opts.EventBufferBytes; n < os.Getpagesize() || n&(n-1) != 0 {
@@ -103,12 +139,17 @@ func Open(opts Options) (*Tracer, error) {
 		}
 	}
 	spec.Maps[boundaryMapSessions].MaxEntries = uint32(opts.MaxSessions)
-	spec.Maps[boundaryMapSessionMarks].MaxEntries = uint32(opts.MaxSessions)
+	spec.Maps[boundaryMapCounters].MaxEntries = uint32(opts.MaxSessions)
+	spec.Maps[boundaryMapSlotOwner].MaxEntries = uint32(opts.MaxSessions)
 	spec.Maps[boundaryMapTasks].MaxEntries = uint32(opts.MaxProcesses)
-	spec.Maps[boundaryMapCounts].MaxEntries = uint32(opts.MaxCounters)
 	spec.Maps[boundaryMapEvents].MaxEntries = uint32(opts.EventBufferBytes)
+	cpus, err := cebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("open boundary tracer: count the CPUs: %w", err)
+	}
 
-	t := &Tracer{names: syscallTable(names), opts: opts, sessions: map[uint32]*session{}, byKey: map[uint32]*session{}}
+	t := &Tracer{names: syscallTable(names), opts: opts, cpus: cpus, counterSpec: spec.Maps[boundaryMapCounters].InnerMap.Copy(),
+		slots: make([]slot, opts.MaxSessions), sessions: map[uint32]*session{}, byKey: map[uint32]*session{}}
 	t.cond = sync.NewCond(&t.mu)
 	if err := loadWithMemlock(spec, &t.objs); err != nil {
 		return nil, unavailable(err)
@@ -177,22 +218,6 @@ func (t *Tracer) start() error {
 			return fmt.Errorf("open boundary tracer: load the syscall table: %w", err)
 		}
 	}
-	progs := []struct {
-		hook string
-		prog *cebpf.Program
-	}{
-		{"sched_process_fork", t.objs.ProcessFork},
-		{"sched_process_exec", t.objs.ProcessExec},
-		{"sched_process_exit", t.objs.ProcessExit},
-		{"sys_enter", t.objs.SysEnter},
-	}
-	for _, p := range progs {
-		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: p.hook, Program: p.prog})
-		if err != nil {
-			return unavailable(fmt.Errorf("attach to %s: %w", p.hook, err))
-		}
-		t.links = append(t.links, l)
-	}
 	if t.opts.Stats {
 		c, err := cebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 		if err != nil {
@@ -206,14 +231,150 @@ func (t *Tracer) start() error {
 		return fmt.Errorf("open boundary tracer: map tracked_pids: %w", err)
 	}
 	t.pidBits = bits
+	gen, err := unix.Mmap(t.objs.Generation.FD(), 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("open boundary tracer: map generation: %w", err)
+	}
+	t.genWord = gen
 	ring, err := ringbuf.NewReader(t.objs.Events)
 	if err != nil {
 		return fmt.Errorf("open boundary tracer: read the ring buffer: %w", err)
 	}
 	t.ring = ring
 	go t.readEvents()
+	// Attach once, so that a kernel without these hooks fails here and not
+	// at the first session.
+	t.trackMu.Lock()
+	defer t.trackMu.Unlock()
+	if err := t.attach(); err != nil {
+		return err
+	}
+	return t.detach()
+}
+
+// hooks are the raw tracepoints and their programs, in attach order: the
+// exit hook first, so that no process is added that could exit unseen.
+func (t *Tracer) hooks() []struct {
+	name string
+	prog *cebpf.Program
+} {
+	return []struct {
+		name string
+		prog *cebpf.Program
+	}{
+		{"sched_process_exit", t.objs.ProcessExit},
+		{"sched_process_fork", t.objs.ProcessFork},
+		{"sched_process_exec", t.objs.ProcessExec},
+		{"sys_enter", t.objs.SysEnter},
+	}
+}
+
+// attach attaches the programs. What the process map holds from an earlier
+// attachment is stale (no exit was seen while detached) and is removed
+// first. Preconditions: trackMu is held and the programs are detached.
+func (t *Tracer) attach() error {
+	if err := t.clearTasks(); err != nil {
+		return fmt.Errorf("attach the boundary tracer: %w", err)
+	}
+	t.bumpGeneration()
+	for _, h := range t.hooks() {
+		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.name, Program: h.prog})
+		if err != nil {
+			for _, l := range t.links {
+				l.Close()
+			}
+			t.links = nil
+			return unavailable(fmt.Errorf("attach to %s: %w", h.name, err))
+		}
+		t.links = append(t.links, l)
+	}
+	t.attached.Store(true)
+	t.attaches.Add(1)
 	return nil
 }
+
+// detach detaches the programs: syscalls, forks, execs and exits no longer
+// run them (and once no other program is attached to sys_enter, the kernel
+// takes its syscall fast path again). Preconditions: trackMu is held and
+// the programs are attached.
+func (t *Tracer) detach() error {
+	var errs []error
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.links = nil
+	t.attached.Store(false)
+	errs = append(errs, t.clearTasks())
+	t.bumpGeneration()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach the boundary tracer: %w", err)
+	}
+	return nil
+}
+
+// syncHooks attaches the programs when a session is followed and detaches
+// them when none is. Preconditions: trackMu is held and the tracer is open.
+func (t *Tracer) syncHooks() error {
+	switch {
+	case t.following > 0 && t.links == nil:
+		return t.attach()
+	case t.following == 0 && t.links != nil:
+		return t.detach()
+	}
+	return nil
+}
+
+// setFollowing marks whether ss's processes are followed, and keeps the
+// count of followed sessions. Preconditions: trackMu is held.
+func (t *Tracer) setFollowing(ss *session, on bool) {
+	if ss.following == on {
+		return
+	}
+	ss.following = on
+	if on {
+		t.following++
+	} else {
+		t.following--
+	}
+}
+
+// clearTasks empties the process map and tracked_pids. Preconditions:
+// trackMu is held and the tracer is open.
+func (t *Tracer) clearTasks() error {
+	var (
+		pid  uint32
+		st   boundaryTaskState
+		pids []uint32
+		iter = t.objs.Tasks.Iterate()
+	)
+	for iter.Next(&pid, &st) {
+		pids = append(pids, pid)
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("clear the process map: %w", err)
+	}
+	for _, p := range pids {
+		t.setTracked(p, false)
+		if err := t.objs.Tasks.Delete(p); err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
+			return fmt.Errorf("clear the process map: %w", err)
+		}
+	}
+	return nil
+}
+
+// bumpGeneration invalidates what every CPU's thread_cache holds.
+// Preconditions: trackMu is held and the tracer is open.
+func (t *Tracer) bumpGeneration() {
+	atomic.AddUint64((*uint64)(unsafe.Pointer(&t.genWord[0])), 1)
+}
+
+// Attached reports whether the programs are attached to their hooks now:
+// whether at least one session is followed.
+func (t *Tracer) Attached() bool { return t.attached.Load() }
+
+// Attaches returns how many times the programs were attached since Open
+// (the first session after a time without any attaches them).
+func (t *Tracer) Attaches() uint64 { return t.attaches.Load() }
 
 // Close detaches the programs, stops the event reader and frees the maps.
 // Counts and events are gone afterwards.
@@ -225,16 +386,25 @@ func (t *Tracer) Close() error {
 	}
 	t.closed = true
 	var errs []error
+	t.trackMu.Lock()
 	for _, l := range t.links {
 		errs = append(errs, l.Close())
 	}
 	t.links = nil
-	t.trackMu.Lock()
-	if t.pidBits != nil {
-		errs = append(errs, unix.Munmap(t.pidBits))
-		t.pidBits = nil
+	t.attached.Store(false)
+	for _, m := range [][]byte{t.pidBits, t.genWord} {
+		if m != nil {
+			errs = append(errs, unix.Munmap(m))
+		}
 	}
+	t.pidBits, t.genWord = nil, nil
 	t.trackMu.Unlock()
+	t.releases.Wait() // each takes trackMu when done
+	for _, sl := range t.slots {
+		if sl.counts != nil {
+			errs = append(errs, sl.counts.Close())
+		}
+	}
 	if t.ring != nil {
 		errs = append(errs, t.ring.Close())
 		t.mu.Lock()
@@ -288,14 +458,23 @@ func (t *Tracer) Track(pid int, session uint32, countFromExec int) error {
 	if err != nil {
 		return err
 	}
-	key := uint32(pid)
-	var old boundaryTaskState
+	wasFollowing := ss.following
 	fail := func(err error) error {
-		if created { // leave no session behind that the caller does not know of
+		// Leave nothing behind that the caller does not know of.
+		t.setFollowing(ss, wasFollowing)
+		if created {
 			t.dropSession(ss)
 		}
-		return err
+		return errors.Join(err, t.syncHooks())
 	}
+	// Attached before the process is added: it may fork or exec as soon
+	// as its entry exists.
+	t.setFollowing(ss, true)
+	if err := t.syncHooks(); err != nil {
+		return fail(fmt.Errorf("track pid %d: %w", pid, err))
+	}
+	key := uint32(pid)
+	var old boundaryTaskState
 	if err := t.objs.Tasks.Lookup(key, &old); err == nil && old.Session != ss.key {
 		t.mu.Lock()
 		owner := t.byKey[old.Session]
@@ -306,7 +485,7 @@ func (t *Tracer) Track(pid int, session uint32, countFromExec int) error {
 		// A forgotten session's process forked during its Untrack:
 		// nothing reads its key any more.
 	}
-	st := boundaryTaskState{Session: ss.key, ExecsLeft: uint32(countFromExec), ExecNr: noExec}
+	st := boundaryTaskState{Session: ss.key, Slot: ss.slot, ExecsLeft: uint32(countFromExec), ExecNr: noExec}
 	if err := t.objs.Tasks.Put(key, &st); err != nil {
 		if errors.Is(err, unix.E2BIG) {
 			return fail(fmt.Errorf("track pid %d: %d processes are tracked already (Options.MaxProcesses)", pid, t.opts.MaxProcesses))
@@ -314,6 +493,7 @@ func (t *Tracer) Track(pid int, session uint32, countFromExec int) error {
 		return fail(fmt.Errorf("track pid %d: %w", pid, err))
 	}
 	t.setTracked(key, true)
+	t.bumpGeneration() // after the bit: see sys_enter
 	// The exit hook removes the entry of a process that exits from now on;
 	// one that exited before the entry existed must be removed here.
 	if err := liveProcess(pid); err != nil {
@@ -324,9 +504,9 @@ func (t *Tracer) Track(pid int, session uint32, countFromExec int) error {
 	return nil
 }
 
-// openSession registers session in the kernel under a new key, or reopens
-// it after Untrack. created reports whether the session did not exist
-// before. Preconditions: trackMu is held.
+// openSession registers session in the kernel under a new key with
+// counters of its own, or reopens it after Untrack. created reports whether
+// the session did not exist before. Preconditions: trackMu is held.
 func (t *Tracer) openSession(id uint32) (ss *session, created bool, err error) {
 	full := func(err error) error {
 		if errors.Is(err, unix.E2BIG) {
@@ -350,20 +530,94 @@ func (t *Tracer) openSession(id uint32) (ss *session, created bool, err error) {
 		}
 		return ss, false, nil
 	}
-	ss = &session{id: id, key: t.newKey()}
-	// The kernel updates the marks in place: create them once, never rewrite.
-	if err := t.objs.SessionMarks.Update(ss.key, &boundarySessionMarks{}, cebpf.UpdateNoExist); err != nil {
+	n, ok := t.freeSlot()
+	if !ok {
+		return nil, false, full(unix.E2BIG)
+	}
+	sl := &t.slots[n]
+	ss = &session{id: id, key: t.newKey(), slot: n}
+	if sl.counts == nil {
+		m, err := cebpf.NewMap(t.counterSpec)
+		if err != nil {
+			return nil, false, full(err)
+		}
+		if err := t.objs.Counters.Put(n, m); err != nil {
+			m.Close()
+			return nil, false, full(err)
+		}
+		sl.counts = m
+	} else if err := t.zeroCounters(sl.counts); err != nil {
+		return nil, false, full(err)
+	}
+	ss.counts = sl.counts
+	// The counters first, then the owner: see count() in bpf/boundary.c.
+	if err := t.objs.SlotOwner.Put(n, ss.key); err != nil {
 		return nil, false, full(err)
 	}
 	if err := t.objs.Sessions.Update(ss.key, &boundarySession{}, cebpf.UpdateNoExist); err != nil {
-		_ = t.objs.SessionMarks.Delete(ss.key)
+		_ = t.objs.SlotOwner.Put(n, uint32(0))
 		return nil, false, full(err)
 	}
+	sl.inUse = true
 	t.mu.Lock()
 	t.sessions[id] = ss
 	t.byKey[ss.key] = ss
 	t.mu.Unlock()
 	return ss, true, nil
+}
+
+// freeSlot returns a counters slot no session holds: the lowest one with a
+// map installed, else the lowest without. Preconditions: trackMu is held.
+func (t *Tracer) freeSlot() (uint32, bool) {
+	bare := -1
+	for i, sl := range t.slots {
+		switch {
+		case sl.inUse || sl.releasing:
+		case sl.counts != nil:
+			return uint32(i), true
+		case bare < 0:
+			bare = i
+		}
+	}
+	return uint32(bare), bare >= 0
+}
+
+// zeroCounters zeroes a slot's counters for its next session.
+// Preconditions: trackMu is held and no session owns the slot.
+func (t *Tracer) zeroCounters(m *cebpf.Map) error {
+	keys := make([]uint32, nrCounted+1)
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	if _, err := m.BatchUpdate(keys, make([]uint64, len(keys)*t.cpus), nil); err != nil {
+		return fmt.Errorf("zero the counters: %w", err)
+	}
+	return nil
+}
+
+// releaseIdle removes, in the background, the counters maps that no
+// session holds beyond keepIdleCounters. Preconditions: trackMu is held.
+func (t *Tracer) releaseIdle() {
+	idle := 0
+	for i := range t.slots {
+		sl := &t.slots[i]
+		if sl.inUse || sl.releasing || sl.counts == nil {
+			continue
+		}
+		if idle++; idle <= keepIdleCounters {
+			continue
+		}
+		sl.releasing = true
+		t.releases.Add(1)
+		go func(n uint32, m *cebpf.Map) {
+			defer t.releases.Done()
+			_ = t.objs.Counters.Delete(n) // waits for a grace period
+			m.Close()
+			t.trackMu.Lock()
+			t.slots[n] = slot{}
+			t.trackMu.Unlock()
+		}(uint32(i), sl.counts)
+	}
 }
 
 // newKey returns a kernel key no session has had since Open (until 2^32
@@ -381,15 +635,24 @@ func (t *Tracer) newKey() uint32 {
 	}
 }
 
-// dropSession removes a session that no process joined from the kernel and
-// from the tables. Preconditions: trackMu is held.
-func (t *Tracer) dropSession(ss *session) {
-	_ = t.objs.Sessions.Delete(ss.key)
-	_ = t.objs.SessionMarks.Delete(ss.key)
+// dropSession removes a session from the kernel and from the tables and
+// frees its counters slot. Preconditions: trackMu is held and the session
+// is not followed.
+func (t *Tracer) dropSession(ss *session) error {
+	var errs []error
+	// The owner goes first: from now on nothing counts in the slot.
+	errs = append(errs, t.objs.SlotOwner.Put(ss.slot, uint32(0)))
+	if err := t.objs.Sessions.Delete(ss.key); err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
+		errs = append(errs, err)
+	}
+	t.bumpGeneration()
+	t.slots[ss.slot].inUse = false
+	t.releaseIdle()
 	t.mu.Lock()
 	delete(t.sessions, ss.id)
 	delete(t.byKey, ss.key)
 	t.mu.Unlock()
+	return errors.Join(errs...)
 }
 
 // lookup returns the registered session with this id, or nil.
@@ -441,33 +704,37 @@ func liveProcess(pid int) error {
 // Untrack stops following session: its processes are removed from the
 // process map and its forks are no longer added. Its counts and events stay
 // readable until Forget. A process forked at the very moment of Untrack may
-// stay in the map, and counted, until it exits.
+// stay in the map, and counted, until it exits or no session is followed
+// any more. When it was the last followed session, the programs are
+// detached.
 func (t *Tracer) Untrack(session uint32) error {
 	t.trackMu.Lock()
 	defer t.trackMu.Unlock()
-	if ss := t.lookup(session); ss != nil {
+	if ss := t.lookup(session); ss != nil && t.pidBits != nil {
 		return t.untrack(ss)
 	}
 	return nil
 }
 
+// untrack: see Untrack. Preconditions: trackMu is held and the tracer is open.
 func (t *Tracer) untrack(ss *session) error {
+	stale := func(err error) error { return fmt.Errorf("untrack session %d: %w", ss.id, err) }
 	var s boundarySession
 	if err := t.objs.Sessions.Lookup(ss.key, &s); err != nil {
-		return fmt.Errorf("untrack session %d: %w", ss.id, err)
+		return stale(err)
 	}
 	if s.Closed == 0 {
 		s.Closed = 1
 		if err := t.objs.Sessions.Update(ss.key, &s, cebpf.UpdateExist); err != nil {
-			return fmt.Errorf("untrack session %d: %w", ss.id, err)
+			return stale(err)
 		}
 	}
+	t.setFollowing(ss, false)
 	var (
-		pid   uint32
-		st    boundaryTaskState
-		pids  []uint32
-		iter  = t.objs.Tasks.Iterate()
-		stale = func(err error) error { return fmt.Errorf("untrack session %d: %w", ss.id, err) }
+		pid  uint32
+		st   boundaryTaskState
+		pids []uint32
+		iter = t.objs.Tasks.Iterate()
 	)
 	for iter.Next(&pid, &st) {
 		if st.Session == ss.key {
@@ -478,12 +745,14 @@ func (t *Tracer) untrack(ss *session) error {
 		return stale(err)
 	}
 	for _, p := range pids {
-		if t.pidBits != nil {
-			t.setTracked(p, false)
-		}
+		t.setTracked(p, false)
 		if err := t.objs.Tasks.Delete(p); err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
 			return stale(err)
 		}
+	}
+	t.bumpGeneration() // after the entries are gone: see sys_enter
+	if err := t.syncHooks(); err != nil {
+		return stale(err)
 	}
 	return nil
 }
@@ -511,28 +780,15 @@ func (t *Tracer) Forget(session uint32) error {
 	t.trackMu.Lock()
 	defer t.trackMu.Unlock()
 	ss := t.lookup(session)
-	if ss == nil {
+	if ss == nil || t.pidBits == nil {
 		return nil
 	}
 	if err := t.untrack(ss); err != nil {
 		return err
 	}
 	fail := func(err error) error { return fmt.Errorf("forget session %d: %w", session, err) }
-	var m boundarySessionMarks
-	if err := t.objs.SessionMarks.Lookup(ss.key, &m); err == nil {
-		for _, nr := range touched(&m) {
-			err := t.objs.Counts.Delete(boundaryCountKey{Session: ss.key, Nr: nr})
-			if err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
-				return fail(err)
-			}
-		}
-	} else if !errors.Is(err, cebpf.ErrKeyNotExist) {
+	if err := t.dropSession(ss); err != nil {
 		return fail(err)
-	}
-	for _, mp := range []*cebpf.Map{t.objs.Sessions, t.objs.SessionMarks} {
-		if err := mp.Delete(ss.key); err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
-			return fail(err)
-		}
 	}
 	var (
 		dest  boundaryDestKey
@@ -553,62 +809,41 @@ func (t *Tracer) Forget(session uint32) error {
 			return fail(err)
 		}
 	}
-	t.mu.Lock()
-	delete(t.sessions, ss.id)
-	delete(t.byKey, ss.key)
-	t.mu.Unlock()
 	return nil
-}
-
-// touched lists the syscall numbers a session has a counter for.
-func touched(m *boundarySessionMarks) []uint32 {
-	var nrs []uint32
-	for w, word := range m.Touched {
-		for word != 0 {
-			b := bits.TrailingZeros64(word)
-			nrs = append(nrs, uint32(w*64+b))
-			word &^= 1 << b
-		}
-	}
-	return nrs
 }
 
 // Counts returns session's syscall counts so far, summed over CPUs.
 func (t *Tracer) Counts(session uint32) (*Counts, error) {
+	t.trackMu.RLock()
+	defer t.trackMu.RUnlock()
 	ss := t.lookup(session)
-	var m boundarySessionMarks
-	err := cebpf.ErrKeyNotExist
-	if ss != nil {
-		err = t.objs.SessionMarks.Lookup(ss.key, &m)
+	if ss == nil || t.pidBits == nil {
+		return nil, fmt.Errorf("counts of session %d: the session is not tracked", session)
 	}
-	if err != nil {
-		if errors.Is(err, cebpf.ErrKeyNotExist) {
-			return nil, fmt.Errorf("counts of session %d: the session is not tracked", session)
-		}
+	keys := make([]uint32, nrCounted+1)
+	perCPU := make([]uint64, len(keys)*t.cpus)
+	n, err := ss.counts.BatchLookup(new(cebpf.MapBatchCursor), keys, perCPU, nil)
+	if err != nil && !errors.Is(err, cebpf.ErrKeyNotExist) {
 		return nil, fmt.Errorf("counts of session %d: %w", session, err)
 	}
-	c := &Counts{Syscalls: map[string]uint64{}, Categories: map[Category]uint64{}, DroppedEvents: m.Drops}
-	var perCPU []uint64
-	for _, nr := range touched(&m) {
-		err := t.objs.Counts.Lookup(boundaryCountKey{Session: ss.key, Nr: nr}, &perCPU)
-		if errors.Is(err, cebpf.ErrKeyNotExist) {
-			continue // the insert that set the bit failed (map full): see Losses
+	c := &Counts{Syscalls: map[string]uint64{}, Categories: map[Category]uint64{}}
+	for i := range n {
+		var v uint64
+		for _, x := range perCPU[i*t.cpus : (i+1)*t.cpus] {
+			v += x
 		}
-		if err != nil {
-			return nil, fmt.Errorf("counts of session %d: %w", session, err)
-		}
-		var n uint64
-		for _, v := range perCPU {
-			n += v
-		}
-		if n == 0 {
+		if v == 0 {
 			continue
 		}
-		name := t.names.name(nr)
-		c.Syscalls[name] += n
-		c.Total += n
+		if keys[i] == idxDrops {
+			c.DroppedEvents += v
+			continue
+		}
+		name := t.names.name(keys[i])
+		c.Syscalls[name] += v
+		c.Total += v
 		if cat := CategoryOf(name); cat != "" {
-			c.Categories[cat] += n
+			c.Categories[cat] += v
 		}
 	}
 	t.mu.Lock()
@@ -713,7 +948,7 @@ func (t *Tracer) Drops() (uint64, error) {
 // Losses returns what the kernel side could not record since Open.
 func (t *Tracer) Losses() (Losses, error) {
 	var l Losses
-	for i, dst := range []*uint64{&l.Events, &l.Counts, &l.Forks} {
+	for i, dst := range []*uint64{&l.Events, &l.Forks} {
 		var perCPU []uint64
 		if err := t.objs.Losses.Lookup(uint32(i), &perCPU); err != nil {
 			return Losses{}, fmt.Errorf("read losses: %w", err)
@@ -755,10 +990,18 @@ func (t *Tracer) Stats() ([]ProgramStats, error) {
 	return out, nil
 }
 
-// MapBytes returns the kernel memory the tracer's maps are charged for.
+// MapBytes returns the kernel memory the tracer's maps are charged for,
+// the counters of the sessions and those kept for reuse included.
 func (t *Tracer) MapBytes() (uint64, error) {
-	maps := []*cebpf.Map{t.objs.TrackedPids, t.objs.Tasks, t.objs.Sessions, t.objs.SessionMarks, t.objs.Counts, t.objs.SyscallActions,
-		t.objs.SentTo, t.objs.Losses, t.objs.Events}
+	t.trackMu.RLock()
+	defer t.trackMu.RUnlock()
+	maps := []*cebpf.Map{t.objs.TrackedPids, t.objs.Tasks, t.objs.Sessions, t.objs.Counters, t.objs.SlotOwner,
+		t.objs.ThreadCache, t.objs.Generation, t.objs.SyscallActions, t.objs.SentTo, t.objs.Losses, t.objs.Events}
+	for _, sl := range t.slots {
+		if sl.counts != nil && !sl.releasing {
+			maps = append(maps, sl.counts)
+		}
+	}
 	var total uint64
 	for _, m := range maps {
 		info, err := m.Info()
@@ -796,13 +1039,16 @@ func (t *Tracer) SetWorkspace(session uint32, dir string) error {
 	}
 	t.trackMu.Lock()
 	defer t.trackMu.Unlock()
+	if t.pidBits == nil {
+		return fmt.Errorf("workspace of session %d: the tracer is closed", session)
+	}
 	ss, created, err := t.openSession(session)
 	if err != nil {
 		return err
 	}
 	fail := func(err error) error {
 		if created {
-			t.dropSession(ss)
+			_ = t.dropSession(ss)
 		}
 		return fmt.Errorf("workspace of session %d: %w", session, err)
 	}

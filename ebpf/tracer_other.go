@@ -25,3 +25,5 @@ func (*Tracer) Drops() (uint64, error)            { return 0, errPlatform }
 func (*Tracer) Losses() (Losses, error)           { return Losses{}, errPlatform }
 func (*Tracer) Stats() ([]ProgramStats, error)    { return nil, errPlatform }
 func (*Tracer) MapBytes() (uint64, error)         { return 0, errPlatform }
+func (*Tracer) Attached() bool                    { return false }
+func (*Tracer) Attaches() uint64                  { return 0 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	cebpf "github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -430,26 +432,11 @@ func testExitAndForgetRelease(t *testing.T, tr *Tracer) {
 	if c, err := tr.Counts(s); err != nil || c.Total == 0 {
 		t.Fatalf("counts before Forget: %+v, %v", c, err)
 	}
+	slot := tr.lookup(s).slot
 	if err := tr.Forget(s); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		ck   boundaryCountKey
-		vals []uint64
-		left int
-	)
-	iter := tr.objs.Counts.Iterate()
-	for iter.Next(&ck, &vals) {
-		if ck.Session == key {
-			left++
-		}
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if left != 0 {
-		t.Errorf("%d counters of the forgotten session are left", left)
-	}
+	checkReleased(t, tr, map[uint32]uint32{key: slot})
 	if _, err := tr.Counts(s); err == nil {
 		t.Error("Counts of a forgotten session succeeded")
 	}
@@ -523,7 +510,7 @@ func testConcurrentSessions(t *testing.T, tr *Tracer) {
 	wantExecs := []string{"/bin/sh", "/bin/true", "/bin/true"}
 	dir := t.TempDir()
 	errs := make(chan error, workers)
-	keys := make(chan uint32, workers*rounds)
+	keys := make(chan [2]uint32, workers*rounds) // kernel key, slot
 	for w := range workers {
 		go func() {
 			errs <- func() error {
@@ -562,7 +549,7 @@ func testConcurrentSessions(t *testing.T, tr *Tracer) {
 					if ss == nil {
 						return fmt.Errorf("worker %d round %d: session %d is not registered", w, r, s)
 					}
-					keys <- ss.key
+					keys <- [2]uint32{ss.key, ss.slot}
 					if err := tr.Forget(s); err != nil {
 						return err
 					}
@@ -577,29 +564,32 @@ func testConcurrentSessions(t *testing.T, tr *Tracer) {
 		}
 	}
 	close(keys)
-	forgotten := map[uint32]bool{}
+	forgotten := map[uint32]uint32{}
 	for k := range keys {
-		if forgotten[k] {
-			t.Errorf("kernel key %d was handed out twice", k)
+		if _, dup := forgotten[k[0]]; dup {
+			t.Errorf("kernel key %d was handed out twice", k[0])
 		}
-		forgotten[k] = true
+		forgotten[k[0]] = k[1]
 	}
-	var (
-		ck   boundaryCountKey
-		vals []uint64
-		left int
-	)
-	iter := tr.objs.Counts.Iterate()
-	for iter.Next(&ck, &vals) {
-		if forgotten[ck.Session] {
-			left++
+	checkReleased(t, tr, forgotten)
+}
+
+// checkReleased checks that forgotten sessions (kernel key → counters
+// slot) left nothing in the kernel: no settings, and no slot still theirs.
+func checkReleased(t *testing.T, tr *Tracer, forgotten map[uint32]uint32) {
+	t.Helper()
+	var s boundarySession
+	for key, slot := range forgotten {
+		if err := tr.objs.Sessions.Lookup(key, &s); err == nil {
+			t.Errorf("the settings of forgotten session key %d are left", key)
 		}
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if left != 0 {
-		t.Errorf("%d counters of forgotten sessions are left", left)
+		var owner uint32
+		if err := tr.objs.SlotOwner.Lookup(slot, &owner); err != nil {
+			t.Fatal(err)
+		}
+		if owner == key {
+			t.Errorf("counters slot %d still belongs to forgotten session key %d", slot, key)
+		}
 	}
 }
 
@@ -691,5 +681,281 @@ func TestOpenUnprivileged(t *testing.T) {
 	}
 	if want := "needs root (or CAP_BPF and CAP_PERFMON)"; !strings.Contains(string(out), want) {
 		t.Errorf("unprivileged Open said %q, want it to contain %q", out, want)
+	}
+}
+
+// sysEnterRuns returns how often the tracer's sys_enter program has run
+// (BPF statistics are on: Options.Stats).
+func sysEnterRuns(t *testing.T, tr *Tracer) uint64 {
+	t.Helper()
+	st, err := tr.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st[0].RunCount
+}
+
+// attachedLinks counts the tracer's programs attached to their hooks, as
+// the kernel lists its links.
+func attachedLinks(t *testing.T, tr *Tracer) int {
+	t.Helper()
+	ours := map[cebpf.ProgramID]bool{}
+	for _, p := range []*cebpf.Program{tr.objs.SysEnter, tr.objs.ProcessFork, tr.objs.ProcessExec, tr.objs.ProcessExit} {
+		info, err := p.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		ours[id] = true
+	}
+	var it link.Iterator
+	defer it.Close()
+	n := 0
+	for it.Next() {
+		info, err := it.Link.Info()
+		if err != nil {
+			continue // gone while listed
+		}
+		if ours[info.Program] {
+			n++
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestHooksOnlyWhileFollowed checks that the programs are attached from a
+// session's Track to its Untrack or Forget and not otherwise: with no
+// session, the syscalls of this process do not run sys_enter at all.
+func TestHooksOnlyWhileFollowed(t *testing.T) {
+	tr := openTracer(t, Options{Stats: true})
+	busy := func() {
+		for range 10000 {
+			unix.Getppid()
+		}
+	}
+	detached := func(when string) {
+		t.Helper()
+		if tr.Attached() || attachedLinks(t, tr) != 0 {
+			t.Errorf("%s: hooks attached (Attached %v, %d links)", when, tr.Attached(), attachedLinks(t, tr))
+		}
+		before := sysEnterRuns(t, tr)
+		busy()
+		if after := sysEnterRuns(t, tr); after != before {
+			t.Errorf("%s: sys_enter ran %d times with no session followed", when, after-before)
+		}
+	}
+	attached := func(when string) {
+		t.Helper()
+		if !tr.Attached() || attachedLinks(t, tr) != 4 {
+			t.Errorf("%s: hooks not attached (Attached %v, %d links of 4)", when, tr.Attached(), attachedLinks(t, tr))
+		}
+		before := sysEnterRuns(t, tr)
+		busy()
+		if after := sysEnterRuns(t, tr); after-before < 10000 {
+			t.Errorf("%s: sys_enter ran %d times for 10000 syscalls", when, after-before)
+		}
+	}
+	detached("after Open")
+	attaches := tr.Attaches()
+
+	s1, s2 := newSession(), newSession()
+	g1 := startGated(t, t.TempDir(), "/bin/true")
+	if err := tr.Track(g1.cmd.Process.Pid, s1, 1); err != nil {
+		t.Fatal(err)
+	}
+	attached("one session")
+	if err := tr.SetWorkspace(s2, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	g2 := startGated(t, t.TempDir(), "/bin/true")
+	if err := tr.Track(g2.cmd.Process.Pid, s2, 1); err != nil {
+		t.Fatal(err)
+	}
+	g1.run(t)
+	g2.run(t)
+	if err := tr.Untrack(s1); err != nil {
+		t.Fatal(err)
+	}
+	attached("one of two sessions untracked")
+	if err := tr.Forget(s2); err != nil {
+		t.Fatal(err)
+	}
+	detached("the other forgotten")
+	if c, err := tr.Counts(s1); err != nil || c.Syscalls["execve"] != 1 {
+		t.Errorf("counts of the untracked session: %+v, %v: want them readable until Forget", c, err)
+	}
+	g3 := startGated(t, t.TempDir(), "/bin/true")
+	if err := tr.Track(g3.cmd.Process.Pid, s1, 1); err != nil {
+		t.Fatal(err)
+	}
+	attached("the untracked session tracked again")
+	g3.run(t)
+	if err := tr.Forget(s1); err != nil {
+		t.Fatal(err)
+	}
+	detached("all forgotten")
+	if n := tr.Attaches() - attaches; n != 2 {
+		t.Errorf("attached %d times, want 2 (once per stretch with a session)", n)
+	}
+	if err := tr.SetWorkspace(s1, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	detached("a session with a workspace, not tracked")
+	if err := tr.Forget(s1); err != nil {
+		t.Fatal(err)
+	}
+	// A Track that fails leaves the hooks as they were.
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Track(cmd.Process.Pid, newSession(), 0); !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("Track of an exited process: %v", err)
+	}
+	detached("a failed Track")
+}
+
+// TestAttachWhileSessionsComeAndGo runs one long session while workers
+// open and close short ones as fast as they can: the hooks stay attached
+// as long as the long session is followed (its counts are exact), and are
+// detached once the last session is gone.
+func TestAttachWhileSessionsComeAndGo(t *testing.T) {
+	tr := openTracer(t, Options{})
+	const bytes = 200000
+	long := newSession()
+	g := startGated(t, t.TempDir(), need(t, "/bin/dd"), "if=/dev/zero", "of=/dev/null", "bs=1", "count="+fmt.Sprint(bytes))
+	if err := tr.Track(g.cmd.Process.Pid, long, 1); err != nil {
+		t.Fatal(err)
+	}
+	ddDone := make(chan error, 1)
+	go func() { ddDone <- g.open() }()
+
+	const workers, rounds = 4, 20
+	dir := t.TempDir()
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			errs <- func() error {
+				for r := range rounds {
+					s := newSession()
+					g, err := newGated(dir, "/bin/true")
+					if err != nil {
+						return err
+					}
+					if err := tr.Track(g.cmd.Process.Pid, s, 1); err != nil {
+						g.kill()
+						return err
+					}
+					if err := g.open(); err != nil {
+						return err
+					}
+					c, err := tr.Counts(s)
+					if err != nil {
+						return err
+					}
+					if c.Syscalls["execve"] != 1 {
+						return fmt.Errorf("worker %d round %d: execve counted %d times, want 1", w, r, c.Syscalls["execve"])
+					}
+					if err := tr.Forget(s); err != nil {
+						return err
+					}
+					if !tr.Attached() {
+						return fmt.Errorf("worker %d round %d: hooks detached while the long session is followed", w, r)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if err := <-ddDone; err != nil {
+		t.Fatal(err)
+	}
+	c, err := tr.Counts(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"read", "write"} {
+		if n := c.Syscalls[name]; n < bytes || n > bytes+100 {
+			t.Errorf("%s counted %d times, want dd's %d and its start-up's few", name, n, bytes)
+		}
+	}
+	if err := tr.Forget(long); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Attached() || attachedLinks(t, tr) != 0 {
+		t.Errorf("hooks attached after every session was forgotten (%d links)", attachedLinks(t, tr))
+	}
+}
+
+// TestExitedThreadsDoNotCount: the kernel hands an exited thread's stack
+// (whose register frame keys the per-CPU thread cache) to the next thread
+// it creates, of any process. A tracked process's threads call getppid and
+// exit; then, while the session is still followed, an untracked process's
+// threads call getpgid: none of those may count.
+func TestExitedThreadsDoNotCount(t *testing.T) {
+	py := need(t, "/usr/bin/python3")
+	tr := openTracer(t, Options{})
+	threads := func(call string, n int) string {
+		return fmt.Sprintf(`
+import os, sys, threading
+def work():
+    for _ in range(%d):
+        os.%s
+for _ in range(20):
+    th = [threading.Thread(target=work) for _ in range(4)]
+    for x in th: x.start()
+    for x in th: x.join()
+`, n, call)
+	}
+	// The gate shell execs python, which runs its threads, says so and
+	// waits for a second line before it exits.
+	cmd := exec.Command("/bin/sh", "-c", `read line && exec "$@"`, "gate", py, "-c",
+		threads("getppid()", 10)+"print('done', flush=True)\nsys.stdin.readline()\n")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	s := newSession()
+	if err := tr.Track(cmd.Process.Pid, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 5)
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "done\n" {
+		t.Fatalf("the tracked python said %q, %v", line, err)
+	}
+	untracked := exec.Command(py, "-c", threads("getpgid(0)", 100))
+	if out, err := untracked.CombinedOutput(); err != nil {
+		t.Fatalf("untracked python: %v\n%s", err, out)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := tr.Counts(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Syscalls["getppid"] != 800 || c.Syscalls["getpgid"] != 0 {
+		t.Errorf("getppid %d (want 800, the tracked threads'), getpgid %d (want 0: the untracked threads')",
+			c.Syscalls["getppid"], c.Syscalls["getpgid"])
 	}
 }

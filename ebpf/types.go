@@ -22,16 +22,14 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 // Options size the tracer's maps. Zero values take the defaults. The kernel
 // memory is bounded by these numbers, not by the workload.
 type Options struct {
-	// MaxSessions is how many sessions may be registered at once (default 4096).
+	// MaxSessions is how many sessions may be registered at once (default
+	// 4096). Each registered session holds a per-CPU array of counters,
+	// 4 KiB per CPU, from its first Track or SetWorkspace to its Forget.
 	MaxSessions int
 	// MaxProcesses is how many live processes may be tracked at once, over
 	// all sessions (default 32768). A fork beyond it is not followed and is
 	// counted in Losses().Forks; Track beyond it fails.
 	MaxProcesses int
-	// MaxCounters is how many (session, syscall) counters may exist at once
-	// (default 65536: 64 distinct syscalls for each of 1,024 sessions).
-	// A syscall that finds no room is counted in Losses().Counts.
-	MaxCounters int
 	// EventBufferBytes is the ring buffer size, a power of two of at least
 	// one page (default 1 MiB, about 3,600 events in flight).
 	EventBufferBytes int
@@ -50,9 +48,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxProcesses <= 0 {
 		o.MaxProcesses = 32768
-	}
-	if o.MaxCounters <= 0 {
-		o.MaxCounters = 65536
 	}
 	if o.EventBufferBytes <= 0 {
 		o.EventBufferBytes = 1 << 20
@@ -100,6 +95,5 @@ type ProgramStats struct {
 // Losses counts what the kernel side could not record, since Open.
 type Losses struct {
 	Events uint64 // events dropped because the ring buffer was full
-	Counts uint64 // syscalls not counted because the counters map was full
 	Forks  uint64 // forked processes not followed because the process map was full
 }

@@ -10,10 +10,13 @@
  */
 #include "kernel.h"
 
-#define NR_SLOTS 1024 /* syscall numbers counted by name; larger ones go to NR_SLOTS-1 */
+#define NR_COUNTED 512 /* syscall numbers counted by name; larger ones go to NR_COUNTED-1 */
+#define IDX_DROPS NR_COUNTED /* in a session's counters: its events lost to a full ring buffer */
 #define PATH_LEN 256
 #define PREFIX_WORDS 16 /* workspace prefix: up to 128 bytes, compared 8 at a time */
 #define NO_EXEC 0xffffffffu
+#define CACHE_BITS 6 /* thread_cache: 64 entries per CPU */
+#define NO_SLOT 0xffffffffu /* a cached thread that counts for no session */
 
 /* What sys_enter does with a syscall beyond counting it (syscall_actions). */
 enum action {
@@ -38,16 +41,15 @@ enum kind {
 /* Indexes into the per-CPU losses array. */
 enum loss {
 	LOSS_EVENTS = 0,   /* ring buffer full: event dropped */
-	LOSS_COUNTS = 1,   /* counters map full: a syscall was not counted */
-	LOSS_FORKS = 2,    /* tasks map full: a forked process was not followed */
-	LOSS_MAX = 4,
+	LOSS_FORKS = 1,    /* tasks map full: a forked process was not followed */
+	LOSS_MAX = 2,
 };
 
 struct task_state {
 	__u32 session;    /* the session's key: user space never reuses one */
+	__u32 slot;       /* the session's index in counters and slot_owner */
 	__u32 execs_left; /* execs still to happen before counting starts */
 	__u32 exec_nr;    /* the exec syscall entered since Track or the last exec, or NO_EXEC */
-	__u32 pad;
 };
 
 /* A session's settings: written by user space only. */
@@ -60,16 +62,18 @@ struct session {
 	__u64 mask[PREFIX_WORDS];
 };
 
-/* What the kernel notes about a session: user space creates the entry
- * zeroed, then only reads it, so no read-modify-write loses an update. */
-struct session_marks {
-	__u64 drops;                  /* events lost to a full ring buffer */
-	__u64 touched[NR_SLOTS / 64]; /* syscall numbers with a counter entry */
-};
-
-struct count_key {
+/*
+ * A thread as this CPU last saw it: its register frame (task_pt_regs, the
+ * first argument of sys_enter, which no two live threads share) and the
+ * session it counts for, or NO_SLOT when it counts for none (outside every
+ * session, or before its counting exec). Valid while generation has not
+ * moved since it was written.
+ */
+struct cached {
+	__u64 regs;
+	__u64 gen;
+	__u32 slot;
 	__u32 session;
-	__u32 nr;
 };
 
 struct syscall_action {
@@ -98,10 +102,9 @@ struct event {
 #define PID_WORDS (4194304 / 64) /* PID_MAX_LIMIT bits */
 
 /*
- * One bit per tgid: is there a tasks entry? The fast path of every syscall
- * on the machine is this array lookup and bit test. A bit is set after its
- * entry is added and cleared before it is removed; user space maps the
- * array and sets and clears bits with atomic operations too.
+ * One bit per tgid: is there a tasks entry? A bit is set after its entry is
+ * added and cleared before it is removed; user space maps the array and
+ * sets and clears bits with atomic operations too.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -128,25 +131,57 @@ struct {
 	__type(value, struct session);
 } sessions SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+/* A session's counters, created by user space when the session is
+ * registered: one per syscall number below NR_COUNTED, then IDX_DROPS. */
+struct counter_block {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_COUNTED + 1);
 	__type(key, __u32);
-	__type(value, struct session_marks);
-} session_marks SEC(".maps");
+	__type(value, __u64);
+};
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 65536);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct count_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* slot */
+	__array(values, struct counter_block);
+} counters SEC(".maps");
+
+/* slot → the key of the session that holds it (0: free). User space sets it
+ * after installing the slot's counters and clears it before removing them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} slot_owner SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << CACHE_BITS);
+	__type(key, __u32);
+	__type(value, struct cached);
+} thread_cache SEC(".maps");
+
+/*
+ * Moves whenever what thread_cache says of a thread may have changed: a
+ * tracked process starts a thread or a process, or one of its threads
+ * exits (a register frame is on a thread's stack, which the kernel hands
+ * to the next new thread, of any process), a process starts counting at
+ * its exec, user space tracks, untracks or forgets a session or reattaches
+ * the programs. Mapped into user space, which adds to it atomically.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
 	__type(value, __u64);
-} counts SEC(".maps");
+} generation SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NR_SLOTS);
+	__uint(max_entries, NR_COUNTED);
 	__type(key, __u32);
 	__type(value, struct syscall_action);
 } syscall_actions SEC(".maps");
@@ -210,6 +245,20 @@ static __always_inline int tracked(__u32 tgid)
 	return w && (*w & (1ULL << (tgid % 64)));
 }
 
+static __always_inline __u64 *generation_word(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&generation, &zero);
+}
+
+/* Invalidates every CPU's thread_cache. */
+static __always_inline void bump_generation(void)
+{
+	__u64 *g = generation_word();
+	if (g)
+		__sync_fetch_and_add(g, 1);
+}
+
 static __always_inline void lose(__u32 which)
 {
 	__u64 *n = bpf_map_lookup_elem(&losses, &which);
@@ -217,39 +266,32 @@ static __always_inline void lose(__u32 which)
 		__sync_fetch_and_add(n, 1);
 }
 
-static __always_inline void count(__u32 session, __u32 nr)
+/*
+ * Adds one to counter idx of the session in slot, if that session still
+ * holds the slot (a forgotten session's straggler counts nowhere). Every
+ * lookup here is inlined by the verifier; the counter is the CPU's own and
+ * every program runs with preemption off, so a plain increment is exact.
+ * The counters are looked up before the owner is checked: user space
+ * clears the owner before it removes a slot's counters and installs new
+ * counters before it sets the new owner.
+ */
+static __always_inline void count(__u32 slot, __u32 session, __u32 idx)
 {
-	struct count_key key = {.session = session, .nr = nr};
-	__u64 *n = bpf_map_lookup_elem(&counts, &key);
-	if (n) {
-		__sync_fetch_and_add(n, 1);
+	void *block = bpf_map_lookup_elem(&counters, &slot);
+	__u32 *owner = bpf_map_lookup_elem(&slot_owner, &slot);
+	if (!block || !owner || *owner != session)
 		return;
-	}
-	/* First of its kind for this session: note the number so that user
-	 * space reads and deletes only the entries that exist. A session
-	 * without marks was forgotten: a straggler must not leave counters. */
-	struct session_marks *m = bpf_map_lookup_elem(&session_marks, &session);
-	if (!m)
-		return;
-	__sync_fetch_and_or(&m->touched[(nr / 64) & (NR_SLOTS / 64 - 1)], 1ULL << (nr % 64));
-	__u64 one = 1;
-	if (bpf_map_update_elem(&counts, &key, &one, BPF_NOEXIST) == 0)
-		return;
-	n = bpf_map_lookup_elem(&counts, &key); /* another CPU inserted it first */
+	__u64 *n = bpf_map_lookup_elem(block, &idx);
 	if (n)
-		__sync_fetch_and_add(n, 1);
-	else
-		lose(LOSS_COUNTS);
+		*n += 1;
 }
 
-static __always_inline struct event *reserve(__u32 session, __u32 pid, __u8 kind)
+static __always_inline struct event *reserve(__u32 session, __u32 slot, __u32 pid, __u8 kind)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		lose(LOSS_EVENTS);
-		struct session_marks *m = bpf_map_lookup_elem(&session_marks, &session);
-		if (m)
-			__sync_fetch_and_add(&m->drops, 1);
+		count(slot, session, IDX_DROPS);
 		return 0;
 	}
 	e->session = session;
@@ -290,7 +332,7 @@ static __always_inline __u16 read_inet(const void *uaddr, __u64 len, __u16 *port
 	return 0;
 }
 
-__attribute__((noinline)) int on_connect(__u64 regs_addr, __u32 session, __u32 pid)
+__attribute__((noinline)) int on_connect(__u64 regs_addr, __u32 session, __u32 slot, __u32 pid)
 {
 	const void *regs = (const void *)regs_addr;
 	const void *uaddr = (const void *)arg(regs, 1);
@@ -300,7 +342,7 @@ __attribute__((noinline)) int on_connect(__u64 regs_addr, __u32 session, __u32 p
 		return 0;
 	if (family != AF_INET && family != AF_INET6 && family != AF_UNIX)
 		return 0;
-	struct event *e = reserve(session, pid, KIND_CONNECT);
+	struct event *e = reserve(session, slot, pid, KIND_CONNECT);
 	if (!e)
 		return 0;
 	e->family = family;
@@ -321,7 +363,7 @@ __attribute__((noinline)) int on_connect(__u64 regs_addr, __u32 session, __u32 p
 
 /* sendto with a destination: one event per (session, destination), so that a
  * UDP stream does not flood the ring. */
-__attribute__((noinline)) int on_sendto(__u64 regs_addr, __u32 session, __u32 pid)
+__attribute__((noinline)) int on_sendto(__u64 regs_addr, __u32 session, __u32 slot, __u32 pid)
 {
 	const void *regs = (const void *)regs_addr;
 	struct dest_key key = {.session = session};
@@ -331,7 +373,7 @@ __attribute__((noinline)) int on_sendto(__u64 regs_addr, __u32 session, __u32 pi
 	__u8 seen = 1;
 	if (bpf_map_update_elem(&sent_to, &key, &seen, BPF_NOEXIST))
 		return 0; /* already reported */
-	struct event *e = reserve(session, pid, KIND_SENDTO);
+	struct event *e = reserve(session, slot, pid, KIND_SENDTO);
 	if (!e)
 		return 0;
 	e->family = key.family;
@@ -366,12 +408,12 @@ static __always_inline int outside(const struct event *e, const struct session *
 	return diff != 0;
 }
 
-__attribute__((noinline)) int on_open(__u64 upath_addr, __u64 flags, __u32 session, __u32 pid)
+__attribute__((noinline)) int on_open(__u64 upath_addr, __u64 flags, __u32 session, __u32 slot, __u32 pid)
 {
 	const char *upath = (const char *)upath_addr;
 	char head[16];
 	if (bpf_probe_read_user_str(head, sizeof(head), upath) > 0 && is_random_device(head)) {
-		struct event *e = reserve(session, pid, KIND_RANDOM_DEVICE);
+		struct event *e = reserve(session, slot, pid, KIND_RANDOM_DEVICE);
 		if (e) {
 			__builtin_memcpy(e->path, head, sizeof(head));
 			bpf_ringbuf_submit(e, 0);
@@ -385,7 +427,7 @@ __attribute__((noinline)) int on_open(__u64 upath_addr, __u64 flags, __u32 sessi
 	struct session *s = bpf_map_lookup_elem(&sessions, &session);
 	if (!s || !s->prefix_len)
 		return 0;
-	struct event *e = reserve(session, pid, KIND_WRITE_OUTSIDE);
+	struct event *e = reserve(session, slot, pid, KIND_WRITE_OUTSIDE);
 	if (!e)
 		return 0;
 	if (bpf_probe_read_user_str(e->path, sizeof(e->path), upath) <= 0 || !outside(e, s)) {
@@ -396,54 +438,88 @@ __attribute__((noinline)) int on_open(__u64 upath_addr, __u64 flags, __u32 sessi
 	return 0;
 }
 
-/* sys_enter(regs, id), raw: ctx holds the tracepoint's arguments. */
+/* Notes what this CPU learnt of the thread whose register frame is regs. */
+static __always_inline void remember(struct cached *c, __u64 regs, __u64 gen, __u32 slot, __u32 session)
+{
+	c->regs = regs;
+	c->gen = gen;
+	c->slot = slot;
+	c->session = session;
+}
+
+/*
+ * sys_enter(regs, id), raw: ctx holds the tracepoint's arguments. The
+ * programs are attached only while a session is followed; every syscall on
+ * the machine then runs this. The fast path, for a thread this CPU has
+ * seen since the generation last moved and a syscall with nothing to
+ * inspect, is three inlined array lookups and, for a counting thread, the
+ * count: no helper call, no hash lookup.
+ */
 SEC("raw_tracepoint/sys_enter")
 int sys_enter(__u64 *ctx)
 {
+	__u64 regs = ctx[0];
+	__u64 id = ctx[1];
+	__u32 nr = id < NR_COUNTED ? (__u32)id : NR_COUNTED - 1;
+	__u32 idx = (regs * 0x9E3779B97F4A7C15ULL) >> (64 - CACHE_BITS);
+	struct cached *c = bpf_map_lookup_elem(&thread_cache, &idx);
+	struct syscall_action *a = bpf_map_lookup_elem(&syscall_actions, &nr);
+	__u64 *gen = generation_word();
+	if (!c || !a || !gen)
+		return 0;
+	__u32 act = a->action;
+	if (c->regs == regs && c->gen == *gen && act == ACT_NONE) {
+		if (c->slot != NO_SLOT)
+			count(c->slot, c->session, nr);
+		return 0;
+	}
+
+	/* Read first, with a full barrier: what is found below was not yet
+	 * changed when this generation was current. */
+	__u64 g = __sync_fetch_and_add(gen, 0);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!tracked(tgid))
-		return 0; /* the fast path: not a tracked process */
+	if (!tracked(tgid)) {
+		remember(c, regs, g, NO_SLOT, 0);
+		return 0; /* not a tracked process */
+	}
 	struct task_state *t = bpf_map_lookup_elem(&tasks, &tgid);
 	if (!t)
 		return 0;
-
-	const void *regs = (const void *)ctx[0];
-	__u64 id = ctx[1];
-	__u32 nr = id < NR_SLOTS ? (__u32)id : NR_SLOTS - 1;
-	struct syscall_action *a = bpf_map_lookup_elem(&syscall_actions, &nr);
-	__u32 act = a ? a->action : ACT_NONE;
 
 	/* Remember an exec attempt: its success (sched_process_exec) belongs
 	 * to the session, and may start the counting, only if it was entered
 	 * while tracked. */
 	if (act == ACT_EXEC)
 		t->exec_nr = nr;
-	if (t->execs_left)
+	if (t->execs_left) {
+		remember(c, regs, g, NO_SLOT, 0);
 		return 0; /* not counting yet */
-	__u32 session = t->session;
-	count(session, nr);
+	}
+	__u32 session = t->session, slot = t->slot;
+	count(slot, session, nr);
+	remember(c, regs, g, slot, session);
 
 	switch (act) {
 	case ACT_CONNECT:
-		on_connect((__u64)regs, session, tgid);
+		on_connect(regs, session, slot, tgid);
 		break;
 	case ACT_SENDTO:
-		on_sendto((__u64)regs, session, tgid);
+		on_sendto(regs, session, slot, tgid);
 		break;
 	case ACT_OPEN:
-		on_open(arg(regs, 0), arg(regs, 1), session, tgid);
+		on_open(arg((const void *)regs, 0), arg((const void *)regs, 1), session, slot, tgid);
 		break;
 	case ACT_OPENAT:
-		on_open(arg(regs, 1), arg(regs, 2), session, tgid);
+		on_open(arg((const void *)regs, 1), arg((const void *)regs, 2), session, slot, tgid);
 		break;
 	case ACT_OPENAT2: {
 		__u64 flags = 0; /* struct open_how starts with flags */
-		bpf_probe_read_user(&flags, sizeof(flags), (const void *)arg(regs, 2));
-		on_open(arg(regs, 1), flags, session, tgid);
+		bpf_probe_read_user(&flags, sizeof(flags), (const void *)arg((const void *)regs, 2));
+		on_open(arg((const void *)regs, 1), flags, session, slot, tgid);
 		break;
 	}
 	case ACT_CREAT:
-		on_open(arg(regs, 0), O_CREAT | O_TRUNC | 1, session, tgid);
+		on_open(arg((const void *)regs, 0), O_CREAT | O_TRUNC | 1, session, slot, tgid);
 		break;
 	}
 	return 0;
@@ -460,21 +536,26 @@ int process_fork(__u64 *ctx)
 	__u32 ctgid = 0;
 	if (bpf_probe_read_kernel(&ctgid, sizeof(ctgid), child + task_tgid_off) || !ctgid)
 		return 0;
-	if (ctgid == ptgid)
-		return 0; /* a thread: the process entry covers it */
+	if (ctgid == ptgid) {
+		/* A thread: the process entry covers it, but its stack may be
+		 * one whose earlier thread this CPU cached as not counting. */
+		bump_generation();
+		return 0;
+	}
 	struct task_state *t = bpf_map_lookup_elem(&tasks, &ptgid);
 	if (!t)
 		return 0;
 	struct session *s = bpf_map_lookup_elem(&sessions, &t->session);
 	if (!s || s->closed)
 		return 0;
-	struct task_state c = {.session = t->session, .execs_left = t->execs_left, .exec_nr = NO_EXEC};
+	struct task_state c = {.session = t->session, .slot = t->slot, .execs_left = t->execs_left, .exec_nr = NO_EXEC};
 	__u64 *w = pid_word(ctgid);
 	if (!w || bpf_map_update_elem(&tasks, &ctgid, &c, BPF_ANY)) {
 		lose(LOSS_FORKS);
 		return 0;
 	}
 	__sync_fetch_and_or(w, 1ULL << (ctgid % 64));
+	bump_generation(); /* after the bit: see sys_enter */
 	return 0;
 }
 
@@ -503,9 +584,10 @@ int process_exec(__u64 *ctx)
 			return 0;
 		/* The exec that starts the counting is itself counted, as
 		 * strace -f -c counts the traced command's execve. */
-		count(t->session, nr);
+		count(t->slot, t->session, nr);
+		bump_generation(); /* the process counts from now on */
 	}
-	struct event *e = reserve(t->session, tgid, KIND_EXEC);
+	struct event *e = reserve(t->session, t->slot, tgid, KIND_EXEC);
 	if (!e)
 		return 0;
 	const char *filename = 0;
@@ -520,14 +602,17 @@ int process_exec(__u64 *ctx)
 SEC("raw_tracepoint/sched_process_exit")
 int process_exit(__u64 *ctx)
 {
-	if (!(__u8)ctx[1])
-		return 0; /* other threads of the process live on */
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u64 *w = pid_word(tgid);
 	__u64 bit = 1ULL << (tgid % 64);
 	if (!w || !(*w & bit))
 		return 0;
-	__sync_fetch_and_and(w, ~bit);
-	bpf_map_delete_elem(&tasks, &tgid);
+	if ((__u8)ctx[1]) { /* the last thread of the process */
+		__sync_fetch_and_and(w, ~bit);
+		bpf_map_delete_elem(&tasks, &tgid);
+	}
+	/* The thread's register frame, the key of thread_cache, may be a new
+	 * thread's next, of any process. */
+	bump_generation();
 	return 0;
 }

@@ -21,6 +21,7 @@ typedef signed long long __s64;
 /* BTF-defined maps. */
 #define __uint(name, val) int (*name)[val]
 #define __type(name, val) typeof(val) *name
+#define __array(name, val) typeof(val) *name[]
 
 enum {
 	BPF_MAP_TYPE_HASH = 1,
@@ -28,6 +29,7 @@ enum {
 	BPF_MAP_TYPE_PERCPU_HASH = 5,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_ARRAY_OF_MAPS = 12,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
