@@ -400,7 +400,7 @@
     }, "--pair-h");
     current = L;
     return [
-      h("h2", null, "A: " + A.name + "   B: " + B.name),
+      h("h2", null, "A: " + A.name + " · B: " + B.name),
       h("table", { id: "cmp-summary" }, h("thead", null, h("tr", null, h("th", null, ""), h("th", null, "A"), h("th", null, "B"))),
         h("tbody", null, C.summary.map(d => h("tr", { class: d.same ? "" : "s-changed" }, h("td", null, d.name), h("td", null, d.a), h("td", null, d.b))))),
       h("h3", null, "timelines, aligned (" + C.timeline.filter(p => p.state !== "same").length + " rows differ)"),
