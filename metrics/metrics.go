@@ -60,6 +60,10 @@ type Options struct {
 	// run time of dal's loaded eBPF programs. It must be safe to call from
 	// several goroutines and should return quickly.
 	BPFStats func() []ProgramStats
+	// TracerAttached, when set, is called on every scrape: whether dald's
+	// eBPF programs are attached to their hooks now (dal_tracer_attached;
+	// 0 when unset, as when tracing is off).
+	TracerAttached func() bool
 	// OpenMetrics lets Handler answer in the OpenMetrics format to scrapers
 	// that ask for it. Off, it always answers in the classic text format.
 	OpenMetrics bool
@@ -164,6 +168,16 @@ func New(opts Options) *Metrics {
 		Help: "Sessions opened since this dald (or the one dal-exec embeds) started.",
 	})
 
+	tracerAttached := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "dal_tracer_attached",
+		Help: "1 while dald's eBPF programs are attached to their hooks (at least one traced session is open), else 0: between traced sessions they cost processes nothing.",
+	}, func() float64 {
+		if opts.TracerAttached != nil && opts.TracerAttached() {
+			return 1
+		}
+		return 0
+	})
+
 	m.syscalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dal_syscalls_total",
 		Help: "Syscalls of traced session process trees seen by eBPF, by nondeterminism category (" + strings.Join(categories, ", ") + ").",
@@ -181,7 +195,7 @@ func New(opts Options) *Metrics {
 	m.dal.MustRegister(buildInfo,
 		m.fidelity, m.fidelityHist, m.replayExact, m.replayDrifted,
 		m.coverage, m.escapes, m.revert, m.clockReads,
-		sessionsActive, m.sessionsTotal,
+		sessionsActive, m.sessionsTotal, tracerAttached,
 		m.syscalls, m.ringbufDrops, m.network)
 	m.syscallsBy, m.escapesBy, m.networkBy = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
 	for _, c := range categories {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,6 +271,31 @@ dal_bpf_program_run_seconds_total{program="sys_enter"} 0.002
 	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want),
 		"dal_bpf_program_runs_total", "dal_bpf_program_run_seconds_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestTracerAttached checks that dal_tracer_attached follows the tracer's
+// state at every scrape, and reads 0 without a tracer.
+func TestTracerAttached(t *testing.T) {
+	t.Parallel()
+	var attached atomic.Bool
+	m := New(Options{TracerAttached: attached.Load})
+	const head = `
+# HELP dal_tracer_attached 1 while dald's eBPF programs are attached to their hooks (at least one traced session is open), else 0: between traced sessions they cost processes nothing.
+# TYPE dal_tracer_attached gauge
+`
+	for _, on := range []bool{false, true, false} {
+		attached.Store(on)
+		want := head + "dal_tracer_attached 0\n"
+		if on {
+			want = head + "dal_tracer_attached 1\n"
+		}
+		if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "dal_tracer_attached"); err != nil {
+			t.Errorf("attached %v: %v", on, err)
+		}
+	}
+	if err := testutil.GatherAndCompare(New(Options{}).Gatherer(), strings.NewReader(head+"dal_tracer_attached 0\n"), "dal_tracer_attached"); err != nil {
+		t.Errorf("without a tracer: %v", err)
 	}
 }
 

@@ -43,12 +43,16 @@ Examples:
 			w := c.App.Writer
 			if c.Bool("json") {
 				return json.NewEncoder(w).Encode(map[string]any{"version": rep.Version, "proto": rep.Proto,
-					"pid": rep.PID, "uptime_s": rep.UptimeS, "sessions": rep.Sessions, "tracing": rep.Tracing, "tracing_off": rep.Reason})
+					"pid": rep.PID, "uptime_s": rep.UptimeS, "sessions": rep.Sessions, "tracing": rep.Tracing, "tracing_off": rep.Reason,
+					"tracer_attached": rep.Attached})
 			}
 			fmt.Fprintf(w, "dald %s (protocol %d), pid %d, up %.0f s, socket %s\n", rep.Version, rep.Proto, rep.PID, rep.UptimeS, path)
-			if rep.Tracing {
-				fmt.Fprintln(w, "boundary tracing on (eBPF)")
-			} else {
+			switch {
+			case rep.Tracing && rep.Attached:
+				fmt.Fprintln(w, "boundary tracing on (eBPF), hooks attached: a traced session is open")
+			case rep.Tracing:
+				fmt.Fprintln(w, "boundary tracing on (eBPF), hooks detached: no traced session is open, processes pay nothing")
+			default:
 				fmt.Fprintf(w, "boundary tracing off: %s\n", rep.Reason)
 			}
 			fmt.Fprintf(w, "%d open sessions\n", len(rep.Sessions))

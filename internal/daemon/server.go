@@ -362,7 +362,8 @@ func (s *Server) status(peer *unix.Ucred) wire.Reply {
 	}
 	s.mu.Unlock()
 	rep := wire.Reply{OK: true, Proto: wire.Proto, Version: version.Version, PID: os.Getpid(),
-		UptimeS: time.Since(s.started).Seconds(), Tracing: s.opts.Tracer != nil, Reason: s.opts.TracerOff}
+		UptimeS: time.Since(s.started).Seconds(), Tracing: s.opts.Tracer != nil, Reason: s.opts.TracerOff,
+		Attached: s.opts.Tracer != nil && s.opts.Tracer.Attached()}
 	for _, ss := range list {
 		rep.Sessions = append(rep.Sessions, ss.status())
 	}

@@ -22,6 +22,9 @@ type Tracer interface {
 	Category(syscall string) string
 	// Forget releases a session's counters.
 	Forget(session uint32)
+	// Attached reports whether the tracer's hooks are attached now: they
+	// are only while a traced session is open, and cost nothing otherwise.
+	Attached() bool
 }
 
 // traceStart starts tracing the session's dal-exec, the peer of this

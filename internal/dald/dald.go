@@ -45,7 +45,9 @@ session holds at most about 250 MiB); a refusal names the flag that raises it.
 
 It traces every session's process tree with eBPF (boundary coverage, docs/design.md §8) when it may
 (root, or CAP_BPF and CAP_PERFMON, on a kernel with BTF); otherwise it says once why tracing is
-off and serves everything else. Prometheus metrics are served at http://--metrics-addr/metrics
+off and serves everything else. The eBPF programs are attached only while a traced session is
+open: between sessions they cost the machine's processes nothing (dal-exec status, and
+dal_tracer_attached in /metrics, say whether they are attached). Prometheus metrics are served at http://--metrics-addr/metrics
 (docs/metrics.md lists them). Under systemd it takes its socket from socket activation and
 reports readiness (contrib/systemd).
 
@@ -134,6 +136,7 @@ func serve(c *ucli.Context) error {
 		mo := metrics.Options{GoCollector: !c.Bool("no-go-metrics"), ProcessCollector: !c.Bool("no-process-metrics")}
 		if tracer != nil {
 			mo.BPFStats = tracer.ProgramStats
+			mo.TracerAttached = tracer.Attached
 		}
 		opts.Metrics = metrics.New(mo)
 	}

@@ -62,6 +62,10 @@ func (t *Tracer) Syscalls(session uint32) (map[string]uint64, []wire.TraceEvent,
 // Category implements daemon.Tracer.
 func (t *Tracer) Category(name string) string { return string(ebpf.CategoryOf(name)) }
 
+// Attached implements daemon.Tracer: whether the eBPF programs are attached
+// to their hooks now (only while a traced session is open).
+func (t *Tracer) Attached() bool { return t.t.Attached() }
+
 // Forget implements daemon.Tracer.
 func (t *Tracer) Forget(session uint32) { t.t.Forget(session) }
 

@@ -136,6 +136,9 @@ type Reply struct {
 	Sessions []SessionStatus `msgpack:"sessions,omitempty"`
 	Streams  []StreamStatus  `msgpack:"streams,omitempty"`
 	Drift    []Drift         `msgpack:"drift,omitempty"`
+	// Attached (status): the tracer's eBPF programs are attached to their
+	// hooks now, which they are only while a traced session is open.
+	Attached bool `msgpack:"attached,omitempty"`
 
 	// trace.start and trace.report
 	Tracing  bool              `msgpack:"tracing"`

@@ -52,7 +52,8 @@ Where the metrics are:
 Every labelled family is exported at zero for each of its label values before the first
 event, and the two ratios read NaN until their first observation, so a missing series never
 means "no data yet". The ` + "`dal_bpf_program_*`" + ` families appear only while dald has its eBPF
-programs loaded.
+programs loaded. Those programs are attached to their hooks only while a traced session is open
+(` + "`dal_tracer_attached`" + ` is 1); in between they cost the machine's processes nothing.
 
 `
 
