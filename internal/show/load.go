@@ -602,7 +602,7 @@ func (l *loader) replays() {
 	}
 	o := l.b.Replays[r.Count-1]
 	v := &Verdict{File: fmt.Sprintf("replays/%04d.json", o.Seq), At: o.At.UTC().Format(time.RFC3339), Fidelity: o.Fidelity,
-		Status: o.MatchStatus, SignedBy: o.SignedBy.Fingerprint}
+		Status: o.MatchStatus, SignedBy: o.SignedBy.Fingerprint, Components: []Component{}}
 	for name, ok := range o.Components {
 		c := Component{Name: name, Match: ok}
 		if !ok {
