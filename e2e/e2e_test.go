@@ -19,7 +19,7 @@ import (
 	"github.com/dal-runtime/dal/vclock"
 )
 
-var bin struct{ exec, dald, goagent string }
+var bin struct{ exec, dald, goagent, goclient string }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "dal-e2e-")
@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 		name, pkg string
 	}{
 		{&bin.exec, "dal-exec", "../cmd/dal-exec"}, {&bin.dald, "dald", "../cmd/dald"}, {&bin.goagent, "goagent", "./testdata/goagent"},
+		{&bin.goclient, "goclient", "./testdata/goclient"},
 	} {
 		*b.out = filepath.Join(dir, b.name)
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)

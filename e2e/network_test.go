@@ -41,10 +41,10 @@ type llmServer struct {
 	cmd  *exec.Cmd
 }
 
-func startLLMServer(t *testing.T, tls bool) *llmServer {
+func startLLMServer(t *testing.T, tls bool, extra ...string) *llmServer {
 	t.Helper()
 	s := &llmServer{}
-	args := []string{"testdata/llm_server.py", "--key-value", apiKey, "--cookie", cookieVal}
+	args := append([]string{"testdata/llm_server.py", "--key-value", apiKey, "--cookie", cookieVal}, extra...)
 	if tls {
 		dir := t.TempDir()
 		s.ca = filepath.Join(dir, "ca.pem")
@@ -523,5 +523,95 @@ except OSError as e:
 	rec = dalIn(t, ws, env, "record", "--allow-loopback", addr, "--keep-env", "URL", "--out", allowed, "--", "python3", "-c", agent)
 	if want := "proxy: 200 8388608\ndirect: connected\n"; rec.code != 0 || rec.stdout != want {
 		t.Fatalf("record with --allow-loopback: exit %d\nstdout %q\nwant   %q\nstderr %s", rec.code, rec.stdout, want, rec.stderr)
+	}
+}
+
+// TestNetworkClients is the client matrix of issue 13: each client stack
+// makes two plain calls, one streamed (printing every read, so that read
+// boundaries show) and one tool call against testdata/llm_server.py (gzip
+// for clients that accept it), over HTTP and HTTPS with a private CA;
+// recorded in strict mode, the server stopped, then replayed twice with
+// none of the agent's variables set: the output is the recorded one byte
+// for byte, the verdict EXACT, no secret in the bundle.
+func TestNetworkClients(t *testing.T) {
+	t.Parallel()
+	testdata, _ := filepath.Abs("testdata")
+	clients := filepath.Join(testdata, "clients")
+	nodeDir := filepath.Join(testdata, "node-openai")
+	for _, m := range []string{"openai", "axios", "undici", "@anthropic-ai/sdk"} {
+		if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", m)); err != nil {
+			t.Fatalf("the npm package %s is not installed: run scripts/test-deps.sh (make test does)", m)
+		}
+	}
+	py := func(script string) []string { return []string{"/usr/bin/python3", filepath.Join(clients, script)} }
+	node := func(script string) []string { return []string{"node", filepath.Join(nodeDir, "clients", script)} }
+	type client struct {
+		name  string
+		argv  []string
+		reads int // at least this many "read:" lines: one per event of the stream
+		want  string
+	}
+	matrix := []client{
+		{"urllib", py("urllib_agent.py"), 7, "plain: reply 1 to: hello ce: None"},
+		{"requests", py("requests_agent.py"), 7, "plain: reply 1 to: hello ce: gzip"},
+		{"httpx", py("httpx_agent.py"), 7, "plain: reply 1 to: hello ce: gzip"},
+		{"httpx-async", py("httpx_async_agent.py"), 7, "plain: reply 1 to: hello ce: gzip"},
+		{"aiohttp", py("aiohttp_agent.py"), 7, "plain: reply 1 to: hello ce: gzip"},
+		{"fetch", node("fetch.js"), 7, "plain: reply 1 to: hello ce: gzip"},
+		{"undici", node("undici.js"), 7, "plain: reply 1 to: hello ce: gzip"},
+		{"axios", node("axios.js"), 7, "plain: reply 1 to: hello"},
+		{"openai-node", node("openai.js"), 0, "plain: reply 1 to: hello"},
+		{"anthropic-node", node("anthropic.js"), 0, "plain: reply 1 to: hello"},
+		{"go-net-http", []string{bin.goclient}, 7, "plain: reply 1 to: hello uncompressed: true"},
+		{"curl", []string{"sh", filepath.Join(clients, "curl_agent.sh")}, 0, "ce: gzip"},
+	}
+	for _, c := range matrix {
+		for _, useTLS := range []bool{false, true} {
+			name := c.name + "-http"
+			if useTLS {
+				name = c.name + "-https"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				srv := startLLMServer(t, useTLS, "--gzip")
+				ws := t.TempDir()
+				out := filepath.Join(t.TempDir(), "bundle")
+				base := strings.TrimSuffix(srv.base(), "/v1")
+				key := "DAL_KEY=" + filepath.Join(t.TempDir(), "k")
+				env := []string{key, "OPENAI_API_KEY=" + apiKey, "ANTHROPIC_API_KEY=" + apiKey,
+					"LLM_BASE=" + srv.base(), "ANTHROPIC_BASE_URL=" + base}
+				if useTLS {
+					env = append(env, "SSL_CERT_FILE="+srv.ca, "NODE_EXTRA_CA_CERTS="+srv.ca)
+				}
+				args := []string{"record", "--allow-loopback", "127.0.0.1:" + itoa(srv.port), "--out", out,
+					"--keep-env", "OPENAI_API_KEY", "--keep-env", "ANTHROPIC_API_KEY", "--keep-env", "LLM_BASE", "--keep-env", "ANTHROPIC_BASE_URL", "--"}
+				rec := dalIn(t, ws, env, append(args, c.argv...)...)
+				if rec.code != 0 || !strings.Contains(rec.stdout, c.want) || !strings.Contains(rec.stdout, "get_weather") {
+					t.Fatalf("record: exit %d, want %q in\nstdout %s\nstderr %s", rec.code, c.want, rec.stdout, rec.stderr)
+				}
+				if n := strings.Count(rec.stdout, "\nread:"); n < c.reads {
+					t.Errorf("record: the stream came in %d reads, want at least %d (one per event):\n%s", n, c.reads, rec.stdout)
+				}
+				srv.stop()
+				hits := silentListener(t, srv.port)
+				// Nothing but the bundle (and the key that signed it): none
+				// of the agent's variables.
+				bare := []string{key}
+				for i := range 2 {
+					rep := dalIn(t, ws, bare, "replay", "--show-output", out)
+					if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") || !strings.HasPrefix(rep.stdout, rec.stdout) {
+						t.Fatalf("replay %d: exit %d\nstdout %s\nrecorded %s\nstderr %s", i+1, rep.code, rep.stdout, rec.stdout, rep.stderr)
+					}
+				}
+				if n := hits.Load(); n != 0 {
+					t.Errorf("the stopped server's port got %d connections during replay", n)
+				}
+				for _, secret := range []string{apiKey, cookieVal} {
+					if f := grepTree(t, out, secret); len(f) > 0 {
+						t.Errorf("%q reached the bundle: %v", secret, f)
+					}
+				}
+			})
+		}
 	}
 }

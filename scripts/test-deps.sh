@@ -50,8 +50,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# npm packages of the end-to-end tests, pinned by their package-lock.json.
+# npm packages of the end-to-end tests (the openai, @anthropic-ai/sdk, axios
+# and undici clients of the network tests), pinned by their
+# package-lock.json: installed again whenever the lock file changed.
 for d in e2e/testdata/*/; do
   [ -f "$d/package-lock.json" ] || continue
-  [ -d "$d/node_modules" ] || npm ci --prefix "$d" --no-audit --no-fund --loglevel=error
+  if ! cmp -s "$d/package-lock.json" "$d/node_modules/.dal-installed-lock" 2>/dev/null; then
+    npm ci --prefix "$d" --no-audit --no-fund --loglevel=error
+    cp "$d/package-lock.json" "$d/node_modules/.dal-installed-lock"
+  fi
 done

@@ -1,13 +1,16 @@
 """A local OpenAI-compatible test server for dal's end-to-end tests.
 
 POST /v1/chat/completions, plain and streamed (SSE, every event flushed as
-its own HTTP chunk), with usage; every reply is numbered so identical
-requests get different answers. Requires "Authorization: Bearer <key>"
-(the key is --key-value) and sets a session cookie. --cert/--key serve
-HTTPS. Prints the port on stdout once listening; logs one line per request
-to stderr.
+its own HTTP chunk), with usage, and a tool call when the request offers
+tools; POST /v1/messages, Anthropic's messages API, alike. Every reply is
+numbered so identical requests get different answers. Requires
+"Authorization: Bearer <key>" or "x-api-key: <key>" (the key is
+--key-value) and sets a session cookie. --cert/--key serve HTTPS; --gzip
+compresses plain JSON replies for clients that accept gzip. Prints the
+port on stdout once listening; logs one line per request to stderr.
 """
 import argparse
+import gzip
 import json
 import ssl
 import sys
@@ -35,6 +38,9 @@ class Handler(BaseHTTPRequestHandler):
         body = json.dumps(obj).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        if ARGS.gzip and "gzip" in (self.headers.get("Accept-Encoding") or ""):
+            body = gzip.compress(body, mtime=0)
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Set-Cookie", "session=%s; Path=/; HttpOnly" % ARGS.cookie)
         self.end_headers()
@@ -48,8 +54,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
-        if self.headers.get("Authorization") != "Bearer " + ARGS.key_value:
+        if self.headers.get("Authorization") != "Bearer " + ARGS.key_value and self.headers.get("x-api-key") != ARGS.key_value:
             return self._json(401, {"error": {"message": "bad key"}})
+        if self.path == "/v1/messages":
+            return self._messages(json.loads(raw))
         if self.path != "/v1/chat/completions":
             return self._json(404, {"error": {"message": "not found"}})
         req = json.loads(raw)
@@ -58,6 +66,16 @@ class Handler(BaseHTTPRequestHandler):
         text = "reply %d to: %s" % (n, last)
         usage = {"prompt_tokens": 5 + len(last.split()), "completion_tokens": len(text.split()),
                  "total_tokens": 5 + len(last.split()) + len(text.split())}
+        if req.get("tools") and not req.get("stream"):
+            name = req["tools"][0]["function"]["name"]
+            call = {"id": "call_%d" % n, "type": "function",
+                    "function": {"name": name, "arguments": json.dumps({"city": "Paris", "n": n})}}
+            return self._json(200, {
+                "id": "chatcmpl-%d" % n, "object": "chat.completion", "created": 1767225600,
+                "model": req.get("model", "test-model"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                             "finish_reason": "tool_calls"}],
+                "usage": usage})
         if not req.get("stream"):
             return self._json(200, {
                 "id": "chatcmpl-%d" % n, "object": "chat.completion", "created": 1767225600,
@@ -93,6 +111,45 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def _messages(self, req):
+        """Anthropic's messages API: plain, a tool use, or streamed."""
+        n = next_n()
+        last = req["messages"][-1]["content"]
+        if not isinstance(last, str):
+            last = " ".join(b.get("text", "") for b in last)
+        text = "reply %d to: %s" % (n, last)
+        model = req.get("model", "test-model")
+        usage = {"input_tokens": 5 + len(last.split()), "output_tokens": len(text.split())}
+        if not req.get("stream"):
+            content, stop = [{"type": "text", "text": text}], "end_turn"
+            if req.get("tools"):
+                content = [{"type": "tool_use", "id": "toolu_%d" % n, "name": req["tools"][0]["name"],
+                            "input": {"city": "Paris", "n": n}}]
+                stop = "tool_use"
+            return self._json(200, {"id": "msg_%d" % n, "type": "message", "role": "assistant", "model": model,
+                                    "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        msg = {"id": "msg_%d" % n, "type": "message", "role": "assistant", "model": model, "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
+        events = [("message_start", {"type": "message_start", "message": msg}),
+                  ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})]
+        for i, w in enumerate(text.split(" ")):
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                   "delta": {"type": "text_delta", "text": w if i == 0 else " " + w}}))
+        events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                   ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                      "usage": {"output_tokens": usage["output_tokens"]}}),
+                   ("message_stop", {"type": "message_stop"})]
+        for name, data in events:
+            b = ("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
 
 def main():
     global ARGS
@@ -102,6 +159,7 @@ def main():
     p.add_argument("--key-value", default="sk-test")
     p.add_argument("--cookie", default="c00kie")
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--gzip", action="store_true")
     ARGS = p.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
     if ARGS.cert:

@@ -50,8 +50,23 @@
 // event stream with Content-Length, or ended by close) is recorded read
 // by read, each read having at least 64 KiB of room, so writes that reach
 // dal together become one chunk. Replay writes one chunked-encoding frame
-// per recorded chunk, at once ([Config.Speed] 0) or paced at the recorded
-// offsets.
+// per recorded chunk (or, for a stream recorded with a Content-Length,
+// the pieces under it), at once ([Config.Speed] 0) or paced at the
+// recorded offsets, and the bytes as received: content-encoded bodies
+// keep their Content-Encoding and Content-Length.
+//
+// # Read boundaries
+//
+// In both modes every streamed piece (the headers first, the last empty
+// chunk too) is a read of its own for the client: before a piece leaves
+// for the client's socket, the proxy waits until the client has received
+// and read everything written to its connection (drain.go: the client's
+// socket found with sock_diag in the connection's network namespace,
+// opened once per namespace). It spins a few µs, then backs off to 1 ms
+// timers, and stops waiting for a client that reads nothing for 2 s.
+// Where the client's socket cannot be seen (not on this host, no
+// sock_diag, no privilege to enter the namespace), pieces go out without
+// waiting.
 //
 // # What the proxy reaches
 //

@@ -1,0 +1,27 @@
+"""httpx (Debian's python3-httpx), async: two plain calls, a streamed one read by read, a tool call."""
+import asyncio
+import os
+
+import httpx
+
+BASE, KEY = os.environ["LLM_BASE"], os.environ["OPENAI_API_KEY"]
+H = {"Authorization": "Bearer " + KEY}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+async def main():
+    async with httpx.AsyncClient(timeout=30) as c:
+        for text in ("hello", "again"):
+            r = await c.post(BASE + "/chat/completions", headers=H,
+                             json={"model": "test-model", "messages": [{"role": "user", "content": text}], "temperature": 0})
+            print("plain:", r.json()["choices"][0]["message"]["content"], "ce:", r.headers.get("Content-Encoding"))
+        async with c.stream("POST", BASE + "/chat/completions", headers=H,
+                            json={"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "stream please"}]}) as r:
+            async for b in r.aiter_raw():
+                print("read:", repr(b))
+        r = await c.post(BASE + "/chat/completions", headers=H,
+                         json={"model": "test-model", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS})
+        call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+        print("tool:", call["name"], call["arguments"])
+
+asyncio.run(main())

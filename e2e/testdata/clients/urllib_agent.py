@@ -1,0 +1,27 @@
+"""urllib.request: two plain calls, a streamed one read by read, a tool call."""
+import json
+import os
+import urllib.request
+
+BASE, KEY = os.environ["LLM_BASE"], os.environ["OPENAI_API_KEY"]
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+def post(body):
+    req = urllib.request.Request(BASE + "/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=30)
+
+
+for text in ("hello", "again"):
+    r = post({"model": "test-model", "messages": [{"role": "user", "content": text}], "temperature": 0})
+    print("plain:", json.loads(r.read())["choices"][0]["message"]["content"], "ce:", r.headers.get("Content-Encoding"))
+r = post({"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "stream please"}]})
+while True:
+    b = r.read1(65536)
+    print("read:", repr(b))
+    if not b:
+        break
+r = post({"model": "test-model", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS})
+call = json.loads(r.read())["choices"][0]["message"]["tool_calls"][0]["function"]
+print("tool:", call["name"], call["arguments"])

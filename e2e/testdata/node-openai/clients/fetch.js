@@ -1,0 +1,20 @@
+// Node's global fetch: two plain calls, a streamed one read by read, a tool call.
+const { BASE, H, plain, stream, tool, fail } = require('./common');
+const url = BASE + '/chat/completions';
+(async () => {
+  for (const text of ['hello', 'again']) {
+    const r = await fetch(url, { method: 'POST', headers: H, body: plain(text) });
+    const j = await r.json();
+    console.log('plain:', j.choices[0].message.content, 'ce:', r.headers.get('content-encoding'));
+  }
+  const r = await fetch(url, { method: 'POST', headers: H, body: stream });
+  const reader = r.body.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    console.log('read:', JSON.stringify(new TextDecoder().decode(value)));
+  }
+  const t = await (await fetch(url, { method: 'POST', headers: H, body: tool })).json();
+  const f = t.choices[0].message.tool_calls[0].function;
+  console.log('tool:', f.name, f.arguments);
+})().catch(fail);

@@ -1,0 +1,18 @@
+// undici's request: two plain calls, a streamed one read by read, a tool call.
+const { request } = require('undici');
+const { BASE, H, plain, stream, tool, fail } = require('./common');
+const url = BASE + '/chat/completions';
+(async () => {
+  for (const text of ['hello', 'again']) {
+    const r = await request(url, { method: 'POST', headers: { ...H, 'Accept-Encoding': 'gzip' }, body: plain(text) });
+    const zlib = require('zlib');
+    let b = Buffer.from(await r.body.arrayBuffer());
+    if (r.headers['content-encoding'] === 'gzip') b = zlib.gunzipSync(b);
+    console.log('plain:', JSON.parse(b).choices[0].message.content, 'ce:', r.headers['content-encoding'], 'length:', r.headers['content-length']);
+  }
+  const r = await request(url, { method: 'POST', headers: H, body: stream });
+  for await (const chunk of r.body) console.log('read:', JSON.stringify(chunk.toString()));
+  const t = await (await request(url, { method: 'POST', headers: H, body: tool })).body.json();
+  const f = t.choices[0].message.tool_calls[0].function;
+  console.log('tool:', f.name, f.arguments);
+})().catch(fail);
