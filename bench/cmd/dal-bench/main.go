@@ -27,7 +27,7 @@ var (
 	repeats     = flag.Int("n", 25, "repeats per process-start measurement (default 7 with -smoke)")
 	out         = flag.String("out", "bench/out", "report directory (default bench/out/smoke with -smoke)")
 	readme      = flag.String("readme", "docs/benchmarks.md", "the page whose figures section a full run regenerates (empty: none)")
-	summaryPage = flag.String("summary", "README.md", "the page whose short summary table (at most 12 rows) a full run regenerates (empty: none)")
+	summaryPage = flag.String("summary", "README.md", "the page whose short summary table (at most 14 rows) a full run regenerates (empty: none)")
 	daldBin     = flag.String("dald", "bin/dald", "dald binary")
 	only        = flag.String("only", "", "comma-separated sections to run (fidelity, start, sleep, clock, faketime, record, llm, netcap, tracing, ebpf, dald, consistency, go); default all. A partial run leaves docs/benchmarks.md alone")
 	smoke       = flag.Bool("smoke", false, "the short suite CI runs (under 5 minutes on 2 cores): fidelity, start, sleep, faketime, record, netcap (latency), tracing, with fewer repeats; docs/benchmarks.md is left alone")
