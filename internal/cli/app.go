@@ -53,6 +53,8 @@ inside itself: nothing needs to be started first.`,
 			IterationCommand(),
 			PhaseCommand(),
 			CheckpointCommand(),
+			ApproveCommand(),
+			DenyCommand(),
 			HelpCommand(),
 		},
 		// urfave/cli adds --help only when the app has no command named

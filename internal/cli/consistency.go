@@ -34,6 +34,7 @@ func ConsistencyCommand() *ucli.Command {
 		}
 		flags = append(flags, f)
 	}
+	flags = append(flags, gateFlags(false)...)
 	flags = append(flags,
 		&ucli.IntFlag{Name: "runs", Aliases: []string{"n"}, EnvVars: []string{"DAL_RUNS"},
 			Usage: "how many runs (default: the number of --seeds)"},
@@ -120,6 +121,11 @@ Examples:
 			seeds, err := consistencySeeds(c)
 			if err != nil {
 				return err
+			}
+			if gp, err := loadGate(c, false); err != nil {
+				return err
+			} else if gp.Policy != nil && c.Int("parallel") > 1 {
+				fmt.Fprintln(c.App.ErrWriter, "dal: with --policy and --parallel, several runs may ask at once: answer each with dal-exec approve/deny ID")
 			}
 			strategy, err := consensus.ParseStrategy(c.String("strategy"))
 			if err != nil {
@@ -222,6 +228,7 @@ func childRecorder(c *ucli.Context) (consistency.Recorder, error) {
 	}
 	base := []string{"record", "--no-apply", "--key", key, "--mode", c.String("mode"), "--epoch", c.String("epoch"),
 		"--quantum", c.Duration("quantum").String(), "--cpus", c.String("cpus"), "--timeout", c.Duration("timeout").String()}
+	base = append(base, gateArgs(c)...)
 	for _, f := range []string{"keep-env", "allow-loopback", "secret-env"} {
 		for _, v := range c.StringSlice(f) {
 			base = append(base, "--"+f, v)

@@ -67,7 +67,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
 				Usage: "treat this kept variable as a secret although its name does not say so: never stored, its value scrubbed from the bundle (repeatable)"},
 			allowLoopbackFlag(), enforceStrictLLMFlag(),
-		), selectionFlags(), PolicyFlags()),
+		), gateFlags(false), selectionFlags(), PolicyFlags()),
 		Action: func(c *ucli.Context) error {
 			if err := checkBundleName(c.String("out")); err != nil {
 				return err
@@ -89,6 +89,10 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			if _, err := PolicyFromFlags(c); err != nil {
 				return err
 			}
+			gp, err := gateFromFlags(c)
+			if err != nil {
+				return err
+			}
 			keep := func(marksDir string, f record.Finished) {
 				seed := spec.Seed
 				run := checkpoint.Run{Command: spec.Args, Workspace: f.Workspace, Mode: spec.Mode, Seed: &seed,
@@ -99,7 +103,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			}
 			sum, err := record.Record(c.Context, record.Options{Spec: spec, Iterations: policy, Checkpoints: keep, Out: c.String("out"), Workspace: c.String("workspace"),
 				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"), SecretEnv: c.StringSlice("secret-env"),
-				EnforceStrictLLM: c.Bool("enforce-strict-llm"), CheckpointCalls: autoCalls(c),
+				EnforceStrictLLM: c.Bool("enforce-strict-llm"), CheckpointCalls: autoCalls(c), Policy: gp,
 				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field"),
 					AllowLoopback: c.StringSlice("allow-loopback"), KeepEnv: spec.KeepEnv}})
 			if err != nil {

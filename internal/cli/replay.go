@@ -66,7 +66,7 @@ Examples:
 				&ucli.StringFlag{Name: "json-out", Usage: "also write the verdict as JSON to this file"},
 				&ucli.BoolFlag{Name: "show-output", Usage: "print the replayed agent's stdout as it runs"},
 				metricsTextfileFlag()),
-			matchFlags(), liveFlags(),
+			matchFlags(), liveFlags(), gateFlags(true),
 			trustFlags()),
 		Action: func(c *ucli.Context) error {
 			js, err := replayJSON(c)
@@ -86,6 +86,9 @@ Examples:
 				o.Stdout = termsafe.NewWriter(c.App.Writer)
 			}
 			if o.Match, err = matchFromFlags(c); err != nil {
+				return err
+			}
+			if o.Policy, err = loadGate(c, false); err != nil {
 				return err
 			}
 			figs, err := newFigures(c)

@@ -40,7 +40,7 @@ Examples:
 				Usage: "write the run's clock log (clock.json: streams, reads, timers, logged ticks) to this file"}),
 			categorize(catIterations, &ucli.StringFlag{Name: "iterations-dir", EnvVars: []string{"DAL_ITERATIONS_DIR"},
 				Usage: "where the agent's marked iterations are preserved (default: $XDG_STATE_HOME/dal/iterations/<time>-<pid>)"}),
-			selectionFlags(), PolicyFlags()),
+			gateFlags(false), selectionFlags(), PolicyFlags()),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
 			if err != nil {
@@ -75,6 +75,9 @@ Examples:
 				return err
 			}
 			if _, err := PolicyFromFlags(c); err != nil {
+				return err
+			}
+			if err := noGateInRun(c); err != nil {
 				return err
 			}
 			wd, err := os.Getwd()

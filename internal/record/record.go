@@ -23,6 +23,7 @@ import (
 	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/netcap"
 	"github.com/dal-runtime/dal/internal/netcap/har"
+	"github.com/dal-runtime/dal/internal/policy"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sandbox"
@@ -63,6 +64,9 @@ type Options struct {
 	CheckpointCalls, EnforceStrictLLM bool
 
 	live *liveBase // set by LiveReplay only (live.go)
+
+	// Policy is the policy gate (policy.go); its zero value is none.
+	Policy Policy
 }
 
 // Finished describes an agent run that has ended, for the checkpoint store.
@@ -122,6 +126,7 @@ type recording struct {
 	marks string   // the marks directory, as dal-exec sees it
 	auto  string   // dal's own marks directory (autocheckpoint.go), "" when none
 	logs  *runLogs
+	gate  *policy.Gate // the policy gate (policy.go), nil without --policy
 
 	started time.Time
 	res     *runner.Result
@@ -142,11 +147,14 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 	}
 	defer r.cleanup()
 	steps := []func() error{
+		r.startPolicy,
 		r.buildSandbox,
+		r.gatePolicy,
 		r.openLogs,
 		func() error { return r.run(ctx) },
 		r.selectIterations,
 		r.capture,
+		r.writePolicy,
 		r.writeRecords,
 		r.commit,
 	}
@@ -220,6 +228,9 @@ func newStage(prefix string) (string, *leftover.Held, error) {
 // cleanup removes the staging directory and, unless the bundle was
 // committed, the bundle's own staging.
 func (r *recording) cleanup() {
+	if r.gate != nil {
+		r.gate.Close()
+	}
 	if r.logs != nil {
 		r.logs.close()
 	}
@@ -479,6 +490,7 @@ func (r *recording) commit() error {
 	if r.its != nil {
 		m.Metrics.Iterations = int64(len(r.its.Selection.Iterations))
 	}
+	policyManifest(m, r.gate)
 	if err := r.logs.close(); err != nil {
 		return err
 	}

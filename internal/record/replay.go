@@ -17,6 +17,7 @@ import (
 	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/match"
 	"github.com/dal-runtime/dal/internal/netcap/har"
+	"github.com/dal-runtime/dal/internal/policy"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/termsafe"
@@ -47,6 +48,9 @@ type ReplayOptions struct {
 	// Match is the strategy per component (match.go); the zero value
 	// compares every component byte for byte.
 	Match match.Spec
+	// Policy is the current policy (policy.go); without one a bundle's
+	// own recorded policy is evaluated again.
+	Policy Policy
 }
 
 // Verdict is a replay's outcome.
@@ -97,6 +101,7 @@ type replaying struct {
 	recIts, gotIts []*marks.Mark
 	got            []sandbox.Change
 	cleanup        []func()
+	gate           *policy.Gate // policy.go; nil without a policy
 }
 
 // Replay re-runs a bundle's command offline in a sandbox built from the
@@ -111,7 +116,9 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 	defer r.close()
 	steps := []func() error{
 		r.prepareWorkspace,
+		r.startPolicy,
 		r.buildSandbox,
+		r.gatePolicy,
 		func() error { return r.run(ctx) },
 		r.capture,
 	}
@@ -283,6 +290,7 @@ func (r *replaying) buildSandbox() error {
 		}
 	}
 	nopts.Speed = r.o.Speed
+	nopts.Before = r.policyHooks()
 	for _, k := range env.Secrets {
 		nopts.SecretValues = append(nopts.SecretValues, Placeholder(k), os.Getenv(k))
 	}
@@ -488,6 +496,7 @@ func (r *replaying) compare() {
 	} else {
 		v.Components = append(v.Components, Component{Name: "network"}, Component{Name: "prompts"})
 	}
+	v.Components = append(v.Components, r.comparePolicy())
 	v.Fidelity = Fidelity(v.Components)
 	v.Exact = v.Fidelity == 1
 }

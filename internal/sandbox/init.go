@@ -108,6 +108,11 @@ func runInit(arg string) int {
 		if w.policy, err = openPolicyClient(sp.PolicyExempt); err != nil {
 			return fail(err)
 		}
+		// The agent's own exec is gated too, and it happens in a vfork
+		// child while this thread holds its P in the raw clone: with one
+		// P (an agent pinned to one CPU) the watcher could never run to
+		// answer it. Set before warmThreads, so no thread is added later.
+		runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
 	}
 	if err := dropPrivileges(); err != nil {
 		return fail(err)
