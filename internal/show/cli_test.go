@@ -91,3 +91,17 @@ func TestShowBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenWithoutXdgOpen: --open on a machine without xdg-open writes the
+// page and says where it is. (Not parallel: it empties PATH.)
+func TestOpenWithoutXdgOpen(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	out := filepath.Join(t.TempDir(), "page.html")
+	code, _, se := dalExec("show", "--open", "--out", out, fixture.a)
+	if code != 0 || !strings.Contains(se, "no xdg-open here: open file://"+out+" in a browser") {
+		t.Errorf("exit %d, stderr %q", code, se)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Error(err)
+	}
+}

@@ -160,10 +160,10 @@
       const meta = c ? (c.tokens_in + "→" + c.tokens_out + " tok · " + fmtMS(x.time_ms)) : ((x.status || "ERR") + " · " + fmtB(x.resp_size) + " · " + fmtMS(x.time_ms));
       return { kind: c ? "llm" : "http", i, ref: c ? x.llm : i, label, meta, start: x.start_ms / span, dur: x.time_ms / span, text: x.method + " " + x.url + " " + (c ? c.model + " " + c.messages.map(m => m.text).join(" ") + " " + c.response.text : ""), div: div.has((c ? "llm:" + x.llm : "http:" + i)) || div.has("http:" + i) };
     }).concat(r.http.length ? [] : r.llm.map((c, i) => ({ kind: "llm", i: -1, ref: i, label: c.model + "  " + lastUser(c.messages), meta: c.tokens_in + "→" + c.tokens_out + " tok", text: c.model + " " + c.messages.map(m => m.text).join(" "), div: div.has("llm:" + i) }))));
-    add({ kind: "exec", label: "Execs and crossings" }, r.events.map((e, i) => ({ kind: e.kind === "exec" ? "exec" : e.kind, i, label: e.detail, meta: "pid " + e.pid, text: e.kind + " " + e.detail })));
     const its = r.iterations ? r.iterations.items : [];
     add({ kind: "iter", label: "Iterations" }, its.map((it, i) => ({ kind: "iter", i, label: "iteration " + it.seq + (it.seq === r.iterations.selected ? "  (selected)" : "") + (it.note ? "  " + it.note : ""), meta: it.score == null ? "no score" : "score " + it.score.toFixed(3), text: "iteration " + it.seq + " " + (it.note || "") })));
     add({ kind: "cp", label: "Checkpoints" }, r.checkpoints.map((c, i) => ({ kind: "cp", i, label: c.id + "  " + c.name, meta: c.files + " files · " + fmtB(c.bytes), text: c.id + " " + c.name + " " + (c.tag || "") })));
+    add({ kind: "exec", label: "Execs and crossings" }, r.events.map((e, i) => ({ kind: e.kind === "exec" ? "exec" : e.kind, i, label: e.detail, meta: "pid " + e.pid, text: e.kind + " " + e.detail })));
     return rows;
   }
   const lastUser = ms => { for (let i = ms.length - 1; i >= 0; i--) if (ms[i].role === "user") return ms[i].text.slice(0, 200); return ms.length ? ms[ms.length - 1].text.slice(0, 200) : ""; };
@@ -183,7 +183,7 @@
   function timeline() {
     const r = run(), rows = timelineRows(r);
     const detail = h("section", { class: "detail", id: "detail", "aria-live": "polite" }, h("p", { class: "muted" }, "Select a row (click, or j/k and the arrow keys) to see it here."));
-    const groups = [["proc", "Processes"], ["net", "LLM + HTTP"], ["exec", "Execs"], ["iter", "Iterations"], ["cp", "Checkpoints"]];
+    const groups = [["proc", "Processes"], ["net", "LLM + HTTP"], ["iter", "Iterations"], ["cp", "Checkpoints"], ["exec", "Execs"]];
     const chips = h("div", { class: "chips", role: "group", "aria-label": "show" }, groups.map(([k, n]) =>
       h("button", { "aria-pressed": String(!S.hide[k]), onclick: () => { S.hide[k] = !S.hide[k]; renderPanel(); } }, n)));
     const L = VList("", rows.length, i => {
