@@ -28,6 +28,8 @@ type Limits struct {
 	BodyBytes   int   // of each HTTP body
 	BodiesBytes int64 // of all HTTP bodies together
 	DiffBytes   int64 // largest file (each side) that gets a diff
+	DiffsBytes  int64 // of all diffs together
+	Files       int   // file changes listed
 	Events      int   // crossings from syscalls.json
 	Chunks      int   // streamed chunks per exchange
 }
@@ -38,6 +40,8 @@ var DefaultLimits = Limits{
 	BodyBytes:   64 << 10,
 	BodiesBytes: 32 << 20,
 	DiffBytes:   1 << 20,
+	DiffsBytes:  16 << 20,
+	Files:       20000,
 	Events:      20000,
 	Chunks:      2000,
 }
@@ -70,6 +74,7 @@ type loader struct {
 	env   record.RunEnv
 	start time.Time // the run's start, origin of the timeline
 	left  int64     // body budget left
+	diffs int64     // diff budget left
 }
 
 func (l *loader) notice(format string, args ...any) {
@@ -456,6 +461,11 @@ func (l *loader) files() {
 		return
 	}
 	slices.SortFunc(cs, func(a, b sandbox.Change) int { return strings.Compare(a.Path, b.Path) })
+	if len(cs) > l.lim.Files {
+		l.notice("The run changed %d files; this page lists the first %d by path: fs-diff/changes.json in the bundle lists them all.", len(cs), l.lim.Files)
+		cs = cs[:l.lim.Files]
+	}
+	l.diffs = l.lim.DiffsBytes
 	for _, c := range cs {
 		f := File{Path: c.Path, Op: c.Op, Kind: c.Kind, Mode: fmt.Sprintf("%04o", c.Mode.Perm()), Size: c.Size, Hash: c.Hash,
 			LinkTarget: c.LinkTarget, RenamedFrom: c.RenamedFrom}
@@ -511,6 +521,10 @@ func (l *loader) fileDiff(f *File, c sandbox.Change) {
 		f.Binary = true
 		return
 	}
+	if l.diffs <= 0 {
+		f.NoDiff = "left out: this page's room for diffs is spent"
+		return
+	}
 	a, b := "a/"+c.Path, "b/"+c.Path
 	if c.Op == sandbox.OpCreated {
 		a = "/dev/null"
@@ -519,6 +533,7 @@ func (l *loader) fileDiff(f *File, c sandbox.Change) {
 		b = "/dev/null"
 	}
 	f.Diff = unified(string(before), string(after), a, b)
+	l.diffs -= int64(len(f.Diff))
 }
 
 var errSkip = errors.New("skipped")

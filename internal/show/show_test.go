@@ -1,6 +1,8 @@
 package show_test
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -253,5 +255,52 @@ func TestUntrustedSignerIsFlagged(t *testing.T) {
 	// The replay was signed by the same untrusted key: it does not count.
 	if v.Replay.Count != 0 || len(v.Replay.Unverified) != 1 {
 		t.Errorf("replay %+v", v.Replay)
+	}
+}
+
+// TestPlantedSymlinksAreNotFollowed: a bundle signed by its own author
+// whose fs-diff file and stdout are symbolic links to /etc/passwd shows
+// neither file's content: the reads refuse links.
+func TestPlantedSymlinksAreNotFollowed(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "planted")
+	w, err := bundle.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := `[{"path":"evil.txt","op":"created","kind":"file","mode":"0644","hash":"sha256:` + strings.Repeat("0", 64) + `","size":10}]`
+	if err := w.WriteFile("fs-diff/changes.json", []byte(changes)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(w.Dir(), "fs-diff", "files"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(w.Dir(), "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"fs-diff/files/evil.txt", "logs/stdout"} {
+		if err := os.Symlink("/etc/passwd", filepath.Join(w.Dir(), rel)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, key, _ := ed25519.GenerateKey(nil)
+	if err := w.Commit(&bundle.Manifest{WorkflowID: "x", Config: bundle.Config{Model: bundle.Model{ID: "none"}, ExecutionMode: "strict"}}, key); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bundle.Open(out, bundle.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	v := show.Load(b, "planted", show.DefaultLimits)
+	var buf bytes.Buffer
+	if err := show.Write(&buf, &show.Page{Runs: []*show.View{v}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "root:x:0:0") {
+		t.Fatal("the page holds /etc/passwd")
+	}
+	if len(v.Files) != 1 || v.Files[0].Diff != "" || !strings.Contains(v.Files[0].NoDiff, "not readable") || len(v.Logs) != 0 {
+		t.Errorf("files %+v, logs %+v, notices %q", v.Files, v.Logs, v.Notices)
 	}
 }
