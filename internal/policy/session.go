@@ -3,6 +3,7 @@ package policy
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,11 @@ type Options struct {
 	Run string
 	// Dir is where the approval socket goes ("" = gate.Dir()).
 	Dir string
+	// Redact, when set, replaces the run's secret values in what people
+	// see (log lines, asks) and in the keys replay matches decisions by
+	// (a recorded key was scrubbed with the bundle). The policy itself
+	// sees the call as it is.
+	Redact func(string) string
 }
 
 // Record is one decision, as the bundle's policy.json keeps it.
@@ -53,6 +59,8 @@ type Record struct {
 	ID       string        `json:"id,omitempty"` // the ask's request ID
 	Replayed bool          `json:"replayed,omitempty"`
 	Drift    string        `json:"drift,omitempty"` // replay: how the current policy differs
+	// After: decided after the fact (a write the sandbox refused).
+	After bool `json:"after,omitempty"`
 }
 
 // Gate applies a policy to one run: it decides, asks people, and keeps
@@ -65,6 +73,7 @@ type Gate struct {
 
 	ctx    context.Context // ends at Close: held calls are denied
 	cancel context.CancelFunc
+	closed sync.Once
 
 	mu       sync.Mutex
 	seq      int
@@ -119,10 +128,12 @@ func newGate(p *Policy, o Options) *Gate {
 
 // Close denies what is still held and closes the approval socket.
 func (g *Gate) Close() {
-	g.cancel()
-	if g.srv != nil {
-		g.srv.Close()
-	}
+	g.closed.Do(func() {
+		g.cancel()
+		if g.srv != nil {
+			g.srv.Close()
+		}
+	})
 }
 
 // Policy is the gate's policy.
@@ -139,12 +150,27 @@ func (g *Gate) Records() []Record {
 // caller until a person answers, the ask times out or ctx ends (each a
 // deny). It returns whether the call may go on, and the record kept.
 func (g *Gate) Check(ctx context.Context, in *Input) (bool, Record) {
+	return g.check(ctx, in, false)
+}
+
+// Observe decides in after the fact, for the audit: a write outside the
+// workspace, which the sandbox refused whatever the policy says. Nobody
+// is asked; the outcome is denied.
+func (g *Gate) Observe(ctx context.Context, in *Input) Record {
+	_, rec := g.check(ctx, in, true)
+	return rec
+}
+
+func (g *Gate) check(ctx context.Context, in *Input, after bool) (bool, Record) {
 	d := g.decide(ctx, in)
-	rec := Record{At: time.Now().UTC(), Kind: in.Kind, Subject: in.Subject, Key: in.Key, Input: in.Doc,
-		Action: d.Action, Reason: d.Reason, Defined: d.Defined}
+	rec := Record{At: time.Now().UTC(), Kind: in.Kind, Subject: g.redact(in.Subject), Key: g.redact(in.Key), Input: g.redactDoc(in.Doc),
+		Action: d.Action, Reason: d.Reason, Defined: d.Defined, After: after}
 	if g.replayed {
 		g.applyRecorded(&rec)
-	} else {
+		if after {
+			rec.Allowed = false
+		}
+	} else if !after {
 		switch d.Action {
 		case Allow:
 			rec.Allowed = true
@@ -220,12 +246,36 @@ func (g *Gate) Unreplayed() string {
 	return fmt.Sprintf("%d recorded decision(s) were not made in the replay; the first: %s %s", n, first.Kind, first.Subject)
 }
 
+func (g *Gate) redact(s string) string {
+	if g.o.Redact == nil {
+		return s
+	}
+	return g.o.Redact(s)
+}
+
+// redactDoc is doc with the secrets' values replaced (a copy; doc is
+// left as the policy saw it).
+func (g *Gate) redactDoc(doc map[string]any) map[string]any {
+	if g.o.Redact == nil {
+		return doc
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return doc
+	}
+	var out map[string]any
+	if json.Unmarshal([]byte(g.o.Redact(string(b))), &out) != nil {
+		return doc
+	}
+	return out
+}
+
 // ask holds the call until a person decides.
 func (g *Gate) ask(ctx context.Context, in *Input, rec *Record) {
-	r := g.q.Add(gate.Request{Kind: in.Kind, Summary: in.Subject, Reason: rec.Reason, Input: in.Doc})
+	r := g.q.Add(gate.Request{Kind: in.Kind, Summary: rec.Subject, Reason: rec.Reason, Input: rec.Input})
 	rec.ID = r.ID
 	fmt.Fprintf(g.o.Log, "dal: policy asks (%s) before %s %s%s: answer with dal-exec approve %s or dal-exec deny %s, or on dald's Gate page; denied in %s without an answer\n",
-		r.ID, in.Kind, termsafe.Line(in.Subject), termsafe.Line(because(rec.Reason)), r.ID, r.ID, g.o.AskTimeout)
+		r.ID, in.Kind, termsafe.Line(rec.Subject), termsafe.Line(because(rec.Reason)), r.ID, r.ID, g.o.AskTimeout)
 	ctx, cancel := context.WithTimeout(ctx, g.o.AskTimeout)
 	defer cancel()
 	stop := context.AfterFunc(g.ctx, cancel)
@@ -250,6 +300,9 @@ func (g *Gate) log(rec *Record) {
 		how = fmt.Sprintf(" (asked %s, %s by %s)", rec.ID, verb, termsafe.Line(rec.Approval.By))
 	case !rec.Defined:
 		how = " (no rule decided: the default)"
+	}
+	if rec.After {
+		what, how = "says "+string(rec.Action)+" to", how+" (after the fact: the sandbox refused it)"
 	}
 	if rec.Replayed {
 		how += " [as recorded]"

@@ -33,6 +33,15 @@ type Policy struct {
 	Terminal *os.File
 }
 
+// scrubString replaces the secrets' values in s as the bundle's scrub
+// does.
+func scrubString(s *scrubber) func(string) string {
+	return func(v string) string {
+		b, _ := s.Bytes([]byte(v))
+		return string(b)
+	}
+}
+
 // logVia writes to whatever *w is at the time of the write: the gate is
 // made before the run's logs are opened.
 type logVia struct{ w *io.Writer }
@@ -46,8 +55,9 @@ func (r *recording) startPolicy() error {
 	if p == nil {
 		return nil
 	}
+	s := newScrubber(keptSecretValues(r.spec.KeepEnv, r.o.SecretEnv))
 	g, err := policy.Start(p, policy.Options{AskTimeout: r.o.Policy.AskTimeout, Log: logVia{&r.spec.Log},
-		Terminal: r.o.Policy.Terminal, Run: strings.Join(r.spec.Args, " ")})
+		Terminal: r.o.Policy.Terminal, Run: strings.Join(r.spec.Args, " "), Redact: scrubString(s)})
 	if err != nil {
 		return err
 	}
@@ -206,7 +216,7 @@ func (r *replaying) startPolicy() error {
 	if audit != nil {
 		decisions = audit.Decisions
 	}
-	r.gate = policy.Replay(p, decisions, policy.Options{Log: logVia{&r.o.Log}})
+	r.gate = policy.Replay(p, decisions, policy.Options{Log: logVia{&r.o.Log}, Redact: scrubString(r.secretScrubber())})
 	r.cleanup = append(r.cleanup, r.gate.Close)
 	return nil
 }

@@ -325,6 +325,9 @@ func Decide(ctx context.Context, dir, id string, approve bool, via, reason strin
 	path := filepath.Join(dir, pid+".sock")
 	var ok2 struct{}
 	err := call(ctx, path, message{Op: "decide", ID: id, Approve: approve, Via: via, Reason: reason}, &ok2)
+	if err != nil && strings.HasSuffix(err.Error(), ErrUnknown.Error()) {
+		return fmt.Errorf("%s: %w", id, ErrUnknown)
+	}
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("no running dal-exec holds request %s (it ended, or was decided): list the pending ones with dal-exec approve --list", id)
 	}
