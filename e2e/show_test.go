@@ -17,7 +17,7 @@ import (
 // writes what the page then shows into <pre id="result">.
 const showFrame = `<!DOCTYPE html>
 <html><head><meta charset="utf-8"><style>body{margin:0}iframe{border:0;display:block}</style></head><body>
-<iframe id="f" src="page.html" width="%d" height="%d"></iframe><pre id="result"></pre>
+<iframe id="f" src="%s" width="%d" height="%d"></iframe><pre id="result"></pre>
 <script>
 const report = r => { document.getElementById("result").textContent = JSON.stringify(r); };
 document.getElementById("f").addEventListener("load", () => {
@@ -33,12 +33,19 @@ document.getElementById("f").addEventListener("load", () => {
       const r = e.getBoundingClientRect();
       if (r.width > 0 && (r.right > w.innerWidth + 0.5 || r.left < -0.5) && !e.closest(".vlist,.diff,.chunks,nav")) overflow.push(e.tagName + "." + e.className + " " + Math.round(r.left) + "-" + Math.round(r.right));
     }
-    report({width: w.innerWidth, scrollWidth: d.documentElement.scrollWidth,
+    const prompt = {width: w.innerWidth, scrollWidth: d.documentElement.scrollWidth,
       title: (d.querySelector("#detail h2") || {}).textContent,
       messages: Array.from(d.querySelectorAll("#prompt .msg")).map(m => ({role: m.dataset.role, text: m.querySelector(".msg-text").textContent})),
       response: (d.querySelector("#response .msg-text") || {}).textContent,
       images: d.querySelectorAll("img").length, renderMs: +d.documentElement.dataset.renderMs,
-      list: box(d.querySelector(".vlist")), detail: box(d.getElementById("detail")), overflow: overflow.slice(0, 5)});
+      list: box(d.querySelector(".vlist")), detail: box(d.getElementById("detail")), overflow: overflow.slice(0, 5)};
+    // Every tab, and the page's comparison with itself, fit the width too.
+    prompt.tabs = {};
+    for (const id of Array.from(d.querySelectorAll("nav.tabs button")).map(b => b.id)) {
+      d.getElementById(id).click();
+      prompt.tabs[id] = d.documentElement.scrollWidth;
+    }
+    report(prompt);
   })();
 });
 </script></body></html>`
@@ -54,6 +61,7 @@ type showResult struct {
 	RenderMs     int
 	List, Detail *rect
 	Overflow     []string
+	Tabs         map[string]int // tab id: the page's width with it open
 }
 
 // TestShowPageInChromium records a run whose prompt, output and file
@@ -93,10 +101,15 @@ func TestShowPageInChromium(t *testing.T) {
 		t.Fatal("the page holds the API key or an <img> tag")
 	}
 
-	const hostile = "</script><img src=x onerror=alert(1)>"
-	for _, width := range []int{420, 1440} {
+	// The run compared with itself: the comparison's tabs must fit too.
+	self := filepath.Join(dir, "self.html")
+	if r := dalIn(t, dir, env, "show", "--out", self, out, out); r.code != 0 {
+		t.Fatalf("show A B: exit %d\n%s", r.code, r.stderr)
+	}
+	open := func(page string, width int) showResult {
+		t.Helper()
 		frame := filepath.Join(dir, fmt.Sprintf("frame-%d.html", width))
-		if err := os.WriteFile(frame, []byte(fmt.Sprintf(showFrame, width, 1000)), 0o644); err != nil {
+		if err := os.WriteFile(frame, []byte(fmt.Sprintf(showFrame, filepath.Base(page), width, 1000)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		dom := chromiumRun(t, frame, "--window-size="+strconv.Itoa(max(width, 500))+",1100", "--dump-dom")
@@ -105,8 +118,23 @@ func TestShowPageInChromium(t *testing.T) {
 		text = bytes.ReplaceAll(bytes.ReplaceAll(bytes.ReplaceAll(text, []byte("&lt;"), []byte("<")), []byte("&gt;"), []byte(">")), []byte("&amp;"), []byte("&"))
 		var r showResult
 		if err := json.Unmarshal(text, &r); err != nil || r.Error != "" {
-			t.Fatalf("%d px: no result from the page (%v, %q):\n%s", width, err, r.Error, dom)
+			t.Fatalf("%d px: no result from %s (%v, %q):\n%s", width, page, err, r.Error, dom)
 		}
+		return r
+	}
+
+	const hostile = "</script><img src=x onerror=alert(1)>"
+	for _, width := range []int{420, 1440} {
+		c := open(self, width)
+		if len(c.Tabs) != 7 || c.Images != 0 {
+			t.Errorf("%d px: the comparison's tabs %v, %d images", width, c.Tabs, c.Images)
+		}
+		for tab, w := range c.Tabs {
+			if w > width {
+				t.Errorf("%d px: the comparison's %s tab is %d px wide", width, tab, w)
+			}
+		}
+		r := open(page, width)
 		t.Logf("%d px: rendered in %d ms; %+v", width, r.RenderMs, r)
 		if len(r.Messages) != 2 || r.Messages[0].Role != "system" || r.Messages[0].Text != "be brief" ||
 			r.Messages[1].Role != "user" || r.Messages[1].Text != "hi "+hostile || !strings.HasSuffix(r.Response, "to: hi "+hostile) {
@@ -117,6 +145,14 @@ func TestShowPageInChromium(t *testing.T) {
 		}
 		if r.Width != width || r.ScrollWidth > width || len(r.Overflow) > 0 {
 			t.Errorf("%d px: the page is %d px wide in a %d px viewport; sticking out: %q", width, r.ScrollWidth, r.Width, r.Overflow)
+		}
+		if len(r.Tabs) != 6 {
+			t.Errorf("%d px: tabs %v, want 6", width, r.Tabs)
+		}
+		for tab, w := range r.Tabs {
+			if w > width {
+				t.Errorf("%d px: the %s tab is %d px wide", width, tab, w)
+			}
 		}
 		if r.List == nil || r.Detail == nil {
 			t.Fatalf("%d px: no timeline or no detail", width)
