@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -271,6 +272,13 @@ func parseDiag(b []byte, seq uint32) (st peerState, done, ok bool) {
 }
 
 func nlAlign(n int) int { return (n + 3) &^ 3 }
+
+// nap sleeps d on this thread (nanosleep: microsecond precision, where a
+// Go timer may wait for the netpoller's next millisecond).
+func nap(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	unix.Nanosleep(&ts, nil)
+}
 
 // yield gives way to the goroutines of this process and to the threads
 // on this CPU (the client may be one of them).

@@ -2,7 +2,10 @@
 
 package netcap
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // diagSet finds client sockets on Linux only; elsewhere streamed pieces
 // are written without waiting for the client to read them.
@@ -13,6 +16,8 @@ func newDiagSet() *diagSet { return &diagSet{} }
 type peerSocket struct{}
 
 func yield() {}
+
+func nap(d time.Duration) { time.Sleep(d) }
 
 func (*diagSet) watch(net.Conn) *peerSocket  { return nil }
 func (*diagSet) close()                      {}
