@@ -25,7 +25,7 @@ func autoFromFlags(c *ucli.Context) (checkpoint.Auto, error) {
 }
 
 // autoCalls reports whether --auto-checkpoint asks for before_external_call
-// (checked already by PolicyFromFlags).
+// (checked already by RetentionFromFlags).
 func autoCalls(c *ucli.Context) bool {
 	a, _ := autoFromFlags(c)
 	return a[checkpoint.BeforeExternalCall]

@@ -16,7 +16,7 @@ import (
 )
 
 // cpApp is dal-exec with the checkpoint command, and a fake-run command
-// that ends as record and run do: StoreCheckpoints with PolicyFlags.
+// that ends as record and run do: StoreCheckpoints with CheckpointFlags.
 func cpApp(stdout, stderr *bytes.Buffer, run checkpoint.Run, marksDir string) *ucli.App {
 	app := App(stdout, stderr)
 	has := false
@@ -28,9 +28,9 @@ func cpApp(stdout, stderr *bytes.Buffer, run checkpoint.Run, marksDir string) *u
 	}
 	app.Commands = append(app.Commands, &ucli.Command{
 		Name:  "fake-run",
-		Flags: PolicyFlags(),
+		Flags: CheckpointFlags(),
 		Action: func(c *ucli.Context) error {
-			if _, err := PolicyFromFlags(c); err != nil {
+			if _, err := RetentionFromFlags(c); err != nil {
 				return err
 			}
 			_, err := StoreCheckpoints(c, run, marksDir, c.App.ErrWriter)

@@ -28,8 +28,8 @@ func selectionFlags() []ucli.Flag {
 	)
 }
 
-// policyFromFlags reads selectionFlags.
-func policyFromFlags(c *ucli.Context) (iterate.Policy, error) {
+// selectionFromFlags reads selectionFlags.
+func selectionFromFlags(c *ucli.Context) (iterate.Policy, error) {
 	p := iterate.DefaultPolicy()
 	p.Use = strings.TrimSpace(c.String("use"))
 	p.Reason = c.String("reason")

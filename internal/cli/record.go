@@ -67,7 +67,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
 				Usage: "treat this kept variable as a secret although its name does not say so: never stored, its value scrubbed from the bundle (repeatable)"},
 			allowLoopbackFlag(), enforceStrictLLMFlag(),
-		), gateFlags(false), selectionFlags(), PolicyFlags()),
+		), gateFlags(false), selectionFlags(), CheckpointFlags()),
 		Action: func(c *ucli.Context) error {
 			if err := checkBundleName(c.String("out")); err != nil {
 				return err
@@ -82,11 +82,11 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				return err
 			}
 			spec.Metrics = figs.m
-			policy, err := policyFromFlags(c)
+			policy, err := selectionFromFlags(c)
 			if err != nil {
 				return err
 			}
-			if _, err := PolicyFromFlags(c); err != nil {
+			if _, err := RetentionFromFlags(c); err != nil {
 				return err
 			}
 			gp, err := gateFromFlags(c)

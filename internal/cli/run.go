@@ -40,7 +40,7 @@ Examples:
 				Usage: "write the run's clock log (clock.json: streams, reads, timers, logged ticks) to this file"}),
 			categorize(catIterations, &ucli.StringFlag{Name: "iterations-dir", EnvVars: []string{"DAL_ITERATIONS_DIR"},
 				Usage: "where the agent's marked iterations are preserved (default: $XDG_STATE_HOME/dal/iterations/<time>-<pid>)"}),
-			gateFlags(false), selectionFlags(), PolicyFlags()),
+			gateFlags(false), selectionFlags(), CheckpointFlags()),
 		Action: func(c *ucli.Context) error {
 			spec, err := specFromFlags(c)
 			if err != nil {
@@ -70,11 +70,11 @@ Examples:
 			spec.Metrics = figs.m
 			spec.TraceFromExec = 1 // the agent is dal-exec's own child: count from its exec
 			spec.TraceIfObserved = true
-			policy, err := policyFromFlags(c)
+			policy, err := selectionFromFlags(c)
 			if err != nil {
 				return err
 			}
-			if _, err := PolicyFromFlags(c); err != nil {
+			if _, err := RetentionFromFlags(c); err != nil {
 				return err
 			}
 			if err := noGateInRun(c); err != nil {
