@@ -334,4 +334,3 @@ func TestPolicyAskTimesOut(t *testing.T) {
 		t.Fatalf("record: exit %d\nstdout %q\nstderr %s", rec.code, rec.stdout, rec.stderr)
 	}
 }
-

@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -67,6 +68,9 @@ type Options struct {
 	// OpenMetrics lets Handler answer in the OpenMetrics format to scrapers
 	// that ask for it. Off, it always answers in the classic text format.
 	OpenMetrics bool
+	// Routes, when set, adds the caller's pages to the endpoint's mux
+	// (dald's Gate page).
+	Routes func(*http.ServeMux)
 }
 
 // Metrics is one set of dal's metric families on a registry of its own.

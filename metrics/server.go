@@ -50,6 +50,9 @@ func (m *Metrics) mux() *http.ServeMux {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, indexPage)
 	})
+	if m.opts.Routes != nil {
+		m.opts.Routes(mux)
+	}
 	return mux
 }
 

@@ -133,7 +133,7 @@ func serve(c *ucli.Context) error {
 	}
 	addr := c.String("metrics-addr")
 	if addr != "" {
-		mo := metrics.Options{GoCollector: !c.Bool("no-go-metrics"), ProcessCollector: !c.Bool("no-process-metrics")}
+		mo := metrics.Options{GoCollector: !c.Bool("no-go-metrics"), ProcessCollector: !c.Bool("no-process-metrics"), Routes: newGatePage().Register}
 		if tracer != nil {
 			mo.BPFStats = tracer.ProgramStats
 			mo.TracerAttached = tracer.Attached
