@@ -3,7 +3,9 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -80,7 +82,7 @@ func safeName(n string) bool {
 // against the signed manifest). The audit is nil when the bundle has none.
 func ReadAudit(ctx context.Context, read func(name string) ([]byte, error)) (*Audit, *Policy, error) {
 	b, err := read(AuditFile)
-	if os.IsNotExist(err) {
+	if errors.Is(err, fs.ErrNotExist) { // wrapped by the bundle reader: os.IsNotExist would not see it
 		return nil, nil, nil
 	}
 	if err != nil {
