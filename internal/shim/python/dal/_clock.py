@@ -48,10 +48,13 @@ _o_gmtime = _timemod.gmtime
 _o_ctime = _timemod.ctime
 _o_asctime = _timemod.asctime
 _o_strftime = _timemod.strftime
+_o_process_time = _timemod.process_time
+_o_process_time_ns = _timemod.process_time_ns
 
 _RT_CLOCKS = frozenset(c for c in (getattr(_timemod, "CLOCK_REALTIME", None), 5 if sys.platform.startswith("linux") else None) if c is not None)
 _MONO_CLOCKS = frozenset(c for c in (getattr(_timemod, "CLOCK_MONOTONIC", None), getattr(_timemod, "CLOCK_MONOTONIC_RAW", None),
                                      getattr(_timemod, "CLOCK_BOOTTIME", None), 6 if sys.platform.startswith("linux") else None) if c is not None)
+_CPU_CLOCKS = frozenset(c for c in (getattr(_timemod, "CLOCK_PROCESS_CPUTIME_ID", None), getattr(_timemod, "CLOCK_THREAD_CPUTIME_ID", None)) if c is not None)
 _OTHER_WALL_CLOCKS = frozenset(c for c in (getattr(_timemod, "CLOCK_TAI", None),) if c is not None)
 
 
@@ -80,6 +83,8 @@ class _Clock:
     advanced = 0
     sleep = None
     advance = None
+    process_time = None     # CPU time: virtual in strict mode only
+    process_time_ns = None
 
     def __repr__(self):
         return "<dal clock>"
@@ -89,6 +94,8 @@ class _Clock:
             return self.time()
         if clk_id in _MONO_CLOCKS:
             return self.monotonic()
+        if clk_id in _CPU_CLOCKS and self.process_time is not None:
+            return self.process_time()
         if clk_id in _OTHER_WALL_CLOCKS:
             say_once("clk%s" % clk_id, "time.clock_gettime(%s) reads the real clock: only CLOCK_REALTIME and the monotonic clocks are virtualized" % clk_id)
         return _o_clock_gettime(clk_id)
@@ -98,6 +105,8 @@ class _Clock:
             return self.time_ns()
         if clk_id in _MONO_CLOCKS:
             return self.monotonic_ns()
+        if clk_id in _CPU_CLOCKS and self.process_time_ns is not None:
+            return self.process_time_ns()
         if clk_id in _OTHER_WALL_CLOCKS:
             say_once("clk%s" % clk_id, "time.clock_gettime(%s) reads the real clock: only CLOCK_REALTIME and the monotonic clocks are virtualized" % clk_id)
         return _o_clock_gettime_ns(clk_id)
@@ -123,7 +132,7 @@ class _Clock:
 # (specialized float add/multiply), no IPC.
 
 class StrictClock(_Clock):
-    __slots__ = ("epoch_ns", "mono_ns", "quantum_ns", "epoch_s", "mono_s", "quantum", "t", "advanced", "reads_extra")
+    __slots__ = ("epoch_ns", "mono_ns", "quantum_ns", "epoch_s", "mono_s", "quantum", "t", "advanced", "reads_extra", "threads")
 
     def __init__(self, epoch_ns, mono_ns, quantum_ns):
         self.epoch_ns = epoch_ns
@@ -135,6 +144,7 @@ class StrictClock(_Clock):
         self.epoch_s = epoch_ns / 1e9
         self.mono_s = mono_ns / 1e9
         self.quantum = float(quantum_ns)
+        self.threads = None  # the thread scheduler (dal._threads), once threading is imported
         self.reset()
 
     def reset(self):
@@ -159,17 +169,30 @@ class StrictClock(_Clock):
         t = self.t = self.t + self.quantum
         return self.mono_ns + _trunc(t)
 
+    def process_time(self):
+        """CPU time: the part of t that reads made (sleeps and idle jumps
+        are not CPU time). A read."""
+        t = self.t = self.t + self.quantum
+        return (t - self.advanced) * 1e-9
+
+    def process_time_ns(self):
+        t = self.t = self.t + self.quantum
+        return _trunc(t - self.advanced)
+
     def sleep(self, secs):
         n = sleep_ns(secs)
+        threads = self.threads
+        if threads is not None and threads.sleep(n):
+            return  # another thread exists: the scheduler slept us
         self.t += n
         self.advanced += n
-        _o_sleep(0)  # yield the GIL: threads polling in sleep loops progress
+        _o_sleep(0)  # yield the GIL: threads not started by threading progress
 
     def advance(self, n):
-        """An idle event loop jumps virtual time by n ns."""
+        """An idle event loop or thread scheduler jumps virtual time by n ns."""
         if n > 0:
             self.t += n
-            self.advanced += n
+            self.advanced += int(n)
 
     def reads(self):
         if self.quantum_ns > 0:
@@ -197,6 +220,14 @@ class CountingClock(StrictClock):
     def monotonic_ns(self):
         self.reads_extra += 1
         return StrictClock.monotonic_ns(self)
+
+    def process_time(self):
+        self.reads_extra += 1
+        return StrictClock.process_time(self)
+
+    def process_time_ns(self):
+        self.reads_extra += 1
+        return StrictClock.process_time_ns(self)
 
 
 # --------------------------------------------------------------------------
@@ -396,6 +427,7 @@ def _name_like_time(cls):
     goes by monotonic's)."""
     likes = {"time": _o_time, "time_ns": _o_time_ns, "monotonic": _o_monotonic, "monotonic_ns": _o_monotonic_ns,
              "sleep": _o_sleep, "clock_gettime": _o_clock_gettime, "clock_gettime_ns": _o_clock_gettime_ns,
+             "process_time": _o_process_time, "process_time_ns": _o_process_time_ns,
              "localtime": _o_localtime, "gmtime": _o_gmtime, "ctime": _o_ctime, "asctime": _o_asctime, "strftime": _o_strftime}
     for name, like in likes.items():
         f = cls.__dict__.get(name)
@@ -430,6 +462,9 @@ def patch(clock):
     T.perf_counter_ns = clock.monotonic_ns
     if clock.sleep is not None:
         T.sleep = clock.sleep
+    if clock.process_time is not None:
+        T.process_time = T.thread_time = clock.process_time
+        T.process_time_ns = T.thread_time_ns = clock.process_time_ns
     T.clock_gettime, T.clock_gettime_ns = clock.clock_gettime, clock.clock_gettime_ns
     T.localtime = clock.localtime
     T.gmtime = clock.gmtime
@@ -487,3 +522,39 @@ def keeping_real_time(real):
             if getattr(mod, "time", None) is _timemod:
                 mod.time = real
     return keep_real_time
+
+
+# --------------------------------------------------------------------------
+# CPU time (strict mode): os.times and resource.getrusage report the
+# virtual CPU time (process_time: what reads made of t) and nothing else
+# that varies from run to run.
+
+def patch_os_times(clock):
+    import os
+    o_times = os.times
+
+    def times():
+        cpu = round(clock.process_time(), 2)
+        return os.times_result((cpu, 0.0, 0.0, 0.0, round(clock.monotonic(), 2)))
+    times.__doc__ = o_times.__doc__
+    os.times = times
+
+
+def patch_resource(clock):
+    """A hook for `resource`: getrusage's ru_utime is the virtual CPU time
+    (RUSAGE_SELF and RUSAGE_THREAD; 0 for RUSAGE_CHILDREN, whose children
+    report their own); every counter (maxrss, faults, switches) is 0."""
+    def hook(mod):
+        orig = mod.getrusage
+        if getattr(orig, "_dal", False):
+            return
+        children = getattr(mod, "RUSAGE_CHILDREN", -1)
+
+        def getrusage(who):
+            orig(who)  # validates who as the real one does
+            cpu = 0.0 if who == children else clock.process_time()
+            return mod.struct_rusage((cpu,) + (0,) * 15)
+        getrusage.__doc__ = orig.__doc__
+        getrusage._dal = True
+        mod.getrusage = getrusage
+    return hook

@@ -73,18 +73,46 @@ def patch(aio, clock, timers, strict):
 
         def select(self, timeout=None):
             sel = self._sel
+            # the selector's own select: dal._threads' patched one would
+            # advance the clock as well
+            real = getattr(type(sel), "_dal_real_select", None) or type(sel).select
+            s = _threads_sched()
             if timeout is None or timeout <= 0:
-                return sel.select(timeout)
-            ev = sel.select(0)
+                if timeout is None and s is not None:
+                    return s.call(real, sel, None)
+                return real(sel, timeout)
+            ev = real(sel, 0)
             if ev:
                 return ev
             loop = self._loop()
+            if s is not None and loop is not None:
+                return _idle_with_threads(s, loop, sel, real, timeout)
             if loop is not None and loop._dal_outstanding():
-                ev = sel.select(timeout)
+                ev = real(sel, timeout)
                 if ev:
                     return ev
             clock.advance(_idle_ns(loop, timeout))
             return []
+
+    def _idle_with_threads(s, loop, sel, real, timeout):
+        """The idle rule beside other threads (dal._threads): real I/O is
+        waited for with the baton away; then the loop waits for its next
+        deadline on the scheduler, which other threads' timers share, and
+        call_soon_threadsafe from another thread ends the wait."""
+        if loop._dal_outstanding(threads=True):
+            ev = s.call(real, sel, timeout)
+            if ev:
+                return ev
+        me = s.me()
+        loop._dal_task = me
+        me.pokeable = True
+        s.mu.acquire()
+        try:
+            s.block(me, clock.t + _idle_ns(loop, timeout))
+        finally:
+            me.pokeable = False
+            loop._dal_task = None
+        return real(sel, 0)
 
     def _idle_ns(loop, timeout):
         """How far an idle loop jumps: exactly to the earliest deadline
@@ -113,6 +141,7 @@ def patch(aio, clock, timers, strict):
             self._dal_pending = set()   # futures of threads (run_in_executor, wrap_future)
             self._dal_busy = 0
             self._dal_subprocs = weakref.WeakSet()
+            self._dal_task = None       # the thread's dal._threads task while the loop waits idle
 
         if strict:
             def time(self):
@@ -146,8 +175,18 @@ def patch(aio, clock, timers, strict):
             self._dal_subprocs.add(tr)
             return tr
 
-        def _dal_outstanding(self):
-            if self._dal_pending or self._dal_busy:
+        def _write_to_self(self):
+            super()._write_to_self()
+            t = self._dal_task
+            if t is not None:
+                s = _threads_sched()
+                if s is not None:
+                    s.poke(t)
+
+        def _dal_outstanding(self, threads=False):
+            # with dal._threads, executor threads take turns with the loop:
+            # their futures are not real I/O
+            if not threads and (self._dal_pending or self._dal_busy):
                 return True
             for tr in list(self._dal_subprocs):
                 if tr.get_returncode() is None:
@@ -222,6 +261,14 @@ def patch(aio, clock, timers, strict):
         orig_set_policy(DalEventLoopPolicy())
     aio._dal_patched = True
     aio.DalEventLoop = DalEventLoop
+
+
+def _threads_sched():
+    """dal._threads' scheduler when other threads may run, else None."""
+    import sys
+    t = sys.modules.get("dal._threads")
+    s = t._sched if t is not None else None
+    return None if s is None or s.alone() else s
 
 
 def note_uvloop(mod):

@@ -83,25 +83,55 @@ With no timers (timeout ``None``) the loop blocks on real I/O as usual.
 Limits of the rule: an idle connection that stays registered for reading (a
 keep-alive connection in a client pool, a websocket, a pipe from stdin)
 counts as outstanding, so timers then wait in wall time (bounded by ``T``,
-never a hang, but not fast); a thread that is not an executor future and
+never a hang, but not fast); a thread ``threading`` did not start that
 wakes the loop with ``call_soon_threadsafe`` is not seen, so virtual time may
-jump past it; a server slower than ``T`` of wall time loses the race to the
+jump past it (threads it started take turns with the loop, see Threads); a server slower than ``T`` of wall time loses the race to the
 timer, as it would for real. Loops not made by dal -- uvloop (libuv reads its
 clock in C), a third-party policy, a ``loop_factory`` -- run on the real clock:
 the shim says so once on stderr when such a policy is installed, uvloop is
 imported, or a non-dal loop starts running.
 
-Blocking waits outside asyncio
-------------------------------
-Waits on other threads and processes are real waits. The stdlib modules that
-compute deadlines for them (threading, queue, subprocess,
-concurrent.futures, multiprocessing, socketserver) keep the real monotonic
-clock, so ``Event.wait(5)``, ``queue.get(timeout=5)``,
-``Popen.wait(timeout=5)`` wait in wall time and never spin or time out early.
-Socket timeouts, ``select``, ``signal.alarm``/``setitimer`` and file
-timestamps are real too. A sleep loop that polls another thread
-(``while t.is_alive(): time.sleep(0.1)``) progresses, but the virtual time it
-accumulates depends on how long the thread really took.
+Threads (strict mode; dal/_threads.py)
+--------------------------------------
+Threads started by ``threading`` take turns: one runs Python code at a time
+and hands over only at a blocking point -- a contended ``Lock``, ``RLock``,
+``Condition.wait``, ``Event.wait``, ``Semaphore``, ``Barrier``,
+``queue.get``, ``Thread.join``, ``time.sleep``, or a real blocking call
+(socket ``connect/accept/recv*/send*``, ``selectors`` ``select``,
+``Popen.wait/communicate``) -- to the next runnable thread, in the order
+threads became runnable. The GIL's switch interval decides nothing, so
+``ThreadPoolExecutor``, ``as_completed`` and ``Timer`` orders are the same
+on every run. Every wait with a timeout is a virtual timer: when no thread
+can run, time jumps to the earliest deadline (ties in registration order)
+and the timers fired are reported with asyncio's. The outstanding-I/O rule
+holds: while a thread is out in a real blocking call, time jumps only after
+the deadline's distance has passed in wall time without it coming back; a
+thread that comes back waits for the next point where no thread runs, and
+threads that come back together run in the order they were started. A
+server's poll loop (select on listening sockets only, ``accept``) is not
+outstanding. ``Popen.wait/communicate(timeout)`` and a ``select`` that time
+out move virtual time by the timeout. ``queue.SimpleQueue`` is the
+pure-Python one (the C one would block the running thread in C).
+
+Limits: a thread that busy-waits for another (``while not flag: pass``) or
+blocks in a call dal does not know (``os.read`` on a pipe another thread
+writes) while others are runnable would hold everyone: after 5 s of wall
+time the others run beside it, said once on stderr, and the order is no
+longer deterministic. Threads not started by ``threading`` (``_thread``, C
+extensions) run beside the turns until they first block. An in-process
+server answering a client thread makes the client's wait outstanding I/O, so
+the server's own sleeps take wall time (bounded, never a hang).
+``multiprocessing``, ``socketserver`` deadlines, socket timeouts,
+``select.select``, ``signal.alarm``/``setitimer`` and file timestamps are
+real.
+
+CPU time (strict mode): ``time.process_time[_ns]``, ``thread_time[_ns]``,
+``clock_gettime(CLOCK_PROCESS_CPUTIME_ID/CLOCK_THREAD_CPUTIME_ID)`` are the
+part of the virtual clock that reads made (sleeps and jumps excluded; a
+read); ``os.times()`` reports it as user time, with the virtual monotonic
+clock as elapsed; ``resource.getrusage`` reports it as ``ru_utime``
+(``RUSAGE_CHILDREN``: 0) and 0 for every counter (maxrss, faults,
+switches), which vary from run to run.
 
 Spawn naming
 ------------
@@ -113,11 +143,12 @@ drops the parent's connection and says hello on a fresh socket with the
 reserved name; its clock and random streams restart for that name.
 
 The modules, one per concern: _wire (codec, the connection to dald),
-_clock (the clocks, real time for real waits), _datetime, _random,
-_eventloop (asyncio), _spawn (spawn naming, exec and exit), _say (stderr).
+_clock (the clocks, CPU times, real time for real waits), _datetime,
+_random, _eventloop (asyncio), _threads (threads take turns), _spawn (spawn
+naming, exec and exit), _say (stderr).
 This module ties them together: the Session with dald, the post-import
 hooks that patch modules as they are imported, and one Runtime per process
-that holds the state. _datetime and _eventloop are imported by their hooks,
+that holds the state. _datetime, _eventloop and _threads are imported by their hooks,
 when datetime or asyncio is (start-up pays only for what it patches).
 """
 
@@ -438,14 +469,44 @@ class Runtime:
                 hooks[name] = lambda m: (keep_real_time(m), spawner.patch_subprocess(m))
             else:
                 hooks[name] = keep_real_time
+        if s.mode == "strict":
+            self.patch_strict(clock, hooks, spawner, keep_real_time)
         if s.mode == "strict" or s.replay:
             hooks["asyncio"] = lambda m: _lazy_eventloop().patch(m, clock, self.timers, s.mode == "strict")
         _install_hooks(hooks)
         atexit.register(self.at_exit)
 
+    def patch_strict(self, clock, hooks, spawner, keep_real_time):
+        """Strict mode's CPU times, and threads on the virtual clock
+        (dal._threads, imported with threading)."""
+        _clock.patch_os_times(clock)
+        hooks["resource"] = _clock.patch_resource(clock)
+        timers = self.timers
+
+        def threads():
+            from . import _threads
+            return _threads
+
+        def on_threading(m):
+            t = threads()
+            t.scheduler(clock, timers)
+            t.patch_threading(m, clock)
+
+        def on_futures(m):
+            m.time = threads().virtual_time_module(clock)
+        hooks["threading"] = on_threading
+        hooks["queue"] = lambda m: threads().patch_queue(m, clock)
+        hooks["concurrent.futures._base"] = on_futures
+        hooks["socket"] = lambda m: threads().patch_socket(m)
+        hooks["selectors"] = lambda m: threads().patch_selectors(m, clock)
+        hooks["subprocess"] = lambda m: (keep_real_time(m), threads().patch_subprocess(m, clock), spawner.patch_subprocess(m))
+
     def fork_child(self):
         """After os.fork, in the child: drop the parent's connection and say
         hello on a fresh one as the reserved stream."""
+        threads = sys.modules.get("dal._threads")
+        if threads is not None:
+            threads.after_fork_child()
         s = self.session
         held, child = self.spawner.fork_child()
         if held is not None:

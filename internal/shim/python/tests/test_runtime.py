@@ -16,14 +16,15 @@ from dal import _runtime
 
 EPOCH = 1767225600 * 10**9
 CHECKS = [("clock", "strict"), ("asyncio_order", "strict"), ("idle", "strict"), ("real_waits", "strict"),
-          ("random", "strict"), ("seeded_ticks", "seeded"), ("foreign_loop", "strict"), ("child_env", "strict"), ("compat", "strict")]
+          ("random", "strict"), ("seeded_ticks", "seeded"), ("foreign_loop", "strict"), ("child_env", "strict"), ("compat", "strict"), ("threads", "strict"), ("threads_again", "strict")]
 
 
 class Offline(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         def one(check):
-            r = run_python([os.path.join(AGENTS, "offline.py"), check[0], check[1]], env={"TZ": "UTC"}, timeout=120)
+            name = "threads" if check[0] == "threads_again" else check[0]
+            r = run_python([os.path.join(AGENTS, "offline.py"), name, check[1]], env={"TZ": "UTC"}, timeout=120)
             return check[0], r
         with ThreadPoolExecutor(len(CHECKS)) as ex:
             cls.runs = dict(ex.map(one, CHECKS))
@@ -128,16 +129,35 @@ class Offline(unittest.TestCase):
         self.assertEqual(out["data"]["line"], "pong\n")
         self.assertLess(out["data"]["virtual"], 1.0)
 
-    def test_real_waits_stay_real(self):
+    def test_thread_waits_are_virtual_and_subprocess_waits_real(self):
         out = self.result("real_waits")
-        self.assertGreaterEqual(out["event_wait"], 0.045)
+        self.assertEqual(out["event_wait"], 50_000_000 + 1000)  # the timeout and the quantum of the second read
         self.assertEqual(out["queue"], "Empty")
-        self.assertGreaterEqual(out["queue_wait"], 0.045)
+        self.assertEqual(out["queue_wait"], 50_000_000 + 1000)
         self.assertEqual(out["subprocess"], 0, "subprocess.run timed out on the virtual clock")
         self.assertGreaterEqual(out["subprocess_wall"], 0.25)
         self.assertEqual(out["popen_wait"], "TimeoutExpired")
         self.assertGreaterEqual(out["popen_wait_wall"], 0.19)
         self.assertTrue(out["poll_loop_done"])
+
+    def test_threads_take_turns_on_the_virtual_clock(self):
+        out = self.result("threads")
+        self.assertEqual(out["log"], ["event@300", "cond@500", "queue-empty@1000", "b@1100", "c@1100", "d@1200", "a@1300", "pool@6800", "sync@7350"])
+        self.assertFalse(out["cond"])
+        # each thread runs until it blocks: no interleaving by the GIL's switch interval
+        self.assertEqual(out["spin"], [[k, i] for k in range(3) for i in range(0, 20000, 5000)])
+        # five jobs on four workers, sleeping 0.5, 0.1, 0.3, 0.2 and 0.05 s: done at 0.1, 0.15, 0.2, 0.3, 0.5
+        self.assertEqual(out["as_completed"], [1, 4, 3, 2, 0])
+        self.assertEqual(out["wait_timeout"], [0, 1])
+        self.assertTrue(out["join_timeout_alive"])
+        self.assertFalse(out["sem"])
+        self.assertEqual(out["barrier"], ["t", "main"])
+        self.assertEqual(out["popen_timeout_virtual"], 200)
+        self.assertEqual(out["cpu"], [True, True, 0, 0.0, 0.0])
+        self.assertTrue(out["process_time_is_reads"])
+
+    def test_threads_are_identical_run_to_run(self):
+        self.assertEqual(self.result("threads"), self.result("threads_again"))
 
     def test_seeded_random_streams(self):
         out = self.result("random")

@@ -157,16 +157,16 @@ def check_real_waits():
     import queue
     import subprocess
     import threading
-    w0 = wall()
+    v0 = time.monotonic_ns()
     threading.Event().wait(0.05)
-    out["event_wait"] = wall() - w0
-    w0 = wall()
+    out["event_wait"] = time.monotonic_ns() - v0
+    v0 = time.monotonic_ns()
     try:
         queue.Queue().get(timeout=0.05)
         out["queue"] = "no Empty"
     except queue.Empty:
         out["queue"] = "Empty"
-    out["queue_wait"] = wall() - w0
+    out["queue_wait"] = time.monotonic_ns() - v0
     w0 = wall()
     r = subprocess.run([sys.executable, "-c", "import time; time.sleep(0.3)"], timeout=5,
                        env={k: v for k, v in os.environ.items() if not k.startswith("DAL_")})
@@ -190,6 +190,99 @@ def check_real_waits():
         time.sleep(0.01)
         n += 1
     out["poll_loop_done"] = True
+
+
+def check_threads():
+    import concurrent.futures as cf
+    import os
+    import queue
+    import resource
+    import subprocess
+    import threading
+    log = []
+
+    def note(what):
+        log.append("%s@%d" % (what, (time.monotonic_ns() - start) // 1_000_000))
+        if os.environ.get("DAL_TEST_WALL"):
+            sys.stderr.write("%s %.3f\n" % (what, wall()))
+    start = time.monotonic_ns()
+    # waits with a timeout are virtual timers
+    threading.Event().wait(0.3)
+    note("event")
+    c = threading.Condition()
+    with c:
+        out["cond"] = c.wait(0.2)
+    note("cond")
+    try:
+        queue.Queue().get(timeout=0.5)
+    except queue.Empty:
+        note("queue-empty")
+    # Timers fire in (deadline, registration) order
+    ts = [threading.Timer(d, note, args=(name,)) for name, d in (("a", 0.3), ("b", 0.1), ("c", 0.1), ("d", 0.2))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+    # threads take turns: CPU loops never interleave by the switch interval
+    counts = []
+
+    def spin(k):
+        for i in range(20000):
+            if i % 5000 == 0:
+                counts.append((k, i))
+    th = [threading.Thread(target=spin, args=(k,)) for k in range(3)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    out["spin"] = counts
+
+    # a pool: completion order is the virtual durations' order
+    def job(k, d):
+        time.sleep(d)
+        return k
+    with cf.ThreadPoolExecutor(4) as pool:
+        fs = [pool.submit(job, k, d) for k, d in enumerate((0.5, 0.1, 0.3, 0.2, 0.05))]
+        out["as_completed"] = [f.result() for f in cf.as_completed(fs, timeout=10)]
+        done, pending = cf.wait([pool.submit(job, 9, 5)], timeout=1)
+        out["wait_timeout"] = [len(done), len(pending)]
+    note("pool")
+
+    # join with a timeout, a Semaphore, a Barrier
+    ev = threading.Event()
+    t = threading.Thread(target=ev.wait, args=(10,))
+    t.start()
+    t.join(0.25)
+    out["join_timeout_alive"] = t.is_alive()
+    ev.set()
+    t.join()
+    sem = threading.Semaphore(0)
+    out["sem"] = sem.acquire(timeout=0.1)
+    b = threading.Barrier(2)
+    order = []
+    bt = threading.Thread(target=lambda: (time.sleep(0.2), order.append("t"), b.wait()))
+    bt.start()
+    b.wait()
+    order.append("main")
+    bt.join()
+    out["barrier"] = order
+    note("sync")
+
+    # a subprocess timeout advances virtual time by the timeout
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"], env={k: v for k, v in os.environ.items() if not k.startswith("DAL_")})
+    v0 = time.monotonic_ns()
+    try:
+        p.wait(timeout=0.2)
+    except subprocess.TimeoutExpired:
+        out["popen_timeout_virtual"] = (time.monotonic_ns() - v0) // 1_000_000
+    p.kill()
+    p.wait()
+    out["log"] = log
+    # CPU times are virtual
+    out["cpu"] = [time.process_time_ns() > 0, time.thread_time_ns() > 0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime, os.times().system]
+    out["process_time_is_reads"] = time.process_time_ns() < 10**9
 
 
 def check_random():

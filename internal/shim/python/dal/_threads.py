@@ -1,0 +1,692 @@
+"""Threads of a strict-mode process, one at a time, on the virtual clock
+(the manual is dal._runtime's docstring, "Threads"). Imported by the
+`threading` hook, not before: a process without threads never pays for it.
+
+The Scheduler hands one baton around. A thread started by ``threading``
+runs Python code only while it holds the baton; it gives the baton away at
+its blocking points (a contended lock, ``Condition.wait``, ``Event.wait``,
+``queue.get``, ``join``, ``time.sleep``, a real blocking call) and the next
+runnable thread, in the order they became runnable, gets it. So the GIL's
+switch interval decides nothing, and waits with a timeout are virtual
+timers: when no thread can run, time jumps to the earliest deadline (ties in
+registration order), unless a thread is out in a real blocking call (the
+outstanding-I/O rule: wait up to the deadline's distance in wall time for it
+to come back first).
+"""
+
+import _thread
+from collections import deque
+from heapq import heappop, heappush
+
+from ._clock import _o_monotonic as _wall
+from ._say import say_once
+
+_get_ident = _thread.get_ident
+
+#: Wall seconds a thread may run while others are runnable before they are
+#: let run beside it (the watchdog: never hang).
+STUCK = 5
+
+
+class Task:
+    """One thread under the scheduler. gate is held while the thread is
+    parked; releasing it hands the thread the baton."""
+
+    __slots__ = ("seq", "gate", "woken", "entry", "finished", "joiners", "pokeable", "passive", "__weakref__")
+
+    def __init__(self, seq):
+        self.seq = seq
+        self.gate = _thread.allocate_lock()
+        self.gate.acquire()
+        self.woken = None      # True: woken by an event; False: its deadline passed
+        self.entry = None      # its live timer, [deadline, seq, task, live]
+        self.finished = False
+        self.joiners = []
+        self.pokeable = False  # an event loop's idle wait: poke() ends it
+        self.passive = False   # out in a wait for connections only (not outstanding I/O)
+
+    def __repr__(self):
+        return "<dal thread %d>" % self.seq
+
+
+class Scheduler:
+    """The baton, the run queue and the virtual timers of one process.
+    Every field is guarded by mu."""
+
+    def __init__(self, clock, timers):
+        self.clock = clock
+        self.timers = timers          # the TimerLog (registration seq, firings)
+        self.reset()
+
+    def reset(self):
+        """The calling thread is the only one (start, and a forked child)."""
+        self.mu = _thread.allocate_lock()
+        self.bell = _thread.allocate_lock()  # the idler waits on it (held: not rung)
+        self.bell.acquire()
+        self.listening = False
+        self.idler = False
+        self.nseq = 0
+        self.by_ident = {}
+        self.runq = deque()
+        self.heap = []
+        self.back = []      # tasks back from a real blocking call, waiting for an idle point
+        self.outside = 0    # tasks in a real blocking call
+        self.live = 0
+        self.io_since = None
+        self.switches = 0   # batons handed over: the watchdog's sign of life
+        me = self._new()
+        self.by_ident[_get_ident()] = me
+        self.current = me
+        self.live = 1
+
+    def _new(self):
+        self.nseq += 1
+        return Task(self.nseq)
+
+    # ------------------------------------------------------------ who runs
+
+    def me(self):
+        t = self.by_ident.get(_get_ident())
+        if t is None:
+            # a thread threading did not start (_thread, a C extension): it
+            # runs beside the baton until it first blocks
+            with self.mu:
+                t = self._new()
+                self.by_ident[_get_ident()] = t
+                self.live += 1
+        return t
+
+    def alone(self):
+        """Whether nothing but the running thread could ever run: no other
+        live thread and no timer."""
+        return self.live <= 1 and not self.outside and not self.back
+
+    def _handoff(self):
+        """The baton is free (current is None): give it to the next
+        runnable thread, or let the idler decide. mu held."""
+        if self.runq:
+            t = self.runq.popleft()
+            self.current = t
+            self.io_since = None
+            self.switches += 1
+            t.gate.release()
+        else:
+            self._ring()
+
+    def _ring(self):
+        if not self.idler:
+            self.idler = True
+            _thread.start_new_thread(self._idle_loop, ())
+        if self.listening:
+            self.listening = False
+            self.bell.release()
+
+    def _wake(self, t, value):
+        """t becomes runnable. mu held."""
+        t.woken = value
+        e = t.entry
+        if e is not None:
+            e[3] = False
+            t.entry = None
+        self.runq.append(t)
+
+    def poke(self, t):
+        """End t's pokeable wait (call_soon_threadsafe from another thread
+        woke its event loop)."""
+        with self.mu:
+            if t.pokeable and t.woken is None and t is not self.current and t not in self.runq:
+                t.pokeable = False
+                self._wake(t, True)
+
+    def block(self, me, deadline=None):
+        """me waits until _wake (True) or its virtual deadline, an offset
+        in ns (False). The caller holds mu; block releases it."""
+        me.woken = None
+        if deadline is not None:
+            e = [deadline, self.timers.next_seq(), me, True]
+            me.entry = e
+            heappush(self.heap, e)
+        if self.current is me:
+            self.current = None
+            self._handoff()
+        self.mu.release()
+        try:
+            me.gate.acquire()
+        except BaseException:  # a signal handler raised (KeyboardInterrupt)
+            with self.mu:
+                if me in self.runq:
+                    self.runq.remove(me)
+                if me.entry is not None:
+                    me.entry[3] = False
+                    me.entry = None
+                if self.current is None:
+                    self.current = me
+                me.woken = False
+            raise
+        return me.woken
+
+    # ------------------------------------------------------------ idle
+
+    def _idle_loop(self):
+        mu = self.mu
+        seen, since = -1, 0.0
+        while True:
+            mu.acquire()
+            wait = self._idle_step()
+            if wait is None and self.current is not None and self.live > 1:
+                # the watchdog: others could run, the holder has not let them
+                if not (self.runq or self.back or self._live_timer()):
+                    seen = -1
+                elif self.switches != seen:
+                    seen, since = self.switches, _wall()
+                elif _wall() - since >= STUCK:
+                    self._unstick()
+                    seen = -1
+                wait = STUCK / 5
+            self.listening = True
+            mu.release()
+            got = self.bell.acquire(True, -1 if wait is None else wait)
+            with mu:
+                if not got and not self.listening:
+                    self.bell.acquire()  # rung right after the timeout
+                self.listening = False
+
+    def _unstick(self):
+        """The baton holder ran STUCK seconds of wall time without a
+        blocking point while others were runnable: a busy loop waiting for
+        another thread, or a blocking call dal does not know. Never hang:
+        the next thread runs beside it. mu held."""
+        say_once("threads-stuck", "a thread ran %d s without giving other threads a turn (a busy loop, or a blocking call dal does not know): "
+                 "threads now run beside it, so this process's thread order is no longer deterministic" % STUCK)
+        self.current = None
+        if not self.runq and self.back:
+            self.back.sort(key=_seq)
+            self.runq.extend(self.back)
+            del self.back[:]
+        if not self.runq and self._live_timer():
+            self._fire(self.heap[0][0])
+        self._handoff()
+
+    def _live_timer(self):
+        heap = self.heap
+        while heap and not heap[0][3]:
+            heappop(heap)
+        return bool(heap)
+
+    def _idle_step(self):
+        """What to do when nobody holds the baton. Returns the wall seconds
+        to wait for a thread to come back (None: until rung). mu held."""
+        if self.current is not None or self.runq:
+            return None
+        if self.back:
+            self.back.sort(key=_seq)
+            self.runq.extend(self.back)
+            del self.back[:]
+            self._handoff()
+            return None
+        heap = self.heap
+        while heap and not heap[0][3]:
+            heappop(heap)
+        if not heap:
+            return None
+        deadline = heap[0][0]
+        if self.outside:
+            now = _wall()
+            if self.io_since is None:
+                self.io_since = now
+            left = (deadline - self.clock.t) * 1e-9 - (now - self.io_since)
+            if left > 0:
+                return left
+        self.io_since = None
+        self._fire(deadline)
+        self._handoff()
+        return None
+
+    def _fire(self, deadline):
+        """Virtual time jumps to deadline; every timer due then fires, in
+        (deadline, registration) order. mu held."""
+        clock = self.clock
+        n = int(deadline - clock.t)
+        if n > 0:
+            clock.advance(n)
+        heap = self.heap
+        while heap and heap[0][0] <= clock.t:
+            e = heappop(heap)
+            if e[3]:
+                t = e[2]
+                self.timers.fire(int(e[0]), e[1])
+                t.entry = None
+                e[3] = False
+                t.woken = False
+                self.runq.append(t)
+
+    # ------------------------------------------------------------ real calls
+
+    def leave(self, passive=False):
+        """Before a real blocking call: give the baton away if another
+        thread could use it. Returns what enter() takes back. A passive
+        call (waiting for connections on listening sockets) is not
+        outstanding I/O: time may jump while it waits."""
+        me = self.by_ident.get(_get_ident())
+        if me is None:
+            return None
+        with self.mu:
+            if self.current is not me or (not self.runq and self.live <= 1 and not self.outside and not self.back):
+                return None
+            me.passive = passive
+            if not passive:
+                self.outside += 1
+            self.current = None
+            self._handoff()
+        return me
+
+    def enter(self, me):
+        """After the real call: wait for the baton at the next idle point."""
+        if me is None:
+            return
+        with self.mu:
+            if not me.passive:
+                self.outside -= 1
+            me.passive = False
+            self.back.append(me)
+            if self.current is None:
+                self._ring()
+        me.gate.acquire()
+
+    def call(self, fn, *args, _passive=False, **kwargs):
+        """fn(*args, **kwargs), a real blocking call, with the baton away."""
+        me = self.leave(_passive)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.enter(me)
+
+    # ------------------------------------------------------------ sleeps
+
+    def sleep(self, n):
+        """time.sleep of n ns: False if this thread is alone (the clock
+        just adds n), else the thread waits for its virtual deadline."""
+        if self.live <= 1 and not self.outside and not self.back:
+            return False
+        me = self.me()
+        self.mu.acquire()
+        self.block(me, self.clock.t + n)
+        return True
+
+    # ------------------------------------------------------------ threads
+
+    def started(self, thread):
+        """threading.Thread.start: the new thread is runnable, after those
+        already are."""
+        with self.mu:
+            t = self._new()
+            self.live += 1
+            self.runq.append(t)
+        thread._dal_task = t
+        return t
+
+    def start_failed(self, t):
+        with self.mu:
+            if t in self.runq:
+                self.runq.remove(t)
+            self.live -= 1
+
+    def begin(self, t):
+        """First thing in the new thread: wait for the baton."""
+        with self.mu:
+            self.by_ident[_get_ident()] = t
+        t.gate.acquire()
+
+    def end(self, t):
+        """Last thing in a thread: wake its joiners, pass the baton on."""
+        with self.mu:
+            t.finished = True
+            self.live -= 1
+            self.by_ident.pop(_get_ident(), None)
+            for j in t.joiners:
+                self._wake(j, True)
+            del t.joiners[:]
+            if self.current is t:
+                self.current = None
+                self._handoff()
+
+    def join(self, t, timeout):
+        """Wait for t to end, timeout (seconds, None: forever) virtual.
+        Returns whether it ended."""
+        me = self.me()
+        self.mu.acquire()
+        if t.finished:
+            self.mu.release()
+            return True
+        t.joiners.append(me)
+        deadline = None if timeout is None else self.clock.t + _ns(max(0.0, timeout))
+        if self.block(me, deadline):
+            return True
+        with self.mu:
+            if me in t.joiners:
+                t.joiners.remove(me)
+        return t.finished
+
+
+def _seq(t):
+    return t.seq
+
+
+def _ns(secs):
+    """A timeout in whole ns, to the nearest: deadlines the stdlib computes
+    as differences of float seconds are off by a fraction of a ns."""
+    return int(round(secs * 1e9))
+
+
+class DalLock:
+    """threading.Lock on the scheduler: a contended acquire gives the baton
+    away; its timeout is virtual. Ownership passes to the first waiter on
+    release, so waiters get the lock in the order they asked."""
+
+    __slots__ = ("_locked", "_waiters", "__weakref__")
+
+    def __init__(self):
+        self._locked = False
+        self._waiters = deque()
+
+    def acquire(self, blocking=True, timeout=-1):
+        s = _sched
+        s.mu.acquire()
+        if not self._locked:
+            self._locked = True
+            s.mu.release()
+            return True
+        if not blocking:
+            s.mu.release()
+            if timeout != -1:
+                raise ValueError("can't specify a timeout for a non-blocking call")
+            return False
+        if timeout < 0 and timeout != -1:
+            s.mu.release()
+            raise ValueError("timeout value must be a non-negative number")
+        me = s.by_ident.get(_get_ident())
+        if me is None:
+            s.mu.release()
+            me = s.me()
+            s.mu.acquire()
+            if not self._locked:
+                self._locked = True
+                s.mu.release()
+                return True
+        self._waiters.append(me)
+        deadline = None if timeout == -1 else s.clock.t + _ns(timeout)
+        try:
+            ok = s.block(me, deadline)
+        except BaseException:
+            with s.mu:
+                if me in self._waiters:
+                    self._waiters.remove(me)
+                elif me.woken:  # the lock was handed to us as we were interrupted
+                    self._release_locked()
+            raise
+        if not ok:
+            with s.mu:
+                if me in self._waiters:
+                    self._waiters.remove(me)
+                else:  # handed over at the very deadline: ours after all
+                    return True
+        return ok
+
+    def release(self):
+        s = _sched
+        with s.mu:
+            if not self._locked:
+                raise RuntimeError("release unlocked lock")
+            self._release_locked()
+
+    def _release_locked(self):
+        if self._waiters:
+            _sched._wake(self._waiters.popleft(), True)  # stays locked: the waiter owns it
+        else:
+            self._locked = False
+
+    def locked(self):
+        return self._locked
+
+    def _at_fork_reinit(self):
+        self._locked = False
+        self._waiters = deque()
+
+    acquire_lock = acquire
+    release_lock = release
+    locked_lock = locked
+    __enter__ = acquire
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        return "<%s dal._threads.DalLock object at %#x>" % ("locked" if self._locked else "unlocked", id(self))
+
+
+_sched = None
+
+
+def scheduler(clock, timers):
+    """The process's scheduler, made once (the main thread holds the baton)."""
+    global _sched
+    if _sched is None:
+        _sched = Scheduler(clock, timers)
+        clock.threads = _sched
+    return _sched
+
+
+def after_fork_child():
+    if _sched is not None:
+        _sched.reset()
+
+
+# --------------------------------------------------------------------------
+# Patching the stdlib.
+
+def patch_threading(th, clock):
+    """Locks, RLocks, Conditions, Events, Semaphores, Barriers and Timers
+    made from now on are on the scheduler; threads started by Thread.start
+    take turns; join and the interpreter's exit wait virtually."""
+    if getattr(th, "_dal_threads", False):
+        return
+    s = _sched
+    peek = _peek(clock)
+    th._allocate_lock = DalLock
+    th.Lock = DalLock
+    th._CRLock = None  # RLock() is then _PyRLock, built on _allocate_lock
+    th._time = peek     # Condition.wait_for, Semaphore.acquire deadlines: virtual, not reads
+    T = th.Thread
+    o_start, o_join, o_boot = T.start, T.join, T._bootstrap_inner
+
+    def start(self):
+        t = s.started(self)
+        try:
+            return o_start(self)
+        except BaseException:
+            s.start_failed(t)
+            raise
+
+    def _bootstrap_inner(self):
+        t = getattr(self, "_dal_task", None)
+        if t is None:
+            return o_boot(self)
+        s.begin(t)
+        try:
+            o_boot(self)
+        finally:
+            s.end(t)
+
+    def join(self, timeout=None):
+        t = getattr(self, "_dal_task", None)
+        if t is not None and not t.finished and self._started.is_set() and s.by_ident.get(_get_ident()) is not t:
+            if not s.join(t, timeout):
+                return
+            timeout = None  # ended: what remains is the interpreter's teardown of the thread
+        return o_join(self, timeout)
+
+    for f, o in ((start, o_start), (join, o_join), (_bootstrap_inner, o_boot)):
+        f.__doc__ = o.__doc__
+        f.__name__ = o.__name__
+        f.__qualname__ = o.__qualname__
+    T.start, T.join, T._bootstrap_inner = start, join, _bootstrap_inner
+
+    o_shutdown = th._shutdown
+
+    def _shutdown():
+        # The interpreter waits for non-daemon threads here on their C
+        # locks, which the baton would never reach: run the threading
+        # atexits (an executor's shutdown) and join them here first.
+        if th._main_thread._is_stopped:
+            return
+        th._SHUTTING_DOWN = True
+        calls = list(th._threading_atexits)
+        del th._threading_atexits[:]
+        for c in reversed(calls):
+            c()
+        while True:
+            pending = [t for t in list(th._active.values()) if t is not th._main_thread and not t.daemon
+                       and getattr(t, "_dal_task", None) is not None and not t._dal_task.finished]
+            if not pending:
+                break
+            for t in pending:
+                t.join()
+        return o_shutdown()
+    th._shutdown = _shutdown
+    th._dal_threads = True
+
+
+def patch_queue(q, clock):
+    """queue.Queue's deadlines on the virtual clock (no reads); SimpleQueue
+    is the pure-Python one, which waits on the scheduler (the C one would
+    block the baton holder in C)."""
+    q.time = _peek(clock)
+    if hasattr(q, "_PySimpleQueue"):
+        q.SimpleQueue = q._PySimpleQueue
+
+
+def virtual_time_module(clock):
+    """A stand-in `time` module whose monotonic clocks are the virtual
+    clock's, without reads (concurrent.futures' deadlines)."""
+    from ._clock import real_time_module
+    m = real_time_module()
+    m.monotonic = m.perf_counter = _peek(clock)
+    return m
+
+
+def _peek(clock):
+    """Monotonic seconds on the virtual clock without a read (the stdlib's
+    deadlines for waits, which are not the program's clock reads)."""
+    mono_s = clock.mono_s
+
+    def monotonic():
+        return mono_s + clock.t * 1e-9
+    return monotonic
+
+
+def _call(fn, *args, _passive=False, **kwargs):
+    """fn(*args, **kwargs), a real blocking call, with the baton away (if
+    there is a scheduler: threading was imported)."""
+    s = _sched
+    if s is None:
+        return fn(*args, **kwargs)
+    return s.call(fn, *args, _passive=_passive, **kwargs)
+
+
+def patch_socket(sock):
+    """The blocking socket calls give the baton away while they wait."""
+    S = sock.socket
+    if getattr(S, "_dal", False):
+        return
+    call = _call
+    for name in ("accept", "connect", "recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg", "send", "sendall", "sendto"):
+        o = getattr(S, name, None)
+        if o is None:
+            continue
+
+        def wrap(self, *args, _o=o, _passive=name == "accept", **kwargs):
+            return call(_o, self, *args, _passive=_passive, **kwargs)
+        wrap.__name__ = name
+        wrap.__doc__ = o.__doc__
+        setattr(S, name, wrap)
+    S._dal = True
+
+
+def patch_subprocess(sp, clock):
+    """Popen.wait and communicate: a real wait (the child is outstanding
+    I/O) with the baton away; a timeout that expires advances virtual time
+    by the timeout."""
+    P = sp.Popen
+    if getattr(P.wait, "_dal", False):
+        return
+    call = _call
+    o_wait, o_comm = P.wait, P.communicate
+
+    def timed(fn, timeout):
+        try:
+            return fn()
+        except sp.TimeoutExpired:
+            if timeout is not None and timeout > 0:
+                clock.advance(_ns(timeout))
+            raise
+
+    def wait(self, timeout=None):
+        return timed(lambda: call(o_wait, self, timeout), timeout)
+
+    def communicate(self, input=None, timeout=None):
+        return timed(lambda: call(o_comm, self, input, timeout), timeout)
+
+    for f, o in ((wait, o_wait), (communicate, o_comm)):
+        f.__doc__ = o.__doc__
+        f._dal = True
+    P.wait, P.communicate = wait, communicate
+
+
+def _listening_only(selector):
+    """Whether every file a selector waits on is a listening socket."""
+    import _socket
+    try:
+        keys = list(selector.get_map().values())
+    except Exception:
+        return False
+    if not keys:
+        return False
+    for key in keys:
+        try:
+            s = _socket.socket(fileno=key.fd)
+        except (OSError, ValueError, TypeError):
+            return False
+        try:
+            if not s.getsockopt(_socket.SOL_SOCKET, getattr(_socket, "SO_ACCEPTCONN", 30)):
+                return False
+        except OSError:
+            return False
+        finally:
+            s.detach()
+    return True
+
+
+def patch_selectors(sel, clock):
+    """A selector's select(timeout) is a real wait for I/O (outstanding,
+    with the baton away); when it times out with nothing ready, virtual
+    time advances by the timeout. Waiting on listening sockets only (a
+    server's poll loop) is passive: not outstanding, and its timeout moves
+    no virtual time. asyncio's loops use the real method
+    (_dal_real_select): their idle rule advances time itself."""
+    for cls in (getattr(sel, n, None) for n in ("SelectSelector", "PollSelector", "EpollSelector", "DevpollSelector", "KqueueSelector")):
+        if cls is None or "_dal_real_select" in cls.__dict__:
+            continue
+        o = cls.select
+
+        def select(self, timeout=None, _o=o):
+            if timeout is not None and timeout <= 0:
+                return _o(self, timeout)
+            passive = _listening_only(self)
+            ready = _call(_o, self, timeout, _passive=passive)
+            if not ready and timeout is not None and not passive:
+                clock.advance(_ns(timeout))
+            return ready
+        select.__doc__ = o.__doc__
+        cls._dal_real_select = o
+        cls.select = select
+
