@@ -121,9 +121,12 @@
 // around BPF programs), so no update is lost.
 //
 // Memory is bounded by Options, not by the workload. The maps take about
-// 3.6 MiB at Open (bit array, ring buffer, hash buckets) and 4 KiB per CPU
-// for each registered session's counters (8 KiB on 2 CPUs), given back by
-// Forget.
+// 2.5 MiB at Open (bit array, ring buffer, hash buckets) and, for each
+// registered session's counters, 4 KiB plus 4 KiB per CPU (12 KiB on 2
+// CPUs). Forget frees the slot; its counters are kept for the next session
+// (installing a map in counters, or removing one, makes the kernel wait
+// for an RCU grace period, milliseconds), up to 16 idle ones, and the rest
+// are removed in the background.
 //
 // Open needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF; when
 // it cannot trace it returns an *UnavailableError whose message says, in

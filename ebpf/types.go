@@ -24,7 +24,8 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 type Options struct {
 	// MaxSessions is how many sessions may be registered at once (default
 	// 4096). Each registered session holds a per-CPU array of counters,
-	// 4 KiB per CPU, from its first Track or SetWorkspace to its Forget.
+	// 4 KiB plus 4 KiB per CPU, from its first Track or SetWorkspace to
+	// its Forget (see the package doc for what Forget keeps for reuse).
 	MaxSessions int
 	// MaxProcesses is how many live processes may be tracked at once, over
 	// all sessions (default 32768). A fork beyond it is not followed and is
