@@ -17,6 +17,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -245,6 +247,18 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		}
 	}
 	rails := guardRails(env, &spec, sess, shims.PythonPath(), shims.NodeRequire())
+	// A strict run outside a sandbox (which mounts a fresh /tmp) gets a
+	// TMPDIR of its own: files an earlier run left in a shared one would
+	// change this run's temporary names. --keep-env TMPDIR keeps the caller's.
+	if spec.Mode == "strict" && spec.Wrap == nil && !slices.Contains(spec.KeepEnv, "TMPDIR") {
+		d := filepath.Join(tmp, "tmp")
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create the run's TMPDIR: %w", err)
+		}
+		env["TMPDIR"] = d
+		rails = append(rails, "TMPDIR")
+		sort.Strings(rails)
+	}
 
 	res := &Result{Env: env, Rails: rails, Daemon: where}
 	if spec.TraceFromExec > 0 {
