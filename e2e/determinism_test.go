@@ -295,3 +295,25 @@ func BenchmarkGoroutineHeavyUnderTheLayer(b *testing.B) {
 		})
 	}
 }
+
+// TestGoDialsUnderTheLayer: a Go program making 400 fresh connections with
+// a 30 s dial timeout, 200 to its own loopback server and 200 through
+// dal's proxy with net/http, under `dal-exec record --mode strict`: none
+// times out. Go's netpoller waits with a timeout while another thread
+// registers the new socket; the layer must not jump the clock by the
+// timeout then (it waits for every other thread to be blocked).
+func TestGoDialsUnderTheLayer(t *testing.T) {
+	t.Parallel()
+	prog := filepath.Join(t.TempDir(), "godial")
+	build := exec.Command("go", "build", "-o", prog, "./testdata/determinism/godial")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build godial: %v\n%s", err, out)
+	}
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
+	r := dalIn(t, t.TempDir(), env, "record", "--mode", "strict", "--no-apply", "--out", filepath.Join(t.TempDir(), "b"), "--", prog)
+	want := "dials 200\nfailed 0\nrequests 200\nrequests_failed 0\n"
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("exit %d, stdout %q, want %q\n%s", r.code, r.stdout, want, tail(r.stderr, 20))
+	}
+}

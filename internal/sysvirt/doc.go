@@ -60,9 +60,14 @@
 // ready is returned at once and t does not move. Otherwise, when none of the
 // waited descriptors is outstanding I/O (a connected socket, a pipe, a
 // terminal, a signalfd, a timerfd, an inotify or nested epoll descriptor;
-// listening sockets and eventfds are not), t jumps by the timeout and the
-// call times out at once; when one is, the wait is real, for at most the
-// timeout, and t jumps by the timeout only if it expires. A wait that sets a
+// listening sockets and eventfds are not) and no other thread of the
+// process is running (a thread held for a clock read or getrandom counts
+// as running), t jumps by the timeout and the call times out at once;
+// otherwise the wait is real, for at most the timeout, looking again every
+// 2 ms, and t jumps by the timeout when it expires or as soon as the
+// condition holds. The second half matters to Go: its netpoller waits with
+// the next timer's deadline while another thread registers a socket it is
+// connecting, and jumping then would time the dial out. A wait that sets a
 // signal mask (ppoll, pselect6, epoll_pwait with a mask) runs as the kernel
 // would, in real time, and is counted as such: dal cannot apply the mask for
 // it.

@@ -195,9 +195,8 @@ func (s *Supervisor) serveWait(w *waitCall) {
 		return
 	}
 	var (
-		watch       []unix.PollFd
-		outstanding bool
-		dups        []int
+		watch []unix.PollFd
+		dups  []int
 	)
 	closeAll := func() {
 		for _, d := range dups {
@@ -221,12 +220,6 @@ func (s *Supervisor) serveWait(w *waitCall) {
 			return
 		}
 		watch = append(watch, unix.PollFd{Fd: int32(d), Events: unix.POLLIN})
-		for _, fd := range epollMembers(p.tgid, w.epoll) {
-			if outstandingFD(p.tgid, fd, dup) {
-				outstanding = true
-				break
-			}
-		}
 	} else {
 		for i, fd := range w.fds {
 			d, ok := dup(fd)
@@ -236,8 +229,25 @@ func (s *Supervisor) serveWait(w *waitCall) {
 				return
 			}
 			watch = append(watch, unix.PollFd{Fd: int32(d), Events: w.events[i]})
-			outstanding = outstanding || outstandingFD(p.tgid, fd, func(int) (int, bool) { return d, true })
 		}
+	}
+	// outstanding reads the waited descriptors again each time: another
+	// thread may have added one to the epoll set since.
+	outstanding := func() bool {
+		if w.epoll >= 0 {
+			for _, fd := range epollMembers(p.tgid, w.epoll) {
+				if outstandingFD(p.tgid, fd, dup) {
+					return true
+				}
+			}
+			return false
+		}
+		for i, fd := range w.fds {
+			if outstandingFD(p.tgid, fd, func(int) (int, bool) { return int(watch[i].Fd), true }) {
+				return true
+			}
+		}
+		return false
 	}
 	if n, _ := unix.Poll(watch, 0); n > 0 {
 		// Ready now: the call returns at once and time does not move.
@@ -245,7 +255,11 @@ func (s *Supervisor) serveWait(w *waitCall) {
 		Continue(s.fd, w.n.ID)
 		return
 	}
-	if !outstanding {
+	// Time jumps only when nothing can end the wait but the timeout: no
+	// outstanding I/O, and no other thread of the process running (it
+	// could be about to register a socket, as Go's runtime does while its
+	// netpoller waits, or to wake the waiter).
+	if !outstanding() && quiescent(p.tgid, w.pid) {
 		closeAll()
 		s.expire(w, p, "wait")
 		return
@@ -263,8 +277,7 @@ func (s *Supervisor) serveWait(w *waitCall) {
 				s.expire(w, p, "")
 				return
 			}
-			ms := int(min(left, 100*time.Millisecond).Milliseconds()) + 1
-			n, err := unix.Poll(watch, ms)
+			n, err := unix.Poll(watch, int(min(left, recheck).Milliseconds())+1)
 			if !Valid(fd, id) {
 				return
 			}
@@ -272,8 +285,61 @@ func (s *Supervisor) serveWait(w *waitCall) {
 				Continue(fd, id)
 				return
 			}
+			if !outstanding() && quiescent(p.tgid, w.pid) {
+				s.expire(w, p, "wait")
+				return
+			}
 		}
 	}()
+}
+
+// recheck is how often a real wait looks again at whether it could jump.
+const recheck = 2 * time.Millisecond
+
+// quiescent reports whether every thread of tgid other than the caller is
+// blocked: sleeping in a call that is not one the supervisor answers at
+// once (a clock read or getrandom held for its answer is as good as
+// running). A thread that cannot be read counts as blocked (it is gone).
+func quiescent(tgid, caller int) bool {
+	dir := "/proc/" + strconv.Itoa(tgid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return true
+	}
+	if len(ents) == 1 {
+		return true
+	}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || tid == caller {
+			continue
+		}
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		switch b[i+2] {
+		case 'R':
+			return false
+		case 'S':
+			sc, err := os.ReadFile(dir + "/" + e.Name() + "/syscall")
+			if err != nil {
+				continue
+			}
+			f := bytes.Fields(sc)
+			if len(f) == 0 {
+				continue
+			}
+			if nr, err := strconv.Atoi(string(f[0])); err == nil && instant(nr) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // expire answers w as timed out and moves p's clock by its timeout.
@@ -338,4 +404,14 @@ func outstandingFD(tgid, fd int, dup func(int) (int, bool)) bool {
 		return true
 	}
 	return false
+}
+
+// instant reports whether nr is a call the supervisor answers at once,
+// which a thread blocked in it is about to return from.
+func instant(nr int) bool {
+	switch nr {
+	case unix.SYS_CLOCK_GETTIME, unix.SYS_GETTIMEOFDAY, unix.SYS_GETRANDOM:
+		return true
+	}
+	return nr == sysTime && sysTime >= 0
 }
