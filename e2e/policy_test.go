@@ -98,6 +98,7 @@ git remote add origin ../remote.git
 git status --short; echo "status=$?"
 git push -q origin main; echo "push=$?"
 rm -rf / 2>/dev/null; echo "rm=$?"
+touch /etc/dal-policy-probe 2>/dev/null; echo "etc=$?"
 `
 	if err := os.WriteFile(filepath.Join(ws, "agent.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ rm -rf / 2>/dev/null; echo "rm=$?"
 	out := filepath.Join(t.TempDir(), "bundle")
 	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "XDG_RUNTIME_DIR=" + t.TempDir()}
 	rec := dalIn(t, ws, env, "record", "--no-apply", "--policy", examplePolicy(t, "deny-git-push.rego"), "--out", out, "--", "sh", "agent.sh")
-	if rec.code != 0 || rec.stdout != "status=0\npush=126\nrm=126\n" {
+	if rec.code != 0 || rec.stdout != "status=0\npush=126\nrm=126\netc=1\n" {
 		t.Fatalf("record: exit %d\nstdout %q\nstderr %s", rec.code, rec.stdout, rec.stderr)
 	}
 	if !strings.Contains(rec.stderr, "dal: policy denies exec git push -q origin main (git push is not allowed for agents)") {
@@ -114,11 +115,15 @@ rm -rf / 2>/dev/null; echo "rm=$?"
 	a := readAudit(t, out)
 	denied := map[string]string{}
 	for _, d := range a.Decisions {
+		if d.Kind == "write" {
+			denied[d.Subject] = "after the fact: " + d.Action
+		}
 		if d.Kind == "exec" && !d.Allowed {
 			denied[d.Subject] = d.Reason
 		}
 	}
 	if denied["git push -q origin main"] != "git push is not allowed for agents" || denied["rm -rf /"] != "rm -rf / is not allowed" ||
+		!strings.HasPrefix(denied["openat /etc/dal-policy-probe"]+denied["utimensat /etc/dal-policy-probe"], "after the fact: allow") ||
 		a.OPAVersion == "" || len(a.Files) != 1 || len(a.Files[0].SHA256) != 64 {
 		t.Fatalf("policy.json: denied %v, %+v", denied, a)
 	}
