@@ -75,8 +75,9 @@ type Queue struct {
 }
 
 type waiting struct {
-	req  Request
-	done chan Verdict // buffered, receives exactly one verdict
+	req     Request
+	done    chan Verdict // buffered, receives exactly one verdict
+	decided bool         // no longer pending; Wait removes it
 }
 
 // NewQueue returns the queue of a run whose command line is run; IDs are
@@ -86,7 +87,7 @@ func NewQueue(run string) *Queue {
 }
 
 // Add makes r pending (its ID, Since and Run are set) and returns it.
-// Wait then blocks for its verdict.
+// The caller must then Wait for its verdict, which forgets it.
 func (q *Queue) Add(r Request) Request {
 	q.mu.Lock()
 	q.n++
@@ -108,6 +109,11 @@ func (q *Queue) Wait(ctx context.Context, id string) Verdict {
 	if w == nil {
 		return Verdict{By: "nobody (unknown request)", At: time.Now().UTC()}
 	}
+	defer func() {
+		q.mu.Lock()
+		delete(q.pending, id)
+		q.mu.Unlock()
+	}()
 	select {
 	case v := <-w.done:
 		return v
@@ -128,11 +134,12 @@ func (q *Queue) Decide(id string, v Verdict) error {
 	}
 	q.mu.Lock()
 	w := q.pending[id]
-	delete(q.pending, id)
-	q.mu.Unlock()
-	if w == nil {
+	if w == nil || w.decided {
+		q.mu.Unlock()
 		return fmt.Errorf("%s: %w", id, ErrUnknown)
 	}
+	w.decided = true
+	q.mu.Unlock()
 	w.done <- v
 	q.changed()
 	return nil
@@ -143,7 +150,9 @@ func (q *Queue) Pending() []Request {
 	q.mu.Lock()
 	out := make([]Request, 0, len(q.pending))
 	for _, w := range q.pending {
-		out = append(out, w.req)
+		if !w.decided {
+			out = append(out, w.req)
+		}
 	}
 	q.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
