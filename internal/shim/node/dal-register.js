@@ -163,11 +163,17 @@ function start(say, KEY) {
     if (call('drift', { what, detail }) === null) say(`drift on stream ${stream}: ${detail}`);
   }
 
-  const state = { mode, stream, seed, replay, clock: null, timers: null, bytes: null, floats: null, drawLog: null };
+  // unserved counts the calls of clock and random APIs this shim leaves
+  // real ("random/crypto.generateKeyPair(rsa)", "clock/worker_threads"):
+  // reported at exit, they become escapes in syscalls.json.
+  const unserved = new Map();
+  const note = (what) => { unserved.set(what, (unserved.get(what) || 0) + 1); };
+  const state = { mode, stream, seed, replay, clock: null, timers: null, bytes: null, floats: null, drawLog: null, note };
   const virtualized = mode === 'strict' || mode === 'seeded' || mode === 'logged';
 
   if (virtualized) {
     installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, post, drift, say });
+    installProcessTimes(state);
     installRandom(state, { native, crypto, call, post, drift });
     patchSpawn(childProcess, call, say);
     if (mode === 'strict') {
@@ -215,6 +221,7 @@ function start(say, KEY) {
       now_ns: strict ? clock.t : 0,
       timers: state.timers ? state.timers.fired : [],
       draws: draws(),
+      unserved: Object.fromEntries(unserved),
     });
     client.close();
   }
@@ -222,6 +229,8 @@ function start(say, KEY) {
     // Worker threads preload this file too, but only the main thread is
     // virtualized: say so once, when the first worker starts.
     process.on('worker', () => {
+      note('clock/worker_threads');
+      note('random/worker_threads');
       say(`node pid ${process.pid} (stream ${stream}) started a worker thread: worker threads run on the real clock, real randomness and native timers`);
     });
     process.on('exit', onExit);
@@ -373,6 +382,62 @@ function installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, 
   });
 }
 
+// ---------------------------------------------------------------- process times
+
+// CPU time and uptime. Strict mode: CPU time is the part of the virtual
+// clock that reads made (sleeps and timer jumps are not CPU time), a read;
+// process.cpuUsage reports it as user time, process.resourceUsage as
+// userCPUTime with every other field 0 (memory, faults and context switches
+// vary from run to run); os.uptime is the virtual monotonic clock in
+// seconds. Other modes: they stay real, and each call is reported as
+// unserved (a replay cannot give them back).
+function installProcessTimes(state) {
+  const os = require('os');
+  const clock = state.clock;
+  const nativeCpu = process.cpuUsage;
+  const nativeRusage = process.resourceUsage;
+  const nativeUptime = os.uptime;
+  const strict = state.mode === 'strict';
+  const note = (what) => state.note(`clock/${what}`);
+  process.cpuUsage = function cpuUsage(prev) {
+    if (!strict) {
+      note('process.cpuUsage');
+      return nativeCpu.call(process, prev);
+    }
+    const user = clock.cpuUs();
+    if (prev === undefined) return { user, system: 0 };
+    if (prev === null || typeof prev !== 'object' || typeof prev.user !== 'number' || typeof prev.system !== 'number') return nativeCpu.call(process, prev); // Node's own error
+    return { user: user - prev.user, system: -prev.system };
+  };
+  process.resourceUsage = function resourceUsage() {
+    if (!strict) {
+      note('process.resourceUsage');
+      return nativeRusage.call(process);
+    }
+    const out = nativeRusage.call(process);
+    for (const k of Object.keys(out)) out[k] = 0;
+    out.userCPUTime = clock.cpuUs();
+    return out;
+  };
+  os.uptime = function uptime() {
+    if (!strict) {
+      note('os.uptime');
+      return nativeUptime.call(os);
+    }
+    return Math.floor(clock.monoNs() / 1e7) / 100;
+  };
+  // performance.mark/measure and toJSON read Node's internal clock.
+  const perf = globalThis.performance;
+  for (const name of ['mark', 'measure', 'toJSON']) {
+    const fn = perf[name];
+    if (typeof fn !== 'function') continue;
+    Object.defineProperty(perf, name, {
+      value: function (...args) { note(`performance.${name}`); return fn.apply(this, args); },
+      writable: true, enumerable: false, configurable: true,
+    });
+  }
+}
+
 // ---------------------------------------------------------------- randomness
 
 function installRandom(state, { native, crypto, call, post, drift }) {
@@ -406,7 +471,7 @@ function installRandom(state, { native, crypto, call, post, drift }) {
   }
   state.bytes = bytes;
   state.floats = floats;
-  r.installCrypto(crypto, bytes);
+  r.installCrypto(crypto, bytes, (what) => state.note(`random/${what}`));
   r.installMathRandom(floats);
 }
 

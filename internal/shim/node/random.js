@@ -21,9 +21,12 @@
 // 16 bytes and sets the version and variant bits, randomInt takes 6 bytes per
 // try with Node's rejection rule, randomBytes(n) takes n bytes.
 //
-// Not covered (they keep drawing from OpenSSL): key and prime generation
-// (generateKey*, generatePrime, createECDH().generateKeys, subtle.generateKey),
-// TLS, and the deprecated aliases crypto.pseudoRandomBytes/prng/rng.
+// Key generation (generateKey(Sync), generateKeyPair(Sync), subtle.generateKey)
+// draws from the source for secret keys, Ed25519/X25519 and EC (keys.js).
+// Not covered (they keep drawing from OpenSSL and each call is reported as
+// unserved): RSA/DSA/DH key pairs, generatePrime, Diffie-Hellman and
+// ECDH#generateKeys; TLS is not reported (its randomness never reaches the
+// program's results).
 
 const { Stream, FloatStream } = require('./seedrng.js');
 
@@ -222,8 +225,10 @@ function isIntegerTypedArray(v) {
 }
 
 // installCrypto replaces the random functions of node:crypto and of the Web
-// Crypto object with versions drawing from bytes.fill.
-function installCrypto(crypto, bytes) {
+// Crypto object with versions drawing from bytes.fill, key generation
+// included (keys.js, loaded on first use). unserved(what) notes a generator
+// left to OpenSSL (reported at exit).
+function installCrypto(crypto, bytes, unserved = () => {}) {
   const fill = bytes.fill;
 
   function randomBytes(size, callback) {
@@ -292,13 +297,53 @@ function installCrypto(crypto, bytes) {
   }
 
   const replaced = { randomBytes, randomFillSync, randomFill, randomUUID, randomInt, getRandomValues };
+  // the deprecated aliases of randomBytes
+  for (const alias of ['pseudoRandomBytes', 'prng', 'rng']) {
+    if (typeof crypto[alias] === 'function') replaced[alias] = randomBytes;
+  }
+  const keys = () => require('./keys.js');
+  const nativeOf = (name) => (typeof crypto[name] === 'function' ? crypto[name] : null);
+  const pairSync = nativeOf('generateKeyPairSync');
+  const pair = nativeOf('generateKeyPair');
+  const keySync = nativeOf('generateKeySync');
+  const key = nativeOf('generateKey');
+  if (pairSync) replaced.generateKeyPairSync = function generateKeyPairSync(type, options) { return keys().generateKeyPairSync(fill, pairSync, unserved, type, options); };
+  if (pair) replaced.generateKeyPair = function generateKeyPair(type, options, callback) { return keys().generateKeyPair(fill, pair, unserved, type, options, callback); };
+  if (keySync) replaced.generateKeySync = function generateKeySync(type, options) { return keys().generateKeySync(fill, keySync, type, options); };
+  if (key) replaced.generateKey = function generateKey(type, options, callback) { return keys().generateKey(fill, key, type, options, callback); };
+  for (const name of ['generatePrime', 'generatePrimeSync', 'createDiffieHellman', 'createDiffieHellmanGroup', 'getDiffieHellman']) {
+    const orig = nativeOf(name);
+    if (orig) replaced[name] = reporting(orig, `crypto.${name}`, unserved);
+  }
+  for (const cls of ['ECDH', 'DiffieHellman', 'DiffieHellmanGroup']) {
+    const proto = crypto[cls] && crypto[cls].prototype;
+    if (proto && typeof proto.generateKeys === 'function') define(proto, 'generateKeys', reporting(proto.generateKeys, `crypto.${cls}#generateKeys`, unserved));
+  }
   for (const [name, fn] of Object.entries(replaced)) define(crypto, name, fn);
   const web = crypto.webcrypto;
   if (web) {
     define(web, 'getRandomValues', getRandomValues);
     define(web, 'randomUUID', randomUUID);
+    const subtle = web.subtle;
+    if (subtle && typeof subtle.generateKey === 'function') {
+      const nativeGen = subtle.generateKey.bind(subtle);
+      define(subtle, 'generateKey', function generateKey(algorithm, extractable, usages) {
+        return keys().subtleGenerateKey(fill, subtle, nativeGen, unserved, algorithm, extractable, usages);
+      });
+    }
   }
   return replaced;
+}
+
+// reporting wraps a function that draws from OpenSSL: it runs natively and
+// each call is noted as unserved.
+function reporting(fn, what, unserved) {
+  const wrapped = function (...args) {
+    unserved(what);
+    return new.target ? Reflect.construct(fn, args, new.target) : fn.apply(this, args);
+  };
+  Object.defineProperty(wrapped, 'name', { value: fn.name });
+  return wrapped;
 }
 
 // define sets obj[name] = fn keeping the property's enumerability. A

@@ -123,3 +123,40 @@ test('logged draws replay to the same values, then fall back with one drift', ()
   assert.strictEqual(drifts.length, 1);
   assert.match(drifts[0], /node\.crypto: draw past the \d+ recorded bytes/);
 });
+
+test('key generation draws from node.crypto; RSA is left to OpenSSL and reported', async () => {
+  const crypto = require('crypto');
+  const unserved = [];
+  // a copy of node:crypto's exports, so this test patches nothing shared
+  const subtle = crypto.webcrypto.subtle;
+  const copy = () => ({
+    generateKeySync: crypto.generateKeySync, generateKeyPairSync: crypto.generateKeyPairSync,
+    generateKey: crypto.generateKey, generateKeyPair: crypto.generateKeyPair,
+    webcrypto: { subtle: { generateKey: subtle.generateKey.bind(subtle), importKey: subtle.importKey.bind(subtle) } },
+  });
+  const c = copy();
+  r.installCrypto(c, r.seededBytes(7n, '0/node.crypto'), (what) => unserved.push(what));
+  const want = new Stream(7n, '0/node.crypto').bytes(32 + 32 + 16);
+  // hmac: 32 bytes; ed25519: the 32-byte private key; AES-128 (subtle): 16 bytes
+  assert.strictEqual(c.generateKeySync('hmac', { length: 256 }).export().toString('hex'), want.subarray(0, 32).toString('hex'));
+  const ed = c.generateKeyPairSync('ed25519');
+  assert.strictEqual(ed.privateKey.export({ format: 'jwk' }).d, Buffer.from(want.subarray(32, 64)).toString('base64url'));
+  const aes = await c.webcrypto.subtle.generateKey({ name: 'AES-GCM', length: 128 }, true, ['encrypt']);
+  assert.strictEqual(Buffer.from(await crypto.webcrypto.subtle.exportKey('raw', aes)).toString('hex'), want.subarray(64, 80).toString('hex'));
+  // an EC key pair signs and verifies
+  const ec = await c.webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign', 'verify']);
+  const sig = await crypto.webcrypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, ec.privateKey, Buffer.from('m'));
+  assert.ok(await crypto.webcrypto.subtle.verify({ name: 'ECDSA', hash: 'SHA-256' }, ec.publicKey, sig, Buffer.from('m')));
+  assert.deepStrictEqual([ec.privateKey.extractable, ec.publicKey.extractable, ec.privateKey.usages, ec.publicKey.usages], [false, true, ['sign'], ['verify']]);
+  // the same seed, the same keys
+  const again = copy();
+  r.installCrypto(again, r.seededBytes(7n, '0/node.crypto'));
+  again.generateKeySync('hmac', { length: 256 });
+  assert.strictEqual(again.generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x, ed.publicKey.export({ format: 'jwk' }).x);
+  // left to OpenSSL, and said so
+  c.generateKeyPairSync('rsa', { modulusLength: 512 });
+  await c.webcrypto.subtle.generateKey({ name: 'RSA-PSS', modulusLength: 512, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' }, true, ['sign', 'verify']);
+  assert.deepStrictEqual(unserved, ['crypto.generateKeyPair(rsa)', 'crypto.subtle.generateKey(RSA-PSS)']);
+  // Node's own validation errors
+  assert.throws(() => c.generateKeySync('aes', { length: 100 }), { code: 'ERR_INVALID_ARG_VALUE' });
+});
