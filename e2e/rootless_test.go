@@ -157,7 +157,9 @@ func TestRootlessRecordReplayRevert(t *testing.T) {
 	home := userDir(t)
 	dal := userCopy(t, bin.exec, home, 0o755)
 	ws := userMkdir(t, home, "ws")
-	agent := userCopy(t, "testdata/llm_agent_urllib.py", ws, 0o644)
+	// It prints every read of a streamed response: the proxy must see its
+	// socket (sock_diag in the sandbox's namespace) to keep them apart.
+	agent := userCopy(t, "testdata/clients/urllib_agent.py", ws, 0o644)
 	userWrite(t, filepath.Join(ws, "input.txt"), []byte("alpha\n"), 0o644)
 	srv := startLLMServer(t, false)
 	env := []string{"DAL_KEY=" + filepath.Join(home, "key"), "OPENAI_API_KEY=" + apiKey, "LLM_BASE=" + srv.base(), "PROMPT=hello"}
@@ -172,6 +174,9 @@ func TestRootlessRecordReplayRevert(t *testing.T) {
 	rec := asUser(t, home, ws, env, args...)
 	if rec.code != 0 || !strings.Contains(rec.stdout, "plain: ") {
 		t.Fatalf("rootless record: exit %d\n%s\n%s", rec.code, rec.stdout, rec.stderr)
+	}
+	if n := strings.Count(rec.stdout, "read: "); n < 8 {
+		t.Errorf("the streamed response reached the agent in %d reads, not one per piece:\n%s\n%s", n, rec.stdout, rec.stderr)
 	}
 	if !strings.Contains(rec.stderr, "boundary coverage not measured: loading eBPF programs needs root") {
 		t.Errorf("record did not say why boundary coverage is missing:\n%s", rec.stderr)

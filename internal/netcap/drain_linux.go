@@ -131,6 +131,36 @@ func (d *diagSet) sock(nsfd int) *diagSock {
 	return s
 }
 
+// adopt takes f, a NETLINK_SOCK_DIAG socket made in another network
+// namespace, for the connections of that namespace (see
+// Proxy.AdoptDiagSocket).
+func (d *diagSet) adopt(f *os.File) error {
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return err
+	}
+	nsfd, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(nsfd, &st)
+	unix.Close(nsfd)
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.socks[st.Ino]; s != nil || d.closed {
+		unix.Close(fd)
+		return nil
+	}
+	d.socks[st.Ino] = &diagSock{fd: fd, buf: make([]byte, 8<<10)}
+	return nil
+}
+
 // diagSocketIn opens a sock_diag socket in the namespace nsfd (-1, or the
 // namespace of the calling thread: here), on a thread of its own that
 // dies rather than run on in the wrong namespace should switching back

@@ -4,6 +4,7 @@ package netcap
 
 import (
 	"net"
+	"os"
 	"time"
 )
 
@@ -21,4 +22,5 @@ func nap(d time.Duration) { time.Sleep(d) }
 
 func (*diagSet) watch(net.Conn) *peerSocket  { return nil }
 func (*diagSet) close()                      {}
+func (*diagSet) adopt(*os.File) error        { return nil }
 func (*peerSocket) state() (peerState, bool) { return peerState{}, false }

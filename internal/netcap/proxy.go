@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -301,6 +302,13 @@ func (p *Proxy) mirror(dst string) *upstream {
 func (p *Proxy) Serve(l net.Listener) error {
 	return p.serve(l, p.handleProxyConn)
 }
+
+// AdoptDiagSocket hands the proxy a NETLINK_SOCK_DIAG socket made in the
+// network namespace its clients live in, which it may not be able to
+// enter itself (an unprivileged dal-exec and a sandbox in a user
+// namespace): with it, streamed pieces wait for the client to read (see
+// drain.go). The proxy keeps a duplicate; the caller still owns f.
+func (p *Proxy) AdoptDiagSocket(f *os.File) error { return p.diag.adopt(f) }
 
 // ServeTransparent accepts on l connections that clients opened to dst
 // ("127.0.0.1:11434"), typically a listener dal created at dst inside the

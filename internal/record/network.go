@@ -25,6 +25,7 @@ import (
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/version"
+	"golang.org/x/sys/unix"
 )
 
 // Inside the agent's network namespace, dal's proxy listens at a fixed
@@ -221,6 +222,17 @@ func (n *network) listen(pid int) error {
 	l, err := sandbox.ListenIn(pid, n.env.Proxy)
 	if err != nil {
 		return err
+	}
+	// The proxy watches its clients' sockets with sock_diag in their
+	// namespace, which a rootless dal-exec cannot enter: the init makes
+	// the socket there.
+	diag, err := sandbox.SocketIn(pid, unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_SOCK_DIAG)
+	if err == nil {
+		err = n.proxy.AdoptDiagSocket(diag)
+		diag.Close()
+	}
+	if err != nil && n.log != nil {
+		fmt.Fprintf(n.log, "dal: the agent's connections cannot be watched with sock_diag (%v): a streamed response may reach it in fewer reads than recorded\n", err)
 	}
 	go n.proxy.Serve(l)
 	for _, addr := range n.env.Mirrored {
