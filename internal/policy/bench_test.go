@@ -41,3 +41,27 @@ func BenchmarkDecideHTTP(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEvaluate is the evaluation alone (the input already built and
+// converted), to tell it from the input's cost in BenchmarkDecideHTTP.
+func BenchmarkEvaluate(b *testing.B) {
+	x := exchange("POST", "https://api.openai.com/v1/chat/completions", chat, nil)
+	in, err := HTTP(x, nil, 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := in.value()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"allow-llm-hosts.rego", "token-budget.rego"} {
+		b.Run(name, func(b *testing.B) {
+			p := load(b, name)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for range b.N {
+				p.Decide(ctx, v)
+			}
+		})
+	}
+}
