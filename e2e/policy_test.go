@@ -164,6 +164,10 @@ func TestPolicyBadInputExit2(t *testing.T) {
 			t.Errorf("exit %d, stderr %q, want %q on one line", r.code, r.stderr, c.want)
 		}
 	}
+	r := dalExec(t, nil, "run", "--policy", examplePolicy(t, "deny-git-push.rego"), "--", "touch", marker)
+	if r.code != 2 || !strings.Contains(r.stderr, "dal-exec run has no proxy or sandbox for --policy to gate: use dal-exec record --no-apply --policy") {
+		t.Errorf("run --policy: exit %d, stderr %q", r.code, r.stderr)
+	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the agent ran although the policy was refused")
 	}
