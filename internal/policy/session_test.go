@@ -2,6 +2,8 @@ package policy
 
 import (
 	"bufio"
+	"fmt"
+	"io/fs"
 	"context"
 	"os"
 	"path/filepath"
@@ -120,5 +122,30 @@ func TestAskDecidedElsewhere(t *testing.T) {
 	second := <-done
 	if second.Allowed || second.Approval.By != "cancellation" {
 		t.Fatalf("held at close: %+v", second.Approval)
+	}
+}
+
+// TestReadAudit: a bundle without policy.json (the bundle reader wraps
+// ErrNotExist) has no audit; one whose policy file does not match its
+// recorded SHA-256 is refused.
+func TestReadAudit(t *testing.T) {
+	missing := func(name string) ([]byte, error) { return nil, fmt.Errorf("bundle: %s: %w", name, fs.ErrNotExist) }
+	if a, p, err := ReadAudit(context.Background(), missing); a != nil || p != nil || err != nil {
+		t.Fatalf("no policy.json: %v %v %v", a, p, err)
+	}
+	dir := t.TempDir()
+	g := newGate(load(t, "deny-git-push.rego"), Options{})
+	g.Check(context.Background(), Exec("/usr/bin/git", []string{"git", "push"}, "/w", "", false))
+	if err := WriteAudit(dir, g.Audit(), g.Policy()); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, filepath.FromSlash(name))) }
+	a, p, err := ReadAudit(context.Background(), read)
+	if err != nil || len(a.Decisions) != 1 || a.Decisions[0].Action != Deny || p == nil {
+		t.Fatalf("read back: %+v %v", a, err)
+	}
+	os.WriteFile(filepath.Join(dir, SourceDir, "deny-git-push.rego"), []byte("package dal\n\ndecision := {\"action\": \"allow\"}\n"), 0o644)
+	if _, _, err := ReadAudit(context.Background(), read); err == nil || !strings.Contains(err.Error(), "does not match the SHA-256") {
+		t.Fatalf("a changed policy file: %v", err)
 	}
 }
