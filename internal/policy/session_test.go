@@ -2,9 +2,9 @@ package policy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io/fs"
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
