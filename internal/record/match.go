@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/dal-runtime/dal/bundle"
@@ -166,19 +165,7 @@ func addMatch(o *bundle.ReplayOutcome, v *Verdict) {
 // files compared semantically.
 func matchFS(ctx context.Context, spec match.Spec, want, got []sandbox.Change, readWant, readGot func(string) ([]byte, error)) match.Result {
 	res := match.Result{Strategy: spec.For("fs_diff"), Status: match.ExactMatch}
-	w, g := map[string]sandbox.Change{}, map[string]sandbox.Change{}
-	var paths []string
-	for _, x := range want {
-		w[x.Path] = x
-		paths = append(paths, x.Path)
-	}
-	for _, x := range got {
-		g[x.Path] = x
-		if _, ok := w[x.Path]; !ok {
-			paths = append(paths, x.Path)
-		}
-	}
-	sort.Strings(paths)
+	w, g, paths := byPath(want, got)
 	differ := func(first string) match.Result {
 		res.Status, res.First = match.NoMatch, first
 		return res

@@ -541,19 +541,7 @@ func compareFS(want, got []sandbox.Change, wantName, gotName string) Component {
 	key := func(x sandbox.Change) string {
 		return fmt.Sprintf("%s %s %s %o %s %s", x.Op, x.Kind, x.Path, x.Mode, x.Hash, x.LinkTarget)
 	}
-	w, g := map[string]sandbox.Change{}, map[string]sandbox.Change{}
-	var paths []string
-	for _, x := range want {
-		w[x.Path] = x
-		paths = append(paths, x.Path)
-	}
-	for _, x := range got {
-		g[x.Path] = x
-		if _, ok := w[x.Path]; !ok {
-			paths = append(paths, x.Path)
-		}
-	}
-	sort.Strings(paths)
+	w, g, paths := byPath(want, got)
 	for _, p := range paths {
 		a, inW := w[p]
 		b, inG := g[p]
@@ -626,4 +614,22 @@ func (v *Verdict) Render(w io.Writer) {
 			}
 		}
 	}
+}
+
+// byPath indexes two change lists by path and returns every path of
+// either, sorted.
+func byPath(want, got []sandbox.Change) (w, g map[string]sandbox.Change, paths []string) {
+	w, g = map[string]sandbox.Change{}, map[string]sandbox.Change{}
+	for _, x := range want {
+		w[x.Path] = x
+		paths = append(paths, x.Path)
+	}
+	for _, x := range got {
+		g[x.Path] = x
+		if _, ok := w[x.Path]; !ok {
+			paths = append(paths, x.Path)
+		}
+	}
+	sort.Strings(paths)
+	return w, g, paths
 }

@@ -360,31 +360,13 @@ func (w *watcher) policyConnect(fd int, n *seccompNotif) bool {
 	return true
 }
 
-// loopbackAddr reads a connect's sockaddr and returns "ip:port" when it
-// is an IPv4 or IPv6 loopback address.
+// loopbackAddr is connectAddr's address when it is on this host's
+// loopback (or unspecified).
 func loopbackAddr(pid int, ptr, size uint64) string {
-	if ptr == 0 || size < 16 || size > 128 {
-		return ""
+	if addr, local := connectAddr(pid, ptr, size); local {
+		return addr
 	}
-	buf := make([]byte, size)
-	if sysvirt.ReadMem(pid, ptr, buf) != nil {
-		return ""
-	}
-	family := uint16(buf[0]) | uint16(buf[1])<<8
-	port := int(buf[2])<<8 | int(buf[3])
-	var ip net.IP
-	switch {
-	case family == unix.AF_INET:
-		ip = net.IP(buf[4:8])
-	case family == unix.AF_INET6 && size >= 24:
-		ip = net.IP(buf[8:24])
-	default:
-		return ""
-	}
-	if !ip.IsLoopback() && !ip.IsUnspecified() {
-		return ""
-	}
-	return net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	return ""
 }
 
 // execCalls go to the watcher when a gate is on.

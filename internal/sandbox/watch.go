@@ -593,15 +593,16 @@ func inetSocket(tid, fd int) bool {
 	return err == nil && (d == unix.AF_INET || d == unix.AF_INET6)
 }
 
-// remoteAddr reads a connect's sockaddr from pid's memory and returns
-// "ip:port" when it is an IPv4/IPv6 address off this host's loopback.
-func remoteAddr(pid int, ptr, size uint64) string {
+// connectAddr reads a connect's sockaddr from pid's memory and returns
+// "ip:port" for an IPv4 or IPv6 address, with whether it is this host's
+// own (loopback or unspecified); "" for any other family.
+func connectAddr(pid int, ptr, size uint64) (addr string, local bool) {
 	if ptr == 0 || size < 16 || size > 128 {
-		return ""
+		return "", false
 	}
 	buf := make([]byte, size)
 	if sysvirt.ReadMem(pid, ptr, buf) != nil {
-		return ""
+		return "", false
 	}
 	family := uint16(buf[0]) | uint16(buf[1])<<8
 	port := int(buf[2])<<8 | int(buf[3])
@@ -612,12 +613,17 @@ func remoteAddr(pid int, ptr, size uint64) string {
 	case family == unix.AF_INET6 && size >= 24:
 		ip = net.IP(buf[8:24])
 	default:
-		return ""
+		return "", false
 	}
-	if ip.IsLoopback() || ip.IsUnspecified() {
-		return ""
+	return net.JoinHostPort(ip.String(), strconv.Itoa(port)), ip.IsLoopback() || ip.IsUnspecified()
+}
+
+// remoteAddr is connectAddr's address when it is off this host's loopback.
+func remoteAddr(pid int, ptr, size uint64) string {
+	if addr, local := connectAddr(pid, ptr, size); !local {
+		return addr
 	}
-	return net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	return ""
 }
 
 // recordConnect appends one blocked connection to the list, once per address.
