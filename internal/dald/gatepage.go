@@ -1,7 +1,6 @@
 package dald
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,12 +10,13 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dal-runtime/dal/internal/policy/gate"
+	"github.com/dal-runtime/dal/internal/procnet"
 )
 
 // gatePage is dald's Gate page at its HTTP address (/gate): the calls
@@ -111,49 +111,18 @@ func netipAddrPort(s string) (*net.TCPAddr, error) {
 // socketOwner finds the uid owning the TCP socket whose local address is
 // peer and remote address is ours, in /proc/net/tcp or tcp6.
 func socketOwner(peer, ours *net.TCPAddr) (int, bool) {
-	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		f, err := os.Open(file)
-		if err != nil {
-			continue
+	p, ok1 := netip.AddrFromSlice(peer.IP)
+	o, ok2 := netip.AddrFromSlice(ours.IP)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	pa, oa := netip.AddrPortFrom(p.Unmap(), uint16(peer.Port)), netip.AddrPortFrom(o.Unmap(), uint16(ours.Port))
+	for _, sk := range procnet.TCP() {
+		if sk.Local == pa && sk.Remote == oa {
+			return sk.UID, true
 		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fl := strings.Fields(sc.Text())
-			if len(fl) < 8 {
-				continue
-			}
-			lip, lport, ok1 := procAddr(fl[1])
-			rip, rport, ok2 := procAddr(fl[2])
-			if !ok1 || !ok2 || lport != peer.Port || rport != ours.Port || !lip.Equal(peer.IP) || !rip.Equal(ours.IP) {
-				continue
-			}
-			uid, err := strconv.Atoi(fl[7])
-			f.Close()
-			return uid, err == nil
-		}
-		f.Close()
 	}
 	return 0, false
-}
-
-// procAddr parses /proc/net/tcp's "0100007F:1F90".
-func procAddr(s string) (net.IP, int, bool) {
-	h, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return nil, 0, false
-	}
-	raw, err := hex.DecodeString(h)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return nil, 0, false
-	}
-	ip := make(net.IP, len(raw))
-	for w := 0; w < len(raw); w += 4 { // each 32-bit word in host (little-endian) order
-		for i := 0; i < 4; i++ {
-			ip[w+i] = raw[w+3-i]
-		}
-	}
-	port, err := strconv.ParseUint(p, 16, 16)
-	return ip, int(port), err == nil
 }
 
 func (g *gatePage) list(ctx context.Context) []gate.Listing {

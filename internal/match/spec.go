@@ -3,6 +3,7 @@ package match
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -59,7 +60,7 @@ func (s Spec) For(component string) Strategy {
 	if st, ok := s.Per[component]; ok {
 		return st
 	}
-	if contains(Relaxable, component) && s.Default != "" {
+	if slices.Contains(Relaxable, component) && s.Default != "" {
 		return s.Default
 	}
 	return Exact
@@ -123,8 +124,8 @@ func Parse(s string) (Spec, error) {
 			return spec, err
 		}
 		switch {
-		case contains(Relaxable, name):
-		case contains(ExactOnly, name):
+		case slices.Contains(Relaxable, name):
+		case slices.Contains(ExactOnly, name):
 			if st != Exact {
 				return spec, fmt.Errorf("--match %s=%s: %s is compared exactly only; relax one of %s", name, st, name, strings.Join(Relaxable, ", "))
 			}
@@ -156,13 +157,4 @@ func CheckThreshold(t float64) error {
 		return fmt.Errorf("--threshold %v is outside [0, 1]: give a similarity such as 0.95", t)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

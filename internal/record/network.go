@@ -3,7 +3,6 @@ package record
 import (
 	"context"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +22,7 @@ import (
 	"github.com/dal-runtime/dal/internal/netcap"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
+	"github.com/dal-runtime/dal/internal/procnet"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/version"
@@ -137,7 +138,7 @@ func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string,
 		}
 	}
 	port := proxyPort
-	for contains(mirrored, net.JoinHostPort(proxyHost, strconv.Itoa(port))) {
+	for slices.Contains(mirrored, net.JoinHostPort(proxyHost, strconv.Itoa(port))) {
 		port++
 	}
 	n.env.Proxy = net.JoinHostPort(proxyHost, strconv.Itoa(port))
@@ -174,15 +175,6 @@ func firstAnswer(hooks []func(context.Context, *har.Exchange) *netcap.Answer) fu
 		}
 		return nil
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Vars are the variables the agent gets: proxy and trust settings.
@@ -272,7 +264,7 @@ func (n *network) add(x *har.Exchange) {
 func (n *network) report(e netcap.Event) {
 	n.mu.Lock()
 	if e.Kind == netcap.KindRefused {
-		if !contains(n.env.Refused, e.Addr) {
+		if !slices.Contains(n.env.Refused, e.Addr) {
 			n.env.Refused = append(n.env.Refused, e.Addr)
 		}
 	} else {
@@ -414,52 +406,14 @@ func loopbackBase(raw string) (string, bool) {
 // connection to ap would arrive (ap's address, or the unspecified one of
 // its family).
 func hostListens(ap netip.AddrPort) bool {
-	path := "/proc/net/tcp"
-	if ap.Addr().Is6() {
-		path = "/proc/net/tcp6"
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	for line := range strings.Lines(string(b)) {
-		fl := strings.Fields(line)
-		if len(fl) < 4 || fl[3] != "0A" { // LISTEN
-			continue
-		}
-		ip, port, ok := parseProcAddr(fl[1])
-		if !ok || port != int(ap.Port()) {
-			continue
-		}
-		if a, ok := netip.AddrFromSlice(ip); ok && (a == ap.Addr() || a.IsUnspecified()) {
+	for _, sk := range procnet.TCP() {
+		a := sk.Local.Addr()
+		if sk.State == procnet.Listen && sk.Local.Port() == ap.Port() && a.Is4() == ap.Addr().Unmap().Is4() &&
+			(a == ap.Addr().Unmap() || a.IsUnspecified()) {
 			return true
 		}
 	}
 	return false
-}
-
-// parseProcAddr parses /proc/net/tcp's "0100007F:1F90".
-func parseProcAddr(s string) (net.IP, int, bool) {
-	h, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return nil, 0, false
-	}
-	raw, err := hex.DecodeString(h)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return nil, 0, false
-	}
-	// The kernel prints each 32-bit word in host (little-endian) order.
-	ip := make(net.IP, len(raw))
-	for w := 0; w < len(raw); w += 4 {
-		for i := 0; i < 4; i++ {
-			ip[w+i] = raw[w+3-i]
-		}
-	}
-	port, err := strconv.ParseUint(p, 16, 16)
-	if err != nil {
-		return nil, 0, false
-	}
-	return ip, int(port), true
 }
 
 // upstreamRoots are the CAs the proxy trusts upstream: the system's and
