@@ -96,13 +96,16 @@ func connect() *state {
 		fmt.Fprintf(os.Stderr, "dal: this Go process runs without virtual time: %v\n", err)
 		return nil
 	}
+	// A strict recording replays as strict: its clock is computed, not
+	// logged (the shims do the same).
+	replay := rep.Replay && (rep.Mode == "seeded" || rep.Mode == "logged")
 	s := &state{client: c, session: sess, stream: rep.Stream, mode: rep.Mode, seed: rep.Seed,
-		replay: rep.Replay, batch: max(rep.Batch, 1)}
+		replay: replay, batch: max(rep.Batch, 1)}
 	s.roundTrips.Add(1)
 	os.Setenv(wire.EnvStream, rep.Stream)
 	cfg := vclock.Config{EpochNS: rep.EpochNS, MonoNS: rep.MonoNS, QuantumNS: rep.QuantumNS}
 	switch {
-	case rep.Replay:
+	case replay:
 		s.player = vclock.NewPlayer(s.fetchAll(), cfg.QuantumNS)
 	case rep.Mode == "strict":
 		s.clock = vclock.New(cfg)

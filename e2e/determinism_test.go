@@ -23,6 +23,8 @@ type determinismProbe struct {
 	want []string
 	// check, when set, looks at the values (name → value) of a recording.
 	check func(t *testing.T, v map[string]string)
+	// checkBundle, when set, looks at the first recording's bundle.
+	checkBundle func(t *testing.T, bundle string)
 }
 
 // probeLine is one parsed line of a probe's output.
@@ -174,61 +176,134 @@ func TestUnmodifiedProgramsAreDeterministic(t *testing.T) {
 	for _, p := range probes {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			// Fresh workspaces whose paths have the same length: the
-			// path is in the agent's environment, whose size moves its
-			// stack (see the stack-address probe).
-			dir, runs := t.TempDir(), 0
-			record := func(seed string) (result, string) {
-				t.Helper()
-				runs++
-				ws, out := filepath.Join(dir, "ws"+strconv.Itoa(runs)), filepath.Join(dir, "bundle"+strconv.Itoa(runs))
-				if err := os.Mkdir(ws, 0o755); err != nil {
+			checkProbe(t, key, p)
+		})
+	}
+}
+
+// checkProbe records probe p three times under `dal-exec record --mode
+// strict` (seeds 7, 7, 8) in fresh workspaces: the two seed-7 recordings
+// print the same bytes, the seed-8 one changes the random lines and nothing
+// else, and a replay of the first is EXACT.
+func checkProbe(t *testing.T, key []string, p determinismProbe) {
+	// Fresh workspaces whose paths have the same length: the
+	// path is in the agent's environment, whose size moves its
+	// stack (see the stack-address probe).
+	dir, runs := t.TempDir(), 0
+	record := func(seed string) (result, string) {
+		t.Helper()
+		runs++
+		ws, out := filepath.Join(dir, "ws"+strconv.Itoa(runs)), filepath.Join(dir, "bundle"+strconv.Itoa(runs))
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := dalIn(t, ws, key, append([]string{"record", "--mode", "strict", "--seed", seed,
+			"--no-apply", "--out", out, "--"}, p.argv...)...)
+		if r.code != 0 {
+			t.Fatalf("record --seed %s: exit %d\nstdout:\n%s\nstderr:\n%s", seed, r.code, r.stdout, r.stderr)
+		}
+		return r, out
+	}
+	first, bundle := record("7")
+	again, _ := record("7")
+	other, _ := record("8")
+
+	if again.stdout != first.stdout {
+		t.Errorf("two recordings with seed 7 differ:\n%s", lineDiff(first.stdout, again.stdout))
+	}
+	lines := parseProbe(t, first.stdout)
+	values := map[string]string{}
+	for name, l := range lines {
+		values[name] = l.value
+	}
+	for _, name := range p.want {
+		if _, ok := lines[name]; !ok {
+			t.Errorf("no %q line in:\n%s", name, first.stdout)
+		}
+	}
+	if p.check != nil {
+		p.check(t, values)
+	}
+	reseeded := parseProbe(t, other.stdout)
+	for name, l := range lines {
+		o, ok := reseeded[name]
+		switch {
+		case !ok:
+			t.Errorf("seed 8 printed no %q line", name)
+		case l.kind == "fixed" && o.value != l.value:
+			t.Errorf("%s changed with the seed: %q, then %q", name, l.value, o.value)
+		case l.kind == "random" && o.value == l.value:
+			t.Errorf("%s did not change with the seed: %q", name, l.value)
+		}
+	}
+
+	rep := dalIn(t, "/", key, "replay", bundle)
+	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
+		t.Errorf("replay: exit %d\n%s%s", rep.code, rep.stdout, rep.stderr)
+	}
+	if p.checkBundle != nil {
+		p.checkBundle(t, bundle)
+	}
+}
+
+// TestShimmedRuntimesAreDeterministic runs the sources the Python, Node and
+// Go runtimes serve themselves (issue 15) through checkProbe: Python
+// threads, their waits, pools, Timers, CPU times and temporary files; Node's
+// Web Crypto keys, webcrypto values, process times and uptime; the Go agent
+// package's timers, tickers and deadlines. The Node probe's RSA key pair is
+// left to OpenSSL: syscalls.json must list it as an escape.
+func TestShimmedRuntimesAreDeterministic(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	goagent := filepath.Join(dir, "goagent")
+	if out, err := exec.Command("go", "build", "-o", goagent, "./testdata/determinism/goagent").CombinedOutput(); err != nil {
+		t.Fatalf("build the Go agent probe: %v\n%s", err, out)
+	}
+	python := pythonInterpreter(t)
+	data, err := filepath.Abs("testdata/determinism")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := []determinismProbe{
+		{name: "python-threads", argv: []string{python, filepath.Join(data, "threads.py")},
+			want: []string{"waited", "timers", "pool_order", "pool_draws", "interleaving", "process_time", "rusage", "os_times", "tempfile", "elapsed"},
+			check: func(t *testing.T, v map[string]string) {
+				want := map[string]string{"waited": "0.500001", "timers": "bcda", "pool_order": "2 1 0 3 4 5", "interleaving": "012012012"}
+				for name, w := range want {
+					if v[name] != w {
+						t.Errorf("%s = %q, want %q", name, v[name], w)
+					}
+				}
+			}},
+		{name: "node-sources", argv: []string{"node", filepath.Join(data, "node.js")},
+			want: []string{"subtle_aes", "subtle_ecdsa", "ed25519", "webcrypto_values", "webcrypto_uuid", "uptime", "cpu_usage", "resource_usage"},
+			check: func(t *testing.T, v map[string]string) {
+				if v["uptime"] != "3" || !strings.HasSuffix(v["resource_usage"], " 0 0") {
+					t.Errorf("uptime %q, resource usage %q: not virtual", v["uptime"], v["resource_usage"])
+				}
+			},
+			checkBundle: func(t *testing.T, bundle string) {
+				b, err := os.ReadFile(filepath.Join(bundle, "syscalls.json"))
+				if err != nil {
 					t.Fatal(err)
 				}
-				r := dalIn(t, ws, key, append([]string{"record", "--mode", "strict", "--seed", seed,
-					"--no-apply", "--out", out, "--"}, p.argv...)...)
-				if r.code != 0 {
-					t.Fatalf("record --seed %s: exit %d\nstdout:\n%s\nstderr:\n%s", seed, r.code, r.stdout, r.stderr)
+				if !strings.Contains(string(b), "called crypto.generateKeyPair(rsa) 1 time(s): the shim does not serve it") {
+					t.Errorf("syscalls.json does not list the RSA key pair as an escape:\n%s", b)
 				}
-				return r, out
-			}
-			first, bundle := record("7")
-			again, _ := record("7")
-			other, _ := record("8")
-
-			if again.stdout != first.stdout {
-				t.Errorf("two recordings with seed 7 differ:\n%s", lineDiff(first.stdout, again.stdout))
-			}
-			lines := parseProbe(t, first.stdout)
-			values := map[string]string{}
-			for name, l := range lines {
-				values[name] = l.value
-			}
-			for _, name := range p.want {
-				if _, ok := lines[name]; !ok {
-					t.Errorf("no %q line in:\n%s", name, first.stdout)
+			}},
+		{name: "go-agent-timers", argv: []string{goagent},
+			want: []string{"order", "ticks", "elapsed", "now", "rand"},
+			check: func(t *testing.T, v map[string]string) {
+				if v["order"] != "b@100ms,c@100ms,a@300ms" || v["ticks"] != "3 context deadline exceeded" || v["elapsed"] != "1m3.5s" {
+					t.Errorf("timers fired %q, ticks %q, elapsed %q: not in (deadline, registration) order on the virtual clock", v["order"], v["ticks"], v["elapsed"])
 				}
-			}
-			if p.check != nil {
-				p.check(t, values)
-			}
-			reseeded := parseProbe(t, other.stdout)
-			for name, l := range lines {
-				o, ok := reseeded[name]
-				switch {
-				case !ok:
-					t.Errorf("seed 8 printed no %q line", name)
-				case l.kind == "fixed" && o.value != l.value:
-					t.Errorf("%s changed with the seed: %q, then %q", name, l.value, o.value)
-				case l.kind == "random" && o.value == l.value:
-					t.Errorf("%s did not change with the seed: %q", name, l.value)
-				}
-			}
-
-			rep := dalIn(t, "/", key, "replay", bundle)
-			if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
-				t.Errorf("replay: exit %d\n%s%s", rep.code, rep.stdout, rep.stderr)
-			}
+			}},
+	}
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
+	for _, p := range probes {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			checkProbe(t, key, p)
 		})
 	}
 }

@@ -36,6 +36,9 @@ type StreamLog struct {
 	NowNS    int64            `json:"now_ns"`
 	Timers   [][2]int64       `json:"timers"`          // [deadline offset ns, registration seq] in firing order
 	Draws    map[string]int64 `json:"draws,omitempty"` // bytes drawn per source
+	// Unserved counts calls of clock and random APIs the shim left real,
+	// by "<category>/<api>" (category clock or random).
+	Unserved map[string]int64 `json:"unserved,omitempty"`
 	// Logged holds, in logged mode, the real random bytes drawn per
 	// source, in draw order.
 	Logged map[string][]byte `json:"logged_draws,omitempty"`

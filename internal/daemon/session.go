@@ -149,6 +149,14 @@ func (s *session) setReportLocked(st *stream, req wire.Request) error {
 			return fmt.Errorf("report names a draw source of %d bytes: source names are at most %d bytes", len(label), maxLabel)
 		}
 	}
+	if len(req.Unserved) > maxLabels {
+		return fmt.Errorf("report lists %d unserved APIs, the most a report may carry is %d", len(req.Unserved), maxLabels)
+	}
+	for name := range req.Unserved {
+		if len(name) > maxLabel {
+			return fmt.Errorf("report names an unserved API of %d bytes: names are at most %d bytes", len(name), maxLabel)
+		}
+	}
 	old := 0
 	if st.report != nil {
 		old = len(st.report.Timers)
@@ -156,7 +164,7 @@ func (s *session) setReportLocked(st *stream, req wire.Request) error {
 	if err := s.addTicksLocked(st.name, len(req.Timers)-old); err != nil {
 		return err
 	}
-	st.report = &wire.Request{Reads: req.Reads, SleepNS: req.SleepNS, NowNS: req.NowNS, Timers: req.Timers, Draws: req.Draws}
+	st.report = &wire.Request{Reads: req.Reads, SleepNS: req.SleepNS, NowNS: req.NowNS, Timers: req.Timers, Draws: req.Draws, Unserved: req.Unserved}
 	return nil
 }
 
@@ -263,7 +271,7 @@ func (s *session) dump() ([]wire.StreamStatus, []wire.Drift) {
 		ss := wire.StreamStatus{Stream: x.name, PID: x.pid, Runtime: x.runtime, Ticks: x.log.Len()}
 		if r := x.report; r != nil {
 			ss.Reported = true
-			ss.Reads, ss.SleepNS, ss.NowNS, ss.Timers, ss.Draws = r.Reads, r.SleepNS, r.NowNS, r.Timers, r.Draws
+			ss.Reads, ss.SleepNS, ss.NowNS, ss.Timers, ss.Draws, ss.Unserved = r.Reads, r.SleepNS, r.NowNS, r.Timers, r.Draws, r.Unserved
 		}
 		out = append(out, ss)
 	}

@@ -148,6 +148,24 @@ func newBoundary(in boundaryInput) *Boundary {
 				Detail: fmt.Sprintf("%d program(s) kept their vDSO: %s", v.Unpatched, strings.Join(v.Notes, "; "))})
 		}
 	}
+	// What the shims left real, by their own account.
+	if in.clock != nil && in.mode != "default" {
+		for _, s := range in.clock.Streams {
+			names := make([]string, 0, len(s.Unserved))
+			for name := range s.Unserved {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				c, api, ok := strings.Cut(name, "/")
+				if !ok || (c != string(ebpf.Clock) && c != string(ebpf.Random)) {
+					continue
+				}
+				b.Escapes = append(b.Escapes, Escape{Category: c, Detail: fmt.Sprintf(
+					"stream %s (%s) called %s %d time(s): the shim does not serve it, so it %s", s.Stream, s.Runtime, api, s.Unserved[name], unservedEffect(c))})
+			}
+		}
+	}
 	cat(ebpf.Filesystem).Captured, cat(ebpf.Filesystem).Record = true, "fs-diff/"
 	cat(ebpf.Process).Captured, cat(ebpf.Process).Record = true, "env.json"
 	if in.network != nil && in.network.Captured {
@@ -261,6 +279,13 @@ func ours(dest, daldSocket string, mirrored map[string]bool) bool {
 		return daldSocket != "" && u == daldSocket
 	}
 	return mirrored[dest]
+}
+
+func unservedEffect(category string) string {
+	if category == string(ebpf.Random) {
+		return "drew real randomness, neither seeded nor logged"
+	}
+	return "read the real clock, neither virtual nor logged"
 }
 
 func dedupe(s []string) []string {

@@ -487,7 +487,7 @@ func collect(c *wire.Client, id string, spec *Spec) (*vclock.File, error) {
 			timers = [][2]int64{}
 		}
 		f.Streams = append(f.Streams, vclock.StreamLog{Stream: s.Stream, Runtime: s.Runtime, Reported: s.Reported,
-			Reads: s.Reads, SleepNS: s.SleepNS, NowNS: s.NowNS, Timers: timers, Draws: s.Draws, Ticks: vclock.FromLog(&l), Logged: logged})
+			Reads: s.Reads, SleepNS: s.SleepNS, NowNS: s.NowNS, Timers: timers, Draws: s.Draws, Unserved: s.Unserved, Ticks: vclock.FromLog(&l), Logged: logged})
 	}
 	for _, d := range rep.Drift {
 		f.Drift = append(f.Drift, vclock.DriftEntry{Stream: d.Stream, What: d.What, Detail: d.Detail})

@@ -85,6 +85,9 @@ type Request struct {
 	NowNS   int64            `msgpack:"now_ns,omitempty"`
 	Timers  [][2]int64       `msgpack:"timers,omitempty"`
 	Draws   map[string]int64 `msgpack:"draws,omitempty"`
+	// Unserved counts calls of clock and random APIs the shim left real,
+	// by "<category>/<api>" (e.g. "random/crypto.generateKeyPair(rsa)").
+	Unserved map[string]int64 `msgpack:"unserved,omitempty"`
 
 	// drift
 	What   string `msgpack:"what,omitempty"`
@@ -176,6 +179,7 @@ type StreamStatus struct {
 	NowNS    int64            `msgpack:"now_ns" json:"now_ns"`
 	Timers   [][2]int64       `msgpack:"timers" json:"timers"`
 	Draws    map[string]int64 `msgpack:"draws,omitempty" json:"draws,omitempty"`
+	Unserved map[string]int64 `msgpack:"unserved,omitempty" json:"unserved,omitempty"`
 	Reported bool             `msgpack:"reported" json:"reported"`
 }
 
