@@ -41,6 +41,17 @@ may call them concurrently: each mark gets its own number.
 """
 
 from ._runtime import now, stream, mode, stats, ORIG
-from ._marks import iteration, checkpoint, phase
+
+_MARKS = ("iteration", "checkpoint", "phase")
+
+
+def __getattr__(name):
+    """iteration, checkpoint and phase load dal._marks on first use: every
+    process under dal imports this package at start-up."""
+    if name in _MARKS:
+        from . import _marks
+        return getattr(_marks, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
 
 __all__ = ["now", "stream", "mode", "stats", "ORIG", "iteration", "checkpoint", "phase"]

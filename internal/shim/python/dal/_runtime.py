@@ -456,7 +456,7 @@ class Runtime:
         keep_real_time = _clock.keeping_real_time(real_time)
         hooks = {
             "random": draws.patch_random,
-            "datetime": lambda m: _lazy_datetime().patch(m, clock.time_ns),
+            "datetime": lambda m: _lazy_datetime().patch(m, clock.time_ns, clock),
             "uuid": draws.patch_uuid,
             "subprocess": spawner.patch_subprocess,
             "multiprocessing.util": spawner.patch_mp_util,

@@ -31,15 +31,17 @@ def chain(here):
             pass
         entries.append(p)
     try:
-        from importlib.machinery import PathFinder
-        import importlib.util
+        # the import system's own modules, loaded before site runs:
+        # importlib.util would cost ~4 ms (contextlib, collections, ...)
+        bootstrap = sys.modules["_frozen_importlib"]
+        PathFinder = sys.modules["_frozen_importlib_external"].PathFinder
         spec = PathFinder.find_spec("sitecustomize", entries)
     except Exception as e:
         sys.stderr.write("dal: could not look for another sitecustomize (%s: %s)\n" % (type(e).__name__, e))
         return None
     if spec is None or spec.loader is None:
         return None
-    module = importlib.util.module_from_spec(spec)
+    module = bootstrap.module_from_spec(spec)
     ours = sys.modules.get("sitecustomize")
     sys.modules["sitecustomize"] = module  # `import sitecustomize` gets the user's module
     try:
