@@ -575,6 +575,12 @@ func TestNetworkClients(t *testing.T) {
 				t.Parallel()
 				srv := startLLMServer(t, useTLS, "--gzip")
 				ws := t.TempDir()
+				if c.argv[0] == "node" {
+					// Node finds node_modules above the script: in the
+					// workspace, which the sandbox shows wherever the
+					// checkout is (its /tmp is private).
+					ws = nodeDir
+				}
 				out := filepath.Join(t.TempDir(), "bundle")
 				base := strings.TrimSuffix(srv.base(), "/v1")
 				key := "DAL_KEY=" + filepath.Join(t.TempDir(), "k")
