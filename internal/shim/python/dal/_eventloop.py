@@ -144,8 +144,8 @@ def patch(aio, clock, timers, strict):
             self._dal_task = None       # the thread's dal._threads task while the loop waits idle
 
         if strict:
-            def time(self):
-                return clock.mono_s + clock.t * 1e-9
+            def time(self, _peek=clock.mono_peek):
+                return _peek()
 
         def call_at(self, when, callback, *args, context=None):
             if when is None:

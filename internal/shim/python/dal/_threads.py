@@ -577,11 +577,7 @@ def virtual_time_module(clock):
 def _peek(clock):
     """Monotonic seconds on the virtual clock without a read (the stdlib's
     deadlines for waits, which are not the program's clock reads)."""
-    mono_s = clock.mono_s
-
-    def monotonic():
-        return mono_s + clock.t * 1e-9
-    return monotonic
+    return clock.mono_peek
 
 
 def _call(fn, *args, _passive=False, **kwargs):
