@@ -56,7 +56,7 @@ func (d Dir) NodeRequire() string { return filepath.Join(string(d), "node", "dal
 func shipped(p string) bool {
 	for _, part := range strings.Split(p, "/") {
 		switch part {
-		case "__pycache__", "tests", "test", "node_modules":
+		case "__pycache__", "tests", "test", "node_modules", ".v8":
 			return false
 		}
 	}
@@ -443,18 +443,23 @@ func readFileAt(dirfd int, name string) ([]byte, error) {
 	}
 }
 
-// precompile compiles the Python shim with the default python3, when there
-// is one, so that agents do not each pay for compiling it -- notably inside
-// a sandbox, where the shim directory is read-only. Best effort: without
-// it Python compiles in memory.
+// precompile compiles the Python shim with the default python3, and makes
+// the Node shim's V8 code cache with the default node (node/codecache.js
+// writes node/.v8/<version>-<arch>/), when there are such interpreters, so
+// that agents do not each pay for compiling them -- notably inside a
+// sandbox, where the shim directory is read-only. Best effort: without it
+// they compile in memory.
 func precompile(dir string) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		return
+	if py, err := exec.LookPath("python3"); err == nil {
+		cmd := exec.Command(py, "-m", "compileall", "-q", filepath.Join(dir, "python"))
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		cmd.Run()
 	}
-	cmd := exec.Command(py, "-m", "compileall", "-q", filepath.Join(dir, "python"))
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	cmd.Run()
+	if node, err := exec.LookPath("node"); err == nil {
+		cmd := exec.Command(node, filepath.Join(dir, "node", "codecache.js"))
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		cmd.Run()
+	}
 }
 
 // checkOwned refuses a directory someone else controls: the shims are code

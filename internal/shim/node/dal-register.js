@@ -30,7 +30,15 @@
 //
 // globalThis[Symbol.for('dal')] (also require('<dir>/node/dal.js')) exposes
 // now(), stream(), mode(), seed(), stats() -> {round_trips, reads, ...}, and
-// iteration()/checkpoint() (marks.js).
+// iteration()/checkpoint()/phase() (marks.js).
+//
+// Start-up cost: this file is kept small; the shim's other files (runtime.js
+// first) are compiled with the V8 code cache dal-exec made when it
+// installed the shim (codecache.js, in .v8/<node version>-<arch>/), which
+// saves most of their compile time. A node of another version finds no
+// cache and compiles them as usual. worker_threads is not loaded to learn
+// whether this is the main thread (it costs ~1.6 ms): the main thread's
+// process.chdir is Node's wrappedChdir, a worker's is not.
 
 (function main() {
   const KEY = Symbol.for('dal');
@@ -48,534 +56,49 @@
     }
   }
 
-  let isMainThread = true;
-  try {
-    isMainThread = require('worker_threads').isMainThread;
-  } catch {
-    // no worker_threads: the main thread
+  let isMainThread = typeof process.chdir === 'function' && process.chdir.name === 'wrappedChdir';
+  if (!isMainThread) {
+    try {
+      isMainThread = require('worker_threads').isMainThread;
+    } catch {
+      isMainThread = true; // no worker_threads: the main thread
+    }
   }
-  if (!isMainThread) return; // the main thread reports worker threads (see start)
+  if (!isMainThread) return; // the main thread reports worker threads (see runtime.js)
 
   try {
-    start(say, KEY);
+    shimRequire(fs, __dirname)('./runtime.js').start(say, KEY);
   } catch (e) {
     say(`the Node shim failed to start (${e && e.message}); node pid ${process.pid} may be partly virtualized`);
   }
 })();
 
-function start(say, KEY) {
-  const env = process.env;
-  const debug = env.DAL_SHIM_DEBUG === '1';
-  const socketPath = env.DAL_SOCKET;
-  const session = env.DAL_SESSION;
-  if (!socketPath || !session) {
-    say(`DAL_SOCKET or DAL_SESSION is not set: node pid ${process.pid} runs unvirtualized`);
-    return;
-  }
-
-  // Everything the patches need from the real runtime, saved first.
-  const crypto = require('crypto');
-  const timers = require('timers');
-  const timersPromises = require('timers/promises');
-  const util = require('util');
-  const childProcess = require('child_process');
-  const { Client } = require('./wire.js');
-  const native = {
-    Date,
-    dateNow: Date.now,
-    perfNow: performance.now.bind(performance),
-    timeOrigin: performance.timeOrigin,
-    hrtime: process.hrtime,
-    hrtimeBigint: process.hrtime.bigint,
-    uptime: process.uptime,
-    mathRandom: Math.random,
-    randomFillSync: crypto.randomFillSync,
-    atomicsWait: Atomics.wait,
-    setTimeout: timers.setTimeout,
-    setInterval: timers.setInterval,
-    clearTimeout: timers.clearTimeout,
-    clearInterval: timers.clearInterval,
-    setImmediate: timers.setImmediate,
-    clearImmediate: timers.clearImmediate,
-    abortSignalTimeout: AbortSignal.timeout,
-  };
-  native.nowNs = () => Number(native.hrtimeBigint());
-
-  // ------------------------------------------------------------ hello
-
-  let client;
-  let hello;
-  try {
-    client = new Client(socketPath, { wait: native.atomicsWait });
-    hello = client.call('hello', {
-      proto: 1,
-      role: 'shim',
-      session,
-      // The session's capability: dald refuses a hello without it.
-      token: env.DAL_SESSION_TOKEN || '',
-      stream: env.DAL_STREAM || '0',
-      pid: process.pid,
-      ppid: process.ppid,
-      runtime: `node ${process.version}`,
-    });
-  } catch (e) {
-    if (client) client.close();
-    say(`cannot use dald at ${socketPath}: ${e.message}; node pid ${process.pid} runs unvirtualized`);
-    return;
-  }
-
-  const stream = hello.stream === undefined || hello.stream === null ? env.DAL_STREAM || '0' : String(hello.stream);
-  const mode = String(hello.mode || 'strict');
-  const seed = BigInt(hello.seed || 0);
-  const epochNs = hello.epoch_ns === undefined ? 1767225600000000000n : BigInt(hello.epoch_ns);
-  const monoNs = hello.mono_ns === undefined ? 1e9 : Number(hello.mono_ns);
-  const quantumNs = hello.quantum_ns === undefined ? 1000 : Number(hello.quantum_ns);
-  const batch = Math.max(1, Number(hello.batch) || 4096);
-  const replay = hello.replay === true && (mode === 'seeded' || mode === 'logged');
-  env.DAL_STREAM = stream;
-  const ids = { session, stream };
-
-  // call is every IPC after hello that needs its reply; post sends an
-  // upload without waiting (its reply is checked by a later call or post).
-  // A refused op is reported once per op; a failed connection is reported
-  // once, then dropped, and later calls return null.
-  let lost = false;
-  function ipc(fn, op, fields) {
-    if (lost) return null;
+// shimRequire returns the require the shim's own files use: './name.js' is
+// one of them, compiled once with its code cache if there is one; anything
+// else is Node's require.
+function shimRequire(fs, dir) {
+  const vm = require('vm');
+  const { wrap } = require('module');
+  const cacheDir = `${dir}/.v8/${process.version}-${process.arch}`;
+  const modules = new Map();
+  function shimReq(id) {
+    if (!id.startsWith('./')) return require(id);
+    const name = id.slice(2);
+    let m = modules.get(name);
+    if (m !== undefined) return m.exports;
+    const filename = `${dir}/${name}`;
+    m = { exports: {}, id: filename, filename, loaded: false };
+    modules.set(name, m);
+    let cachedData;
     try {
-      return fn.call(client, op, Object.assign({}, ids, fields));
-    } catch (e) {
-      if (e.refused) {
-        say(`dald refused ${e.refused} for stream ${stream}: ${e.message}`);
-        return null;
-      }
-      lost = true;
-      client.close();
-      say(`lost the connection to dald during ${op} (${e.message}); stream ${stream} (node pid ${process.pid}) keeps running but its log and exit report are incomplete`);
-      return null;
+      cachedData = fs.readFileSync(`${cacheDir}/${name}.cache`);
+    } catch {
+      // no cache for this node: compile as usual
     }
+    const script = new vm.Script(wrap(fs.readFileSync(filename, 'utf8')), { filename, cachedData });
+    script.runInThisContext().call(m.exports, m.exports, shimReq, m, filename, dir);
+    m.loaded = true;
+    return m.exports;
   }
-  const call = (op, fields) => ipc(client.call, op, fields);
-  const post = (op, fields) => { ipc(client.send, op, fields); };
-
-  // drift is reported to dald, which shows it to the user (dal-exec prints it).
-  function drift(what, detail) {
-    if (call('drift', { what, detail }) === null) say(`drift on stream ${stream}: ${detail}`);
-  }
-
-  // unserved counts the calls of clock and random APIs this shim leaves
-  // real ("random/crypto.generateKeyPair(rsa)", "clock/worker_threads"):
-  // reported at exit, they become escapes in syscalls.json.
-  const unserved = new Map();
-  const note = (what) => { unserved.set(what, (unserved.get(what) || 0) + 1); };
-  const state = { mode, stream, seed, replay, clock: null, timers: null, bytes: null, floats: null, drawLog: null, note };
-  const virtualized = mode === 'strict' || mode === 'seeded' || mode === 'logged';
-
-  if (virtualized) {
-    installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, post, drift, say });
-    installProcessTimes(state);
-    installRandom(state, { native, crypto, call, post, drift });
-    patchSpawn(childProcess, call, say);
-    if (mode === 'strict') {
-      // The connect request of the dald connection is the shim's own, not the agent's I/O.
-      const ignore = (name) => name === 'PipeConnectWrap' && client.connecting;
-      installTimers(state, { native, timers, timersPromises, util, ignore });
-      patchAtomicsWait(state.clock, native);
-    }
-    try {
-      require('module').syncBuiltinESMExports();
-    } catch (e) {
-      say(`ES module imports of node: builtins may see unpatched functions (${e.message})`);
-    }
-  } else {
-    // default mode: hello only, nothing patched, nothing to report.
-    if (mode !== 'default') say(`dald asked for unknown mode ${mode}; node pid ${process.pid} runs unvirtualized`);
-    client.close();
-  }
-
-  function draws() {
-    const out = {};
-    const { SOURCE_CRYPTO, SOURCE_MATH } = require('./random.js');
-    if (state.floats && state.floats.drawn() > 0) out[SOURCE_MATH] = state.floats.drawn();
-    if (state.bytes && state.bytes.drawn() > 0) out[SOURCE_CRYPTO] = state.bytes.drawn();
-    return out;
-  }
-
-  // ------------------------------------------------------------ exit
-
-  let reported = !virtualized;
-  function onExit() {
-    if (reported) return;
-    reported = true;
-    const clock = state.clock;
-    try {
-      clock.flush();
-      if (state.drawLog) state.drawLog.flush();
-    } catch (e) {
-      say(`could not flush the log of stream ${stream}: ${e.message}`);
-    }
-    const strict = mode === 'strict';
-    call('report', {
-      reads: clock.reads,
-      sleep_ns: strict ? clock.sleepNs : 0,
-      now_ns: strict ? clock.t : 0,
-      timers: state.timers ? state.timers.fired : [],
-      draws: draws(),
-      unserved: Object.fromEntries(unserved),
-    });
-    client.close();
-  }
-  if (virtualized) {
-    // Worker threads preload this file too, but only the main thread is
-    // virtualized: say so once, when the first worker starts.
-    process.on('worker', () => {
-      note('clock/worker_threads');
-      note('random/worker_threads');
-      say(`node pid ${process.pid} (stream ${stream}) started a worker thread: worker threads run on the real clock, real randomness and native timers`);
-    });
-    process.on('exit', onExit);
-    // Stay the last 'exit' listener, so reads in the agent's own exit
-    // handlers are logged and counted.
-    let moving = false;
-    process.on('newListener', (event) => {
-      if (event !== 'exit' || moving || reported) return;
-      queueMicrotask(() => {
-        moving = true;
-        process.removeListener('exit', onExit);
-        process.on('exit', onExit);
-        moving = false;
-      });
-    });
-  }
-
-  // ------------------------------------------------------------ API
-
-  const api = {
-    active: virtualized,
-    mode: () => mode,
-    stream: () => stream,
-    seed: () => seed,
-    replay: () => replay,
-    // now returns the realtime clock in ns (a BigInt); it is a clock read.
-    now: () => (state.clock ? state.clock.realtimeNs() : BigInt(native.dateNow()) * 1000000n),
-    stats: () => ({
-      mode,
-      replay,
-      stream,
-      round_trips: client.roundTrips,
-      reads: state.clock ? state.clock.reads : 0,
-      now_ns: state.clock ? state.clock.t : 0,
-      sleep_ns: state.clock ? state.clock.sleepNs : 0,
-      timers: state.timers ? state.timers.stats().fired : 0,
-      draws: draws(),
-    }),
-    // native holds the unpatched clock and random functions, for benchmarks.
-    native: Object.freeze({
-      Date: native.Date,
-      dateNow: native.dateNow,
-      performanceNow: native.perfNow,
-      hrtimeBigint: native.hrtimeBigint,
-      mathRandom: native.mathRandom,
-    }),
-    // iteration and checkpoint write marks into $DAL_MARKS (marks.js, loaded
-    // on first use); at_ns is one read of this clock.
-    iteration: (opts) => require('./marks.js').iteration(opts, api),
-    checkpoint: (name, opts) => require('./marks.js').checkpoint(name, opts, api),
-    phase: (name, opts) => require('./marks.js').phase(name, opts, api),
-  };
-  Object.defineProperty(globalThis, KEY, { value: Object.freeze(api), enumerable: false, configurable: true });
-
-  if (debug) {
-    say(`node pid ${process.pid} is stream ${stream} of session ${session}: mode ${mode}${replay ? ' (replay)' : ''}, seed ${seed}, epoch ${epochNs} ns, quantum ${quantumNs} ns, batch ${batch}`);
-  }
-}
-
-// ---------------------------------------------------------------- clock
-
-function installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, post, drift }) {
-  const { strictClock, recordingClock, replayClock } = require('./clock.js');
-  let clock;
-  if (state.mode === 'strict') {
-    clock = strictClock({ epochNs, monoNs, quantumNs });
-  } else if (state.replay) {
-    clock = replayClock({
-      epochNs, monoNs, quantumNs, batch, drift,
-      fetch: (from, max) => call('ticks.fetch', { from, max }) || { end: true },
-    });
-  } else {
-    clock = recordingClock({
-      monoNs, batch, native,
-      put: (kinds, values) => post('ticks.put', { kinds, values }),
-    });
-  }
-  state.clock = clock;
-
-  // Date: a function standing in for the Date constructor. Date objects are
-  // still native Date objects; Date.prototype is shared, so instanceof holds
-  // both ways and subclasses work.
-  const NativeDate = native.Date;
-  const DalDate = function Date(year, monthIndex, day, hours, minutes, seconds, ms) {
-    if (new.target === undefined) return new NativeDate(clock.nowMs()).toString();
-    if (arguments.length === 0) {
-      return new.target === DalDate ? new NativeDate(clock.nowMs()) : Reflect.construct(NativeDate, [clock.nowMs()], new.target);
-    }
-    return Reflect.construct(NativeDate, arguments, new.target);
-  };
-  DalDate.prototype = NativeDate.prototype;
-  Object.defineProperty(NativeDate.prototype, 'constructor', { value: DalDate, writable: true, enumerable: false, configurable: true });
-  Object.defineProperty(DalDate, 'now', { value: function now() { return clock.nowMs(); }, writable: true, enumerable: false, configurable: true });
-  Object.defineProperty(DalDate, 'parse', { value: NativeDate.parse, writable: true, enumerable: false, configurable: true });
-  Object.defineProperty(DalDate, 'UTC', { value: NativeDate.UTC, writable: true, enumerable: false, configurable: true });
-  Object.defineProperty(globalThis, 'Date', { value: DalDate, writable: true, enumerable: false, configurable: true });
-
-  // performance.now and performance.timeOrigin (own properties of the one
-  // Performance instance shared by globalThis and perf_hooks).
-  const perf = globalThis.performance;
-  Object.defineProperty(perf, 'now', { value: function now() { return clock.monoNs() / 1e6; }, writable: true, enumerable: false, configurable: true });
-  Object.defineProperty(perf, 'timeOrigin', { get: function timeOrigin() { return clock.timeOriginMs(); }, enumerable: true, configurable: true });
-
-  // process.hrtime([prev]) and process.hrtime.bigint().
-  const hrtime = function hrtime(time) {
-    const ns = clock.monoNs();
-    const sec = Math.floor(ns / 1e9);
-    const nsec = ns - sec * 1e9;
-    if (time !== undefined) {
-      if (!Array.isArray(time)) {
-        const e = new TypeError('The "time" argument must be an instance of Array.');
-        e.code = 'ERR_INVALID_ARG_TYPE';
-        throw e;
-      }
-      if (time.length !== 2) {
-        const e = new RangeError(`The value of "time" is out of range. It must be 2. Received ${time.length}`);
-        e.code = 'ERR_OUT_OF_RANGE';
-        throw e;
-      }
-      const s = sec - time[0];
-      const n = nsec - time[1];
-      return [n < 0 ? s - 1 : s, n < 0 ? n + 1e9 : n];
-    }
-    return [sec, nsec];
-  };
-  hrtime.bigint = function bigint() { return BigInt(clock.monoNs()); };
-  process.hrtime = hrtime;
-
-  // process.uptime(): seconds on the monotonic clock since the stream started.
-  process.uptime = function uptime() { return (clock.monoNs() - monoNs) / 1e9; };
-
-  // Intl.DateTimeFormat#format()/formatToParts() without a date read "now".
-  const dtf = Intl.DateTimeFormat.prototype;
-  const formatGetter = Object.getOwnPropertyDescriptor(dtf, 'format');
-  if (formatGetter && formatGetter.get) {
-    Object.defineProperty(dtf, 'format', {
-      get() {
-        const bound = formatGetter.get.call(this);
-        return function format(date) { return bound(date === undefined ? clock.nowMs() : date); };
-      },
-      enumerable: false,
-      configurable: true,
-    });
-  }
-  const formatToParts = dtf.formatToParts;
-  Object.defineProperty(dtf, 'formatToParts', {
-    value: function formatToParts_(date) { return formatToParts.call(this, date === undefined ? clock.nowMs() : date); },
-    writable: true, enumerable: false, configurable: true,
-  });
-}
-
-// ---------------------------------------------------------------- process times
-
-// CPU time and uptime. Strict mode: CPU time is the part of the virtual
-// clock that reads made (sleeps and timer jumps are not CPU time), a read;
-// process.cpuUsage reports it as user time, process.resourceUsage as
-// userCPUTime with every other field 0 (memory, faults and context switches
-// vary from run to run); os.uptime is the virtual monotonic clock in
-// seconds. Other modes: they stay real, and each call is reported as
-// unserved (a replay cannot give them back).
-function installProcessTimes(state) {
-  const os = require('os');
-  const clock = state.clock;
-  const nativeCpu = process.cpuUsage;
-  const nativeRusage = process.resourceUsage;
-  const nativeUptime = os.uptime;
-  const strict = state.mode === 'strict';
-  const note = (what) => state.note(`clock/${what}`);
-  process.cpuUsage = function cpuUsage(prev) {
-    if (!strict) {
-      note('process.cpuUsage');
-      return nativeCpu.call(process, prev);
-    }
-    const user = clock.cpuUs();
-    if (prev === undefined) return { user, system: 0 };
-    if (prev === null || typeof prev !== 'object' || typeof prev.user !== 'number' || typeof prev.system !== 'number') return nativeCpu.call(process, prev); // Node's own error
-    return { user: user - prev.user, system: -prev.system };
-  };
-  process.resourceUsage = function resourceUsage() {
-    if (!strict) {
-      note('process.resourceUsage');
-      return nativeRusage.call(process);
-    }
-    const out = nativeRusage.call(process);
-    for (const k of Object.keys(out)) out[k] = 0;
-    out.userCPUTime = clock.cpuUs();
-    return out;
-  };
-  os.uptime = function uptime() {
-    if (!strict) {
-      note('os.uptime');
-      return nativeUptime.call(os);
-    }
-    return Math.floor(clock.monoNs() / 1e7) / 100;
-  };
-  // performance.mark/measure and toJSON read Node's internal clock.
-  const perf = globalThis.performance;
-  for (const name of ['mark', 'measure', 'toJSON']) {
-    const fn = perf[name];
-    if (typeof fn !== 'function') continue;
-    Object.defineProperty(perf, name, {
-      value: function (...args) { note(`performance.${name}`); return fn.apply(this, args); },
-      writable: true, enumerable: false, configurable: true,
-    });
-  }
-}
-
-// ---------------------------------------------------------------- randomness
-
-function installRandom(state, { native, crypto, call, post, drift }) {
-  const r = require('./random.js');
-  const label = (source) => `${state.stream}/${source}`;
-  let bytes;
-  let floats;
-  if (state.mode === 'logged' && state.replay) {
-    // Past the end of the log a source continues with its seeded stream, so a
-    // drifting replay stays deterministic (as the Python shim does).
-    const fetcher = (source) => (from, max) => call('draws.fetch', { label: source, from, max }) || { end: true };
-    const fallback = (source) => {
-      const s = r.seededBytes(state.seed, label(source));
-      return (u8) => s.fill(u8);
-    };
-    bytes = r.replayBytes(r.SOURCE_CRYPTO, fetcher(r.SOURCE_CRYPTO), drift, fallback(r.SOURCE_CRYPTO));
-    const seededMath = r.seededFloats(state.seed, label(r.SOURCE_MATH));
-    const mathBytes = r.replayBytes(r.SOURCE_MATH, fetcher(r.SOURCE_MATH), drift, (u8) => {
-      const b = Buffer.from(u8.buffer, u8.byteOffset, u8.length);
-      for (let i = 0; i + 8 <= b.length; i += 8) b.writeDoubleBE(seededMath.float(), i);
-    }, 8 * 4096);
-    floats = r.replayFloats(mathBytes);
-  } else if (state.mode === 'logged') {
-    const log = new r.DrawLog((source, data) => post('draws.put', { label: source, data }));
-    state.drawLog = log;
-    bytes = r.loggedBytes(r.SOURCE_CRYPTO, (u8) => native.randomFillSync.call(crypto, u8), log);
-    floats = r.loggedFloats(r.SOURCE_MATH, native.mathRandom, log);
-  } else {
-    bytes = r.seededBytes(state.seed, label(r.SOURCE_CRYPTO));
-    floats = r.seededFloats(state.seed, label(r.SOURCE_MATH));
-  }
-  state.bytes = bytes;
-  state.floats = floats;
-  r.installCrypto(crypto, bytes, (what) => state.note(`random/${what}`));
-  r.installMathRandom(floats);
-}
-
-// ---------------------------------------------------------------- timers
-
-function installTimers(state, { native, timers, timersPromises, util, ignore }) {
-  const { createTimers, loopActivity } = require('./timers.js');
-  const vt = createTimers({ clock: state.clock, native, activity: () => loopActivity(ignore) });
-  state.timers = vt;
-
-  Object.defineProperty(vt.setTimeout, util.promisify.custom, { value: vt.promises.setTimeout, enumerable: false, configurable: true });
-  for (const target of [globalThis, timers]) {
-    target.setTimeout = vt.setTimeout;
-    target.setInterval = vt.setInterval;
-    target.clearTimeout = vt.clearTimeout;
-    target.clearInterval = vt.clearInterval;
-  }
-  timersPromises.setTimeout = vt.promises.setTimeout;
-  timersPromises.setInterval = vt.promises.setInterval;
-  if (timersPromises.scheduler) {
-    Object.defineProperty(timersPromises.scheduler, 'wait', { value: function wait(delay, options) { return vt.promises.wait(delay, options); }, writable: true, enumerable: false, configurable: true });
-  }
-
-  // AbortSignal.timeout(ms): aborted by an unref'd virtual timer.
-  Object.defineProperty(AbortSignal, 'timeout', {
-    value: function timeout(delay) {
-      if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0 || delay > Number.MAX_SAFE_INTEGER) {
-        return native.abortSignalTimeout.call(AbortSignal, delay); // throws Node's own validation error
-      }
-      const controller = new AbortController();
-      vt.setTimeout(() => {
-        controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
-      }, delay).unref();
-      return controller.signal;
-    },
-    writable: true, enumerable: false, configurable: true,
-  });
-}
-
-// Atomics.wait(ia, i, v, timeout) used as a sleep: when it would block for a
-// finite timeout, virtual time advances by the timeout and it returns
-// 'timed-out' at once. A wait without timeout stays native. Limit: a
-// notify() from a worker thread cannot cut a virtual sleep short.
-function patchAtomicsWait(clock, native) {
-  const wait = native.atomicsWait;
-  Object.defineProperty(Atomics, 'wait', {
-    value: function wait_(typedArray, index, value, timeout) {
-      const ms = timeout === undefined ? Infinity : Number(timeout);
-      if (!(ms > 0) || ms === Infinity) return wait.call(Atomics, typedArray, index, value, timeout);
-      const r = wait.call(Atomics, typedArray, index, value, 0);
-      if (r === 'timed-out') clock.sleep(Math.round(ms * 1e6));
-      return r;
-    },
-    writable: true, enumerable: false, configurable: true,
-  });
-}
-
-// ---------------------------------------------------------------- children
-
-// patchSpawn names children before they start. ChildProcess.prototype.spawn
-// is the one path of spawn, exec, execFile and fork: it receives the final
-// environment as options.envPairs ("K=V" strings). The shim reserves the next
-// child name with the `spawn` op and sets DAL_STREAM to it, so names follow
-// spawn order even when children start concurrently. When a custom env
-// dropped the variables that keep a child shimmed (DAL_SOCKET, DAL_SESSION,
-// DAL_SESSION_TOKEN, NODE_OPTIONS, PYTHONPATH), they are added back from
-// this process's environment, as the Python shim does.
-//
-// spawnSync/execSync/execFileSync do not go through ChildProcess: their
-// children say hello with the parent's DAL_STREAM and dald grants the next
-// child name in hello order. They are sequential (the parent blocks until the
-// child exits), so that order is the spawn order too.
-function patchSpawn(childProcess, call, say) {
-  const proto = childProcess.ChildProcess && childProcess.ChildProcess.prototype;
-  if (!proto || typeof proto.spawn !== 'function') {
-    say('child_process.ChildProcess.prototype.spawn is missing: children are named in hello order');
-    return;
-  }
-  const PROPAGATE = ['DAL_SOCKET', 'DAL_SESSION', 'DAL_SESSION_TOKEN', 'NODE_OPTIONS', 'PYTHONPATH'];
-  const originalSpawn = proto.spawn;
-  proto.spawn = function spawn(options) {
-    try {
-      const pairs = options && options.envPairs;
-      if (Array.isArray(pairs)) {
-        const reply = call('spawn', {});
-        if (reply && reply.child !== undefined && reply.child !== null) {
-          setPair(pairs, 'DAL_STREAM', String(reply.child));
-          for (const name of PROPAGATE) {
-            if (process.env[name] !== undefined && !pairs.some((p) => typeof p === 'string' && p.startsWith(`${name}=`))) {
-              pairs.push(`${name}=${process.env[name]}`);
-            }
-          }
-        }
-      }
-    } catch (e) {
-      say(`could not name a child process (${e.message}); it is named in hello order`);
-    }
-    return originalSpawn.call(this, options);
-  };
-}
-
-function setPair(pairs, name, value) {
-  const entry = `${name}=${value}`;
-  const i = pairs.findIndex((p) => typeof p === 'string' && p.startsWith(`${name}=`));
-  if (i >= 0) pairs[i] = entry;
-  else pairs.push(entry);
+  return shimReq;
 }
