@@ -31,7 +31,7 @@ from _operator import index as _index
 from math import trunc as _trunc
 
 from . import _wire
-from ._say import dbg, say_once
+from ._say import dbg, say_once, unserved
 
 # Originals, captured before anything is patched.
 _o_time = _timemod.time
@@ -97,6 +97,7 @@ class _Clock:
         if clk_id in _CPU_CLOCKS and self.process_time is not None:
             return self.process_time()
         if clk_id in _OTHER_WALL_CLOCKS:
+            unserved("clock/time.clock_gettime(%s)" % clk_id)
             say_once("clk%s" % clk_id, "time.clock_gettime(%s) reads the real clock: only CLOCK_REALTIME and the monotonic clocks are virtualized" % clk_id)
         return _o_clock_gettime(clk_id)
 
@@ -108,6 +109,7 @@ class _Clock:
         if clk_id in _CPU_CLOCKS and self.process_time_ns is not None:
             return self.process_time_ns()
         if clk_id in _OTHER_WALL_CLOCKS:
+            unserved("clock/time.clock_gettime(%s)" % clk_id)
             say_once("clk%s" % clk_id, "time.clock_gettime(%s) reads the real clock: only CLOCK_REALTIME and the monotonic clocks are virtualized" % clk_id)
         return _o_clock_gettime_ns(clk_id)
 

@@ -4,7 +4,7 @@ is, not before."""
 
 import _socket
 
-from ._say import say_once
+from ._say import say_once, unserved
 
 
 def patch(aio, clock, timers, strict):
@@ -235,6 +235,7 @@ def patch(aio, clock, timers, strict):
 
     def set_event_loop_policy(policy):
         if policy is not None and not isinstance(policy, DalEventLoopPolicy):
+            unserved("clock/asyncio policy %s.%s" % (type(policy).__module__, type(policy).__qualname__))
             say_once("policy", "asyncio event loop policy %s.%s is not dal's: its loops read the real clock and their timers wait in real time" % (type(policy).__module__, type(policy).__qualname__))
         return orig_set_policy(policy)
     set_event_loop_policy.__doc__ = orig_set_policy.__doc__
@@ -243,6 +244,7 @@ def patch(aio, clock, timers, strict):
 
     def _set_running_loop(loop):
         if loop is not None and not isinstance(loop, DalEventLoop):
+            unserved("clock/asyncio loop %s.%s" % (type(loop).__module__, type(loop).__qualname__))
             say_once("loop", "asyncio loop %s.%s is not dal's: it reads the real clock and its timers wait in real time" % (type(loop).__module__, type(loop).__qualname__))
         return orig_set_running(loop)
 
@@ -272,4 +274,5 @@ def _threads_sched():
 
 
 def note_uvloop(mod):
+    unserved("clock/uvloop")
     say_once("uvloop", "uvloop imported: its loops read libuv's clock in C and are not virtualized; run without uvloop for virtual asyncio time")

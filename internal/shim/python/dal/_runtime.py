@@ -156,7 +156,7 @@ import atexit
 import os
 import sys
 
-from . import _clock, _random, _spawn, _wire
+from . import _clock, _random, _say, _spawn, _wire
 from ._clock import sleep_ns as _sleep_ns  # noqa: F401 (the shim's tests)
 from ._clock import _o_time_ns
 from ._say import DEBUG, dbg, forget, say, say_once
@@ -551,6 +551,7 @@ class Runtime:
             self.clock.reset()
         self.timers.reset()
         self.draws.reset()
+        _say.UNSERVED.clear()
         self.spawner.reset()
 
     def finish(self):
@@ -575,6 +576,7 @@ class Runtime:
             "now_ns": int(clock.t),
             "timers": [list(x) for x in self.timers.fired[:TIMERS_MAX]],
             "draws": self.draws.drawn(),
+            "unserved": dict(_say.UNSERVED),
         }
 
     def at_exit(self):

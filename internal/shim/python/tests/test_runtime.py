@@ -44,6 +44,8 @@ class Offline(unittest.TestCase):
         out = self.result("foreign_loop", stderr=r.stderr)
         self.assertEqual(out["loop"], "_UnixSelectorEventLoop")
         self.assertEqual(out["default_loop"], "DalEventLoop")
+        # counted for the exit report's unserved (syscalls.json's escapes)
+        self.assertEqual(out["unserved"], {"clock/asyncio policy __main__.check_foreign_loop.<locals>.Foreign": 2, "clock/asyncio loop asyncio.unix_events._UnixSelectorEventLoop": 3})
 
     def test_custom_child_env_keeps_the_child_under_dal(self):
         e = self.result("child_env")["env"]

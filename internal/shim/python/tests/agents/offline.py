@@ -346,6 +346,8 @@ def check_foreign_loop():
     out["loop"] = asyncio.run(main())
     asyncio.set_event_loop_policy(None)  # back to the default: dal's
     out["default_loop"] = asyncio.run(main())
+    from dal import _say
+    out["unserved"] = dict(_say.UNSERVED)
 
 
 def check_child_env():
