@@ -79,6 +79,12 @@ def patch(aio, clock, timers, strict):
             s = _threads_sched()
             if timeout is None or timeout <= 0:
                 if timeout is None and s is not None:
+                    loop = self._loop()
+                    if loop is not None and not loop._dal_outstanding(threads=True):
+                        # only other threads can wake the loop: wait for
+                        # them on the scheduler, not as outstanding I/O
+                        ev = real(sel, 0)
+                        return ev if ev else _idle_with_threads(s, loop, sel, real, None)
                     return s.call(real, sel, None)
                 return real(sel, timeout)
             ev = real(sel, 0)
@@ -97,9 +103,10 @@ def patch(aio, clock, timers, strict):
     def _idle_with_threads(s, loop, sel, real, timeout):
         """The idle rule beside other threads (dal._threads): real I/O is
         waited for with the baton away; then the loop waits for its next
-        deadline on the scheduler, which other threads' timers share, and
-        call_soon_threadsafe from another thread ends the wait."""
-        if loop._dal_outstanding(threads=True):
+        deadline (timeout None: for ever) on the scheduler, which other
+        threads' timers share, and call_soon_threadsafe from another thread
+        ends the wait."""
+        if timeout is not None and loop._dal_outstanding(threads=True):
             ev = s.call(real, sel, timeout)
             if ev:
                 return ev
@@ -108,7 +115,7 @@ def patch(aio, clock, timers, strict):
         me.pokeable = True
         s.mu.acquire()
         try:
-            s.block(me, clock.t + _idle_ns(loop, timeout))
+            s.block(me, None if timeout is None else clock.t + _idle_ns(loop, timeout))
         finally:
             me.pokeable = False
             loop._dal_task = None

@@ -590,7 +590,8 @@ def _call(fn, *args, _passive=False, **kwargs):
 
 
 def patch_socket(sock):
-    """The blocking socket calls give the baton away while they wait."""
+    """The blocking socket calls give the baton away while they wait (a
+    non-blocking socket's never wait: they keep it)."""
     S = sock.socket
     if getattr(S, "_dal", False):
         return
@@ -601,6 +602,8 @@ def patch_socket(sock):
             continue
 
         def wrap(self, *args, _o=o, _passive=name == "accept", **kwargs):
+            if self.gettimeout() == 0.0:  # non-blocking: it never waits
+                return _o(self, *args, **kwargs)
             return call(_o, self, *args, _passive=_passive, **kwargs)
         wrap.__name__ = name
         wrap.__doc__ = o.__doc__

@@ -16,7 +16,8 @@ from dal import _runtime
 
 EPOCH = 1767225600 * 10**9
 CHECKS = [("clock", "strict"), ("asyncio_order", "strict"), ("idle", "strict"), ("real_waits", "strict"),
-          ("random", "strict"), ("seeded_ticks", "seeded"), ("foreign_loop", "strict"), ("child_env", "strict"), ("compat", "strict"), ("threads", "strict"), ("threads_again", "strict")]
+          ("random", "strict"), ("seeded_ticks", "seeded"), ("foreign_loop", "strict"), ("child_env", "strict"), ("compat", "strict"), ("threads", "strict"), ("threads_again", "strict"),
+          ("asyncio_threads", "strict")]
 
 
 class Offline(unittest.TestCase):
@@ -157,6 +158,11 @@ class Offline(unittest.TestCase):
         self.assertEqual(out["popen_timeout_virtual"], 200)
         self.assertEqual(out["cpu"], [True, True, 0, 0.0, 0.0])
         self.assertTrue(out["process_time_is_reads"])
+
+    def test_asyncio_and_threads_share_the_virtual_clock(self):
+        # the loop, a to_thread worker's sleep and a Timer thread take turns
+        # on one clock: each event at its virtual instant
+        self.assertEqual(self.result("asyncio_threads")["events"], [["sleep", 0.5], ["timer", 0.7], ["thread", 1.0], ["timeout", 3.0]])
 
     def test_threads_are_identical_run_to_run(self):
         self.assertEqual(self.result("threads"), self.result("threads_again"))

@@ -285,6 +285,30 @@ def check_threads():
     out["process_time_is_reads"] = time.process_time_ns() < 10**9
 
 
+def check_asyncio_threads():
+    import threading
+    events = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+
+        def at(what):
+            events.append([what, round(loop.time() - t0, 6)])
+        threading.Timer(0.7, lambda: loop.call_soon_threadsafe(at, "timer")).start()
+        worker = asyncio.create_task(asyncio.to_thread(time.sleep, 1.0))
+        await asyncio.sleep(0.5)
+        at("sleep")
+        await worker
+        at("thread")
+        try:
+            await asyncio.wait_for(asyncio.to_thread(time.sleep, 5), timeout=2)
+        except asyncio.TimeoutError:
+            at("timeout")
+    asyncio.run(main())
+    out["events"] = events
+
+
 def check_random():
     import random
     import secrets
