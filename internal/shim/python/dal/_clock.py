@@ -597,6 +597,31 @@ def patch_os_times(clock):
     os.times = times
 
 
+def report_cpu_times():
+    """Seeded and logged modes: the CPU times stay real (a replay cannot
+    give them back); each call is counted as unserved. Returns the hook
+    for `resource`."""
+    import os
+    T = _timemod
+
+    def counted(fn, name):
+        def f(*args):
+            unserved("clock/" + name)
+            return fn(*args)
+        f.__name__ = fn.__name__
+        f.__doc__ = fn.__doc__
+        return f
+    for name in ("process_time", "process_time_ns", "thread_time", "thread_time_ns"):
+        setattr(T, name, counted(getattr(T, name), "time." + name))
+    os.times = counted(os.times, "os.times")
+
+    def hook(mod):
+        if not getattr(mod.getrusage, "_dal", False):
+            mod.getrusage = counted(mod.getrusage, "resource.getrusage")
+            mod.getrusage._dal = True
+    return hook
+
+
 def patch_resource(clock):
     """A hook for `resource`: getrusage's ru_utime is the virtual CPU time
     (RUSAGE_SELF and RUSAGE_THREAD; 0 for RUSAGE_CHILDREN, whose children

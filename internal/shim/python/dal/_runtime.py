@@ -131,7 +131,10 @@ part of the virtual clock that reads made (sleeps and jumps excluded; a
 read); ``os.times()`` reports it as user time, with the virtual monotonic
 clock as elapsed; ``resource.getrusage`` reports it as ``ru_utime``
 (``RUSAGE_CHILDREN``: 0) and 0 for every counter (maxrss, faults,
-switches), which vary from run to run.
+switches), which vary from run to run. In seeded and logged modes they
+stay real and each call is counted as unserved (the exit report's
+``unserved``, escapes in syscalls.json), as are clock_gettime of
+CLOCK_TAI, asyncio loops that are not dal's and uvloop.
 
 Spawn naming
 ------------
@@ -471,6 +474,8 @@ class Runtime:
                 hooks[name] = keep_real_time
         if s.mode == "strict":
             self.patch_strict(clock, hooks, spawner, keep_real_time)
+        else:
+            hooks["resource"] = _clock.report_cpu_times()
         if s.mode == "strict" or s.replay:
             hooks["asyncio"] = lambda m: _lazy_eventloop().patch(m, clock, self.timers, s.mode == "strict")
         _install_hooks(hooks)

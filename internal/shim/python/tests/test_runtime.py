@@ -185,6 +185,7 @@ class Offline(unittest.TestCase):
         self.assertEqual(out["logged"][:2], [a, b | 1 << 63])  # realtime as is, monotonic marked
         self.assertEqual(len(out["logged"]), 3)
         self.assertEqual(out["stats"]["reads"], 3)
+        self.assertEqual(out["unserved"], {"clock/time.process_time": 1})
 
 
     def test_datetime_compatibility(self):

@@ -355,6 +355,9 @@ def check_seeded_ticks():
     out["logged"] = list(_runtime._tv)
     time.sleep(0.01)  # real in seeded mode
     out["stats"] = _runtime.stats()
+    time.process_time()  # real in seeded mode, and counted as such
+    from dal import _say
+    out["unserved"] = dict(_say.UNSERVED)
 
 
 def check_foreign_loop():
