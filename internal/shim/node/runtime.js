@@ -16,31 +16,20 @@ function start(say, KEY) {
     return;
   }
 
-  // Everything the patches need from the real runtime, saved first.
-  const crypto = require('crypto');
-  const timers = require('timers');
-  const timersPromises = require('timers/promises');
-  const util = require('util');
-  const childProcess = require('child_process');
+  // What the patches need from the real runtime is saved before anything
+  // is patched (no program code has run yet); the modules only the patches
+  // use (crypto, child_process, ...) are loaded once hello says the mode
+  // patches anything: a default-mode process does not pay for them.
   const { Client } = require('./wire.js');
   const native = {
     Date,
     dateNow: Date.now,
-    perfNow: performance.now.bind(performance),
-    timeOrigin: performance.timeOrigin,
     hrtime: process.hrtime,
     hrtimeBigint: process.hrtime.bigint,
     uptime: process.uptime,
     mathRandom: Math.random,
-    randomFillSync: crypto.randomFillSync,
     atomicsWait: Atomics.wait,
-    setTimeout: timers.setTimeout,
-    setInterval: timers.setInterval,
-    clearTimeout: timers.clearTimeout,
-    clearInterval: timers.clearInterval,
-    setImmediate: timers.setImmediate,
-    clearImmediate: timers.clearImmediate,
-    abortSignalTimeout: AbortSignal.timeout,
+    perfNow: () => performance.now(), // replaced by the real one before patching
   };
   native.nowNs = () => Number(native.hrtimeBigint());
 
@@ -116,6 +105,30 @@ function start(say, KEY) {
   };
   const state = { mode, stream, seed, replay, clock: null, timers: null, bytes: null, floats: null, drawLog: null, note };
   const virtualized = mode === 'strict' || mode === 'seeded' || mode === 'logged';
+  let crypto;
+  let timers;
+  let timersPromises;
+  let util;
+  let childProcess;
+  if (virtualized) {
+    crypto = require('crypto');
+    timers = require('timers');
+    timersPromises = require('timers/promises');
+    util = require('util');
+    childProcess = require('child_process');
+    Object.assign(native, {
+      perfNow: performance.now.bind(performance),
+      timeOrigin: performance.timeOrigin,
+      randomFillSync: crypto.randomFillSync,
+      setTimeout: timers.setTimeout,
+      setInterval: timers.setInterval,
+      clearTimeout: timers.clearTimeout,
+      clearInterval: timers.clearInterval,
+      setImmediate: timers.setImmediate,
+      clearImmediate: timers.clearImmediate,
+      abortSignalTimeout: AbortSignal.timeout,
+    });
+  }
 
   if (virtualized) {
     installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, post, drift, say });
