@@ -121,6 +121,17 @@ await sleep(3000);
 await new Promise((resolve) => setTimeout(resolve, 1000));
 console.log(JSON.stringify({ slept: Math.round(performance.now() - t0), uuid: randomUUID() }));
 `,
+  // a worker thread (real clock, not the shim's), an RSA key pair, the
+  // process times, and whether the shim's files loaded with their cache
+  'unserved.js': String.raw`
+const { Worker } = require('worker_threads');
+const crypto = require('crypto');
+crypto.generateKeyPairSync('rsa', { modulusLength: 512 });
+const w = new Worker('require("worker_threads").parentPort.postMessage([typeof globalThis[Symbol.for("dal")], Date.now() > Date.UTC(2026, 6, 1)])', { eval: true });
+w.on('message', (m) => {
+  console.log(JSON.stringify({ worker: m, uptime: require('os').uptime(), cpu: process.cpuUsage(), rss: process.resourceUsage().maxRSS }));
+});
+`,
 };
 
 for (const [name, src] of Object.entries(FIXTURES)) fs.writeFileSync(fixture(name), src);
@@ -311,4 +322,39 @@ test('without dald the process runs unpatched and says so in one line', () => {
   const lines = r.stderr.trim().split('\n');
   assert.strictEqual(lines.length, 1, r.stderr);
   assert.match(lines[0], /^dal: cannot use dald at .*no-dald.*: no dald socket .*runs unvirtualized$/);
+});
+
+test('worker threads and RSA keys are reported as unserved; process times are virtual', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dal-node-'));
+  try {
+    const clock = path.join(dir, 'clock.json');
+    const r = run(['--clock-out', clock], [fixture('unserved.js')]);
+    assert.strictEqual(r.status, 0, r.stderr);
+    assert.match(r.stderr, /started a worker thread: worker threads run on the real clock/);
+    const out = JSON.parse(r.stdout);
+    assert.deepStrictEqual(out.worker, ['undefined', true]); // the worker is not virtualized, and says so
+    assert.strictEqual(out.rss, 0);
+    assert.strictEqual(out.cpu.system, 0);
+    assert.ok(out.uptime >= 1 && out.uptime < 2, `os.uptime ${out.uptime} is not on the virtual monotonic clock`);
+    const [stream] = JSON.parse(fs.readFileSync(clock, 'utf8')).streams;
+    assert.deepStrictEqual(stream.unserved, {
+      'clock/worker_threads': 1, 'random/worker_threads': 1, 'random/crypto.generateKeyPair(rsa)': 1,
+    });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the installed shim carries a V8 code cache this node accepts', () => {
+  const out = ok([], ['-e', 'console.log(process.env.NODE_OPTIONS)']);
+  const m = /--require (?:"([^"]+)"|(\S+))/.exec(out);
+  const installed = path.dirname(m[1] || m[2]);
+  const cacheDir = path.join(installed, '.v8', `${process.version}-${process.arch}`);
+  const vm = require('node:vm');
+  const { wrap } = require('node:module');
+  for (const name of ['runtime.js', 'wire.js', 'clock.js', 'random.js', 'timers.js']) {
+    const cachedData = fs.readFileSync(path.join(cacheDir, `${name}.cache`));
+    const script = new vm.Script(wrap(fs.readFileSync(path.join(installed, name), 'utf8')), { filename: name, cachedData });
+    assert.strictEqual(script.cachedDataRejected, false, `${name}'s code cache was rejected`);
+  }
 });
