@@ -24,7 +24,8 @@ func RunCommand() *ucli.Command {
 		Description: `Runs CMD under dal and exits with its exit code (124 when --timeout kills it, 2 when
 dal-exec itself fails). The agent's environment is scrubbed to an allowlist (PATH, HOME,
 USER, LOGNAME, SHELL, TERM, TMPDIR) plus --keep-env, and gets the guard rails: AGENT_* variables,
-TZ=UTC, LC_ALL=C.UTF-8, PYTHONHASHSEED, GOMAXPROCS, one CPU, and the Python and Node shims.
+TZ=UTC, LC_ALL=C.UTF-8, PYTHONHASHSEED, GOMAXPROCS, one CPU, and the Python and Node shims. In
+strict mode TMPDIR is a fresh directory of the run's own (--keep-env TMPDIR keeps yours).
 
 Examples:
    dal-exec run -- python3 agent.py                      strict, seed 0
