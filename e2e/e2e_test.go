@@ -59,6 +59,13 @@ func dalExec(t *testing.T, env []string, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin.exec, args...)
 	cmd.Env = append(os.Environ(), env...)
+	return runCmd(t, cmd)
+}
+
+// runCmd runs cmd and returns its exit code and output; a command that
+// cannot be run at all fails the test.
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
@@ -66,7 +73,7 @@ func dalExec(t *testing.T, env []string, args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("dal-exec %v: %v", args, err)
+		t.Fatalf("%v: %v", cmd.Args, err)
 	}
 	return r
 }

@@ -31,17 +31,7 @@ func dalIn(t *testing.T, dir string, env []string, args ...string) result {
 	cmd := exec.Command(bin.exec, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	var r result
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r.stdout, r.stderr = so.String(), se.String()
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return runCmd(t, cmd)
 }
 
 func TestRecordReplayRevert(t *testing.T) {

@@ -50,16 +50,7 @@ func asUser(t *testing.T, home, dir string, env []string, argv ...string) result
 		cmd.Env = env
 	}
 	cmd.Dir = dir
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r := result{stdout: so.String(), stderr: se.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("%v: %v", argv, err)
-	}
-	return r
+	return runCmd(t, cmd)
 }
 
 // userCopy copies the file src into dir as the unprivileged user's, with
