@@ -324,19 +324,12 @@ func (d *Dir) Lstat(rel string) (fs.FileInfo, error) {
 // Lstat (taken from the directory's descriptor; an entry removed meanwhile
 // is left out).
 func (d *Dir) ReadDir(rel string) ([]fs.DirEntry, error) {
-	fd, err := d.openat2("readdir", rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	f, names, err := d.names(rel)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), d.Join(rel))
 	defer f.Close()
-	// Readdirnames never stats by path (ReadDir does, for file systems
-	// without d_type); the stats come from fstatat on fd.
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, d.pathErr("readdir", rel, err)
-	}
-	sort.Strings(names)
+	fd := int(f.Fd())
 	out := make([]fs.DirEntry, 0, len(names))
 	for _, n := range names {
 		var st unix.Stat_t
@@ -353,18 +346,30 @@ func (d *Dir) ReadDir(rel string) ([]fs.DirEntry, error) {
 
 // ReadDirNames lists the names in the directory rel, sorted.
 func (d *Dir) ReadDirNames(rel string) ([]string, error) {
-	fd, err := d.openat2("readdir", rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	f, names, err := d.names(rel)
 	if err != nil {
 		return nil, err
 	}
+	f.Close()
+	return names, nil
+}
+
+// names opens the directory rel and lists its names, sorted; the caller
+// closes the directory. Readdirnames never stats by path (ReadDir does,
+// for file systems without d_type).
+func (d *Dir) names(rel string) (*os.File, []string, error) {
+	fd, err := d.openat2("readdir", rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, nil, err
+	}
 	f := os.NewFile(uintptr(fd), d.Join(rel))
-	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, d.pathErr("readdir", rel, err)
+		f.Close()
+		return nil, nil, d.pathErr("readdir", rel, err)
 	}
 	sort.Strings(names)
-	return names, nil
+	return f, names, nil
 }
 
 type dirEntry struct{ fi *fileInfo }
