@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/dal-runtime/dal/bundle"
-	"github.com/dal-runtime/dal/internal/record"
+	"github.com/dal-runtime/dal/internal/replay"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -33,7 +33,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			cs, err := record.Diff(c.Args().Get(0), c.Args().Get(1), bundle.OpenOptions{Trust: t})
+			cs, err := replay.Diff(c.Args().Get(0), c.Args().Get(1), bundle.OpenOptions{Trust: t})
 			if err != nil {
 				return err
 			}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/dal-runtime/dal/internal/record"
+	"github.com/dal-runtime/dal/internal/replay"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -77,7 +77,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			o := record.ReplayOptions{Bundle: js.bundle, Workspace: c.String("workspace"), Trust: trust, KeyPath: os.Getenv("DAL_KEY"), Log: c.App.ErrWriter,
+			o := replay.Options{Bundle: js.bundle, Workspace: c.String("workspace"), Trust: trust, KeyPath: os.Getenv("DAL_KEY"), Log: c.App.ErrWriter,
 				Speed: c.Float64("replay-speed"), KeepEnv: c.StringSlice("keep-env")}
 			if o.Speed < 0 {
 				return usageError{Err: fmt.Errorf("--replay-speed %v is negative: use 0 (fast), 1 (recorded timing) or more", o.Speed)}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/dal-runtime/dal/internal/record"
+	"github.com/dal-runtime/dal/internal/replay"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -20,14 +21,14 @@ func liveFlags() []ucli.Flag {
 
 // replayLiveOrNot runs the offline replay, or with --live the live
 // re-execution into --out.
-func replayLiveOrNot(c *ucli.Context, o record.ReplayOptions) (*record.Verdict, error) {
+func replayLiveOrNot(c *ucli.Context, o replay.Options) (*replay.Verdict, error) {
 	if !c.Bool("live") {
 		for _, f := range []string{"out", "allow-loopback", "enforce-strict-llm"} {
 			if c.IsSet(f) {
 				return nil, usageError{Err: errors.New("--" + f + " is for a live re-execution: add --live, e.g. dal-exec replay --live --out run1-live run1")}
 			}
 		}
-		return record.Replay(c.Context, o)
+		return replay.Replay(c.Context, o)
 	}
 	out := c.String("out")
 	if out == "" {
@@ -36,10 +37,10 @@ func replayLiveOrNot(c *ucli.Context, o record.ReplayOptions) (*record.Verdict, 
 	if err := checkBundleName(out); err != nil {
 		return nil, err
 	}
-	lo := record.LiveOptions{ReplayOptions: o, Out: out}
+	lo := replay.LiveOptions{Options: o, Out: out}
 	lo.Network.AllowLoopback = c.StringSlice("allow-loopback")
 	if c.Bool("enforce-strict-llm") {
 		lo.Network.Before = append(lo.Network.Before, record.StrictLLMRefusal)
 	}
-	return record.LiveReplay(c.Context, lo)
+	return replay.Live(c.Context, lo)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/record"
+	"github.com/dal-runtime/dal/internal/replay"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -51,7 +52,7 @@ Examples:
 			}
 			ws := c.String("workspace")
 			if ws == "" {
-				if why := record.Foreign(b, &env); why != "" {
+				if why := replay.Foreign(b, &env); why != "" {
 					return usageError{Err: fmt.Errorf("%s was %s, so its workspace path is not taken from it: pass --workspace DIR", c.Args().First(), why)}
 				}
 				ws = env.Workspace

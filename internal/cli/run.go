@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/checkpoint"
-	"github.com/dal-runtime/dal/internal/record"
+	"github.com/dal-runtime/dal/internal/marks/rundir"
 
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/vclock"
@@ -85,7 +85,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			rm, err := record.NewRunMarks(wd)
+			rm, err := rundir.NewPlain(wd)
 			if err != nil {
 				return err
 			}

@@ -8,66 +8,12 @@ import (
 	"strings"
 
 	"github.com/dal-runtime/dal/ebpf"
+	"github.com/dal-runtime/dal/internal/boundary"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/vclock"
 )
-
-// BoundaryVersion is the syscalls.json format version.
-const BoundaryVersion = 1
-
-// Boundary is syscalls.json: which nondeterminism boundaries the agent's
-// process tree crossed (docs/design.md §8), seen from the kernel by dald's eBPF
-// tracer and from the shims, and whether the bundle captured each.
-type Boundary struct {
-	Version int `json:"version"`
-	// Observed is false when the kernel side was not traced; Reason says
-	// why, and Syscalls and Coverage are then absent rather than wrong.
-	Observed bool   `json:"observed"`
-	Reason   string `json:"reason,omitempty"`
-	// Syscalls counts every system call of the session's processes by
-	// name, from each process's exec of the agent on (as strace -f -c).
-	Syscalls   map[string]uint64         `json:"syscalls,omitempty"`
-	Categories map[string]*CategoryCover `json:"categories"`
-	// Coverage is |captured ∩ touched| / |touched| (1 when nothing was
-	// touched); nil when not observed.
-	Coverage *float64 `json:"coverage,omitempty"`
-	Escapes  []Escape `json:"escapes"`
-	// Events are the notable crossings the tracer reported.
-	Events        []wire.TraceEvent `json:"events,omitempty"`
-	DroppedEvents uint64            `json:"dropped_events"`
-	// NotObservable names what no syscall hook can see.
-	NotObservable []string `json:"not_observable"`
-	// Unshimmed counts the exec'd processes that never reached dald through
-	// a shim; UnshimmedFiles names the programs among them that are not
-	// Python or Node.
-	Unshimmed      int      `json:"unshimmed"`
-	UnshimmedFiles []string `json:"unshimmed_files,omitempty"`
-	// SyscallLayer is what the syscall layer (package sysvirt) served every
-	// process of the tree, shimmed or not; absent when it was off (logged
-	// and default modes) or left no count.
-	SyscallLayer *sysvirt.Counts `json:"syscall_layer,omitempty"`
-}
-
-// CategoryCover is one category's observation.
-type CategoryCover struct {
-	Touched  bool   `json:"touched"`
-	Captured bool   `json:"captured"`
-	Syscalls uint64 `json:"syscalls"`
-	// Shim counts what the runtime shims served: clock reads, random
-	// draws (bytes), or recorded exchanges for network.
-	Shim int64 `json:"shim"`
-	// Record names the bundle file that holds the category's record.
-	Record string `json:"record,omitempty"`
-}
-
-// Escape is a crossing the bundle did not capture.
-type Escape struct {
-	Category string `json:"category"`
-	Detail   string `json:"detail"`
-	PID      int    `json:"pid,omitempty"`
-}
 
 // boundaryInput is what a recording knows when it writes syscalls.json.
 type boundaryInput struct {
@@ -84,12 +30,12 @@ type boundaryInput struct {
 }
 
 // newBoundary computes syscalls.json.
-func newBoundary(in boundaryInput) *Boundary {
-	b := &Boundary{Version: BoundaryVersion, Categories: map[string]*CategoryCover{}, Escapes: []Escape{}}
+func newBoundary(in boundaryInput) *boundary.Boundary {
+	b := &boundary.Boundary{Version: boundary.Version, Categories: map[string]*boundary.CategoryCover{}, Escapes: []boundary.Escape{}}
 	for _, c := range ebpf.Categories {
-		b.Categories[string(c)] = &CategoryCover{}
+		b.Categories[string(c)] = &boundary.CategoryCover{}
 	}
-	cat := func(c ebpf.Category) *CategoryCover { return b.Categories[string(c)] }
+	cat := func(c ebpf.Category) *boundary.CategoryCover { return b.Categories[string(c)] }
 
 	var reads, draws int64
 	streams := 0
@@ -139,12 +85,12 @@ func newBoundary(in boundaryInput) *Boundary {
 				if k == "random" {
 					c = string(ebpf.Random)
 				}
-				b.Escapes = append(b.Escapes, Escape{Category: c,
+				b.Escapes = append(b.Escapes, boundary.Escape{Category: c,
 					Detail: fmt.Sprintf("%d %s call(s) got real values from the kernel: %s", n, k, strings.Join(v.Notes, "; "))})
 			}
 		}
 		if v.Unpatched > 0 {
-			b.Escapes = append(b.Escapes, Escape{Category: string(ebpf.Clock),
+			b.Escapes = append(b.Escapes, boundary.Escape{Category: string(ebpf.Clock),
 				Detail: fmt.Sprintf("%d program(s) kept their vDSO: %s", v.Unpatched, strings.Join(v.Notes, "; "))})
 		}
 	}
@@ -161,7 +107,7 @@ func newBoundary(in boundaryInput) *Boundary {
 				if !ok || (c != string(ebpf.Clock) && c != string(ebpf.Random)) {
 					continue
 				}
-				b.Escapes = append(b.Escapes, Escape{Category: c, Detail: fmt.Sprintf(
+				b.Escapes = append(b.Escapes, boundary.Escape{Category: c, Detail: fmt.Sprintf(
 					"stream %s (%s) called %s %d time(s): the shim does not serve it, so it %s", s.Stream, s.Runtime, api, s.Unserved[name], unservedEffect(c))})
 			}
 		}
@@ -213,7 +159,7 @@ func newBoundary(in boundaryInput) *Boundary {
 			if in.virtCfg.Random && in.virt != nil {
 				continue // a FIFO of the seed's bytes in the sandbox
 			}
-			b.Escapes = append(b.Escapes, Escape{Category: string(ebpf.Random), PID: e.PID,
+			b.Escapes = append(b.Escapes, boundary.Escape{Category: string(ebpf.Random), PID: e.PID,
 				Detail: fmt.Sprintf("read %s directly: its bytes are neither seeded nor logged", e.Detail)})
 		case "connect", "sendto":
 			if ours(e.Detail, in.daldSocket, mirrored) {
@@ -223,7 +169,7 @@ func newBoundary(in boundaryInput) *Boundary {
 			if in.network != nil && in.network.Captured {
 				what = "tried to reach (blocked: no route out of the sandbox)"
 			}
-			b.Escapes = append(b.Escapes, Escape{Category: string(ebpf.Network), PID: e.PID,
+			b.Escapes = append(b.Escapes, boundary.Escape{Category: string(ebpf.Network), PID: e.PID,
 				Detail: fmt.Sprintf("%s %s around dal's proxy", what, e.Detail)})
 		case "exec":
 			execs = append(execs, e)
@@ -298,17 +244,8 @@ func dedupe(s []string) []string {
 	return out
 }
 
-// EscapeCounts counts escapes by category, for the metrics.
-func (b *Boundary) EscapeCounts() map[string]int {
-	m := map[string]int{}
-	for _, e := range b.Escapes {
-		m[e.Category]++
-	}
-	return m
-}
-
 // reportBoundary tells the user what was not captured.
-func reportBoundary(log io.Writer, b *Boundary) {
+func reportBoundary(log io.Writer, b *boundary.Boundary) {
 	if !b.Observed {
 		fmt.Fprintf(log, "dal: boundary coverage not measured: %s\n", b.Reason)
 		return

@@ -1,7 +1,3 @@
-// Package record records an agent run into a trace bundle and replays a
-// bundle offline with a verdict: the orchestration behind dal-exec record,
-// replay, diff and revert, over internal/runner, internal/sandbox and the
-// bundle format.
 package record
 
 import (
@@ -109,8 +105,6 @@ func runtimeVersions(argv0 string) map[string]string {
 	}
 	return out
 }
-
-func hashValue(v string) string { return hashBytes([]byte(v)) }
 
 // newRunEnv fills env.json from a finished run.
 func newRunEnv(spec *runner.Spec, res *runner.Result, workspace, cwd string, started time.Time, secretEnv []string) *RunEnv {

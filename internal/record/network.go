@@ -87,8 +87,9 @@ type NetworkEnv struct {
 	NotCaptured []string `json:"not_captured,omitempty"`
 }
 
-// network is the capture (or replay) side of one run.
-type network struct {
+// Network is the capture (or replay) side of one run: dal's proxy,
+// listening inside the agent's network namespace, and what it saw.
+type Network struct {
 	opts     NetworkOptions
 	env      NetworkEnv
 	dir      string // staging for the trust files
@@ -107,11 +108,13 @@ type network struct {
 	count   int               // record: exchanges written
 }
 
-// newNetwork prepares capture (index == nil) or replay. mirrored is the
-// list of addresses to mirror in replay (the recorded ones); in record
-// the allowed loopback addresses are mirrored (see allowed).
-func newNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string, log io.Writer) (*network, error) {
-	n := &network{opts: o, dir: dir, log: log,
+// NewNetwork prepares capture (index == nil) or replay of index, with
+// its trust files staged in dir. mirrored is the list of addresses to
+// mirror in replay (the recorded ones); in record the allowed loopback
+// addresses are mirrored (see allowed). The proxy serves once Configure's
+// sandbox starts the agent; Finish stops it.
+func NewNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string, log io.Writer) (*Network, error) {
+	n := &Network{opts: o, dir: dir, log: log,
 		redactor: har.NewRedactor(o.RedactHeaders, o.RedactFields).WithValues(o.SecretValues...)}
 	n.env = NetworkEnv{Captured: true, RedactHeaders: o.RedactHeaders, RedactFields: o.RedactFields}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -178,7 +181,7 @@ func firstAnswer(hooks []func(context.Context, *har.Exchange) *netcap.Answer) fu
 }
 
 // Vars are the variables the agent gets: proxy and trust settings.
-func (n *network) Vars() map[string]string {
+func (n *Network) Vars() map[string]string {
 	proxy := "http://" + n.env.Proxy
 	return map[string]string{
 		"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy,
@@ -192,8 +195,8 @@ func (n *network) Vars() map[string]string {
 	}
 }
 
-// configure makes the sandbox's network private and its listeners dal's.
-func (n *network) configure(cfg *sandbox.Config) {
+// Configure makes the sandbox's network private and its listeners dal's.
+func (n *Network) Configure(cfg *sandbox.Config) {
 	cfg.Network = true
 	cfg.Mounts = append(cfg.Mounts,
 		sandbox.Mount{Source: filepath.Join(n.dir, "trust.pem"), Target: trustTarget, ReadOnly: true},
@@ -210,7 +213,7 @@ func (n *network) configure(cfg *sandbox.Config) {
 }
 
 // listen opens the proxy's listeners in the agent's namespace.
-func (n *network) listen(pid int) error {
+func (n *Network) listen(pid int) error {
 	l, err := sandbox.ListenIn(pid, n.env.Proxy)
 	if err != nil {
 		return err
@@ -239,7 +242,7 @@ func (n *network) listen(pid int) error {
 
 // Next serves a replayed request from the bundle and keeps the misses
 // for the verdict.
-func (n *network) Next(req *har.Request) (*har.Served, error) {
+func (n *Network) Next(req *har.Request) (*har.Served, error) {
 	s, err := n.index.Next(req)
 	var miss *har.MissError
 	if errors.As(err, &miss) {
@@ -255,13 +258,13 @@ func (n *network) Next(req *har.Request) (*har.Served, error) {
 	return s, err
 }
 
-func (n *network) add(x *har.Exchange) {
+func (n *Network) add(x *har.Exchange) {
 	n.mu.Lock()
 	n.exchanges = append(n.exchanges, x)
 	n.mu.Unlock()
 }
 
-func (n *network) report(e netcap.Event) {
+func (n *Network) report(e netcap.Event) {
 	n.mu.Lock()
 	if e.Kind == netcap.KindRefused {
 		if !slices.Contains(n.env.Refused, e.Addr) {
@@ -274,9 +277,9 @@ func (n *network) report(e netcap.Event) {
 	fmt.Fprintf(n.log, "dal: %s\n", e.Msg)
 }
 
-// finish stops the proxy once the agent is gone: every exchange has been
+// Finish stops the proxy once the agent is gone: every exchange has been
 // recorded when it returns. The exchanges come in request order.
-func (n *network) finish(blocked []sandbox.BlockedConnect) []*har.Exchange {
+func (n *Network) Finish(blocked []sandbox.BlockedConnect) []*har.Exchange {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n.proxy.Shutdown(ctx)
@@ -291,8 +294,8 @@ func (n *network) finish(blocked []sandbox.BlockedConnect) []*har.Exchange {
 	return n.exchanges
 }
 
-// entries turns exchanges into redacted HAR entries.
-func (n *network) entries(xs []*har.Exchange) ([]har.Entry, error) {
+// Entries turns exchanges into redacted HAR entries.
+func (n *Network) Entries(xs []*har.Exchange) ([]har.Entry, error) {
 	out := make([]har.Entry, 0, len(xs))
 	for _, x := range xs {
 		e, err := har.FromExchange(x, n.redactor)
@@ -304,8 +307,22 @@ func (n *network) entries(xs []*har.Exchange) ([]har.Entry, error) {
 	return out, nil
 }
 
-// extractPrompts finds the LLM calls among the entries.
-func extractPrompts(es []har.Entry) []*prompts.Prompt {
+// Misses are the requests a replay could not answer from the bundle, in
+// the order they came.
+func (n *Network) Misses() []*har.MissError {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]*har.MissError(nil), n.misses...)
+}
+
+// Key is the match key of req as the replay's index computes it
+// (redacted, with the recorded key headers).
+func (n *Network) Key(req *har.Request, keyHeaders []string) string {
+	return n.redactor.Key(req, keyHeaders)
+}
+
+// ExtractPrompts finds the LLM calls among the entries.
+func ExtractPrompts(es []har.Entry) []*prompts.Prompt {
 	var ps []*prompts.Prompt
 	for i := range es {
 		if p, ok := prompts.Extract(&es[i]); ok {
@@ -440,8 +457,8 @@ func upstreamRoots() (*x509.CertPool, error) {
 }
 
 // writeNetwork stores network.har and prompts/ in the bundle being written.
-func writeNetwork(w *bundle.Writer, n *network, xs []*har.Exchange) error {
-	es, err := n.entries(xs)
+func writeNetwork(w *bundle.Writer, n *Network, xs []*har.Exchange) error {
+	es, err := n.Entries(xs)
 	if err != nil {
 		return err
 	}
@@ -457,7 +474,7 @@ func writeNetwork(w *bundle.Writer, n *network, xs []*har.Exchange) error {
 		return err
 	}
 	n.count = len(es)
-	n.prompts = extractPrompts(es)
+	n.prompts = ExtractPrompts(es)
 	if len(n.prompts) > 0 {
 		if err := prompts.Write(filepath.Join(w.Dir(), "prompts"), n.prompts); err != nil {
 			return fmt.Errorf("write prompts/: %w", err)
@@ -477,72 +494,4 @@ func addPrompts(m *bundle.Manifest, ps []*prompts.Prompt) {
 	if last.Model != "" {
 		m.Config.Model = bundle.Model{ID: last.Model, Provider: last.Provider}
 	}
-}
-
-// compareNetwork compares the replay's request sequence with the recorded
-// one: every request answered from the bundle, in the recorded order, and
-// none left unmade.
-func compareNetwork(rec *har.Log, n *network, xs []*har.Exchange) Component {
-	c := Component{Name: "network", Compared: true, Match: true}
-	n.mu.Lock()
-	misses := append([]*har.MissError(nil), n.misses...)
-	n.mu.Unlock()
-	if len(misses) > 0 {
-		c.Match = false
-		c.First = fmt.Sprintf("%d request(s) the recording cannot answer; the first: %v", len(misses), misses[0])
-		return c
-	}
-	var got []string
-	for _, x := range xs {
-		// Answered, or held open for a client that left before the
-		// response, as it had when recorded.
-		if x.Response != nil || x.ClientClosed != nil {
-			got = append(got, n.redactor.Key(&x.Request, rec.Dal.KeyHeaders))
-		}
-	}
-	for i, e := range rec.Entries {
-		if e.Dal.Error != "" {
-			continue
-		}
-		if len(got) == 0 {
-			c.Match = false
-			c.First = fmt.Sprintf("recorded request %d (%s %s) was not made in the replay", i+1, e.Request.Method, e.Request.URL)
-			return c
-		}
-		if got[0] != e.Dal.Key {
-			c.Match = false
-			c.First = fmt.Sprintf("request %d differs in order: the recording made %s %s here", i+1, e.Request.Method, e.Request.URL)
-			return c
-		}
-		got = got[1:]
-	}
-	if len(got) > 0 {
-		c.Match = false
-		c.First = fmt.Sprintf("the replay made %d request(s) more than the recording", len(got))
-	}
-	return c
-}
-
-// comparePrompts compares the LLM calls extracted from the replay with the
-// recorded prompts/.
-func comparePrompts(b *bundle.Bundle, n *network, xs []*har.Exchange) Component {
-	c := Component{Name: "prompts", Compared: b.Has("prompts/0001.json"), Match: true}
-	if !c.Compared {
-		return c
-	}
-	es, err := n.entries(xs)
-	if err != nil {
-		c.Match, c.First = false, err.Error()
-		return c
-	}
-	got := extractPrompts(es)
-	want, err := prompts.ReadDir(b.File("prompts"))
-	if err != nil {
-		c.Match, c.First = false, err.Error()
-		return c
-	}
-	if d := prompts.Diff(want, got); d != "" {
-		c.Match, c.First = false, d
-	}
-	return c
 }

@@ -33,15 +33,6 @@ type Policy struct {
 	Terminal *os.File
 }
 
-// scrubString replaces the secrets' values in s as the bundle's scrub
-// does.
-func scrubString(s *scrubber) func(string) string {
-	return func(v string) string {
-		b, _ := s.Bytes([]byte(v))
-		return string(b)
-	}
-}
-
 // logVia writes to whatever *w is at the time of the write: the gate is
 // made before the run's logs are opened.
 type logVia struct{ w *io.Writer }
@@ -55,14 +46,14 @@ func (r *recording) startPolicy() error {
 	if p == nil {
 		return nil
 	}
-	s := newScrubber(keptSecretValues(r.spec.KeepEnv, r.o.SecretEnv))
+	s := NewScrubber(keptSecretValues(r.spec.KeepEnv, r.o.SecretEnv))
 	g, err := policy.Start(p, policy.Options{AskTimeout: r.o.Policy.AskTimeout, Log: logVia{&r.spec.Log},
-		Terminal: r.o.Policy.Terminal, Run: strings.Join(r.spec.Args, " "), Redact: scrubString(s)})
+		Terminal: r.o.Policy.Terminal, Run: strings.Join(r.spec.Args, " "), Redact: s.String})
 	if err != nil {
 		return err
 	}
 	r.gate = g
-	hook := httpGate(g, func() *network { return r.nw }, false)
+	hook := HTTPGate(g, func() *Network { return r.nw }, false)
 	r.o.Network.Before = append([]func(context.Context, *har.Exchange) *netcap.Answer{hook}, r.o.Network.Before...)
 	return nil
 }
@@ -71,7 +62,7 @@ func (r *recording) startPolicy() error {
 // buildSandbox, which configures the sandbox).
 func (r *recording) gatePolicy() error {
 	if r.gate != nil {
-		r.cfg.Policy = sandboxGate(r.gate, r.nw)
+		r.cfg.Policy = SandboxGate(r.gate, r.nw)
 	}
 	return nil
 }
@@ -83,7 +74,7 @@ func (r *recording) writePolicy() error {
 	if r.gate == nil {
 		return nil
 	}
-	if err := observeWrites(r.gate, r.cfg); err != nil {
+	if err := ObserveWrites(r.gate, r.cfg); err != nil {
 		return err
 	}
 	r.gate.Close()
@@ -104,7 +95,9 @@ func policyManifest(m *bundle.Manifest, g *policy.Gate) {
 	m.Config.Agent.RulesActive = g.Policy().RulesActive()
 }
 
-func observeWrites(g *policy.Gate, cfg sandbox.Config) error {
+// ObserveWrites gives the gate g the writes outside the workspace that the
+// sandbox cfg refused, decided after the fact for the audit.
+func ObserveWrites(g *policy.Gate, cfg sandbox.Config) error {
 	denied, err := sandbox.Denied(cfg)
 	if err != nil {
 		return err
@@ -117,9 +110,10 @@ func observeWrites(g *policy.Gate, cfg sandbox.Config) error {
 	return nil
 }
 
-// sandboxGate decides the sandbox's gated calls; connects to dal's own
-// proxy are not gated (the policy sees its requests one by one).
-func sandboxGate(g *policy.Gate, nw *network) *sandbox.PolicyGate {
+// SandboxGate decides the sandbox's gated calls (execs, connects) with g;
+// connects to dal's own proxy nw (nil: none) are not gated (the policy
+// sees its requests one by one).
+func SandboxGate(g *policy.Gate, nw *Network) *sandbox.PolicyGate {
 	pg := &sandbox.PolicyGate{Decide: func(c sandbox.PolicyCall) bool {
 		var in *policy.Input
 		switch c.Kind {
@@ -139,10 +133,11 @@ func sandboxGate(g *policy.Gate, nw *network) *sandbox.PolicyGate {
 	return pg
 }
 
-// httpGate is the proxy hook: it decides each request and answers a
-// denied one with 403 in dal's place. In a replay the recording answers
-// (a recorded denial is a recorded 403): the hook only compares.
-func httpGate(g *policy.Gate, nw func() *network, replay bool) func(context.Context, *har.Exchange) *netcap.Answer {
+// HTTPGate is the proxy hook: it decides each request with g and answers
+// a denied one with 403 in dal's place. In a replay the recording answers
+// (a recorded denial is a recorded 403): the hook only compares. nw gives
+// the run's network, which is built after the hook.
+func HTTPGate(g *policy.Gate, nw func() *Network, replay bool) func(context.Context, *har.Exchange) *netcap.Answer {
 	var tally tokenTally
 	return func(ctx context.Context, x *har.Exchange) *netcap.Answer {
 		n := nw()
@@ -174,7 +169,7 @@ type tokenTally struct {
 	tokens int
 }
 
-func (t *tokenTally) update(n *network) int {
+func (t *tokenTally) update(n *Network) int {
 	n.mu.Lock()
 	xs := append([]*har.Exchange(nil), n.exchanges...)
 	n.mu.Unlock()
@@ -194,77 +189,4 @@ func (t *tokenTally) update(n *network) int {
 	}
 	t.seen = len(xs)
 	return t.tokens
-}
-
-// startPolicy opens the gate of a replay: the recorded decisions are
-// applied again and the current policy (--policy, else the bundle's own)
-// is evaluated beside them. Nothing is done for a bundle without
-// policy.json and a replay without --policy.
-func (r *replaying) startPolicy() error {
-	audit, recorded, err := policy.ReadAudit(context.Background(), r.b.ReadFile)
-	if err != nil {
-		return err
-	}
-	p := r.o.Policy.Policy
-	if p == nil {
-		p = recorded
-	}
-	if p == nil {
-		return nil
-	}
-	var decisions []policy.Record
-	if audit != nil {
-		decisions = audit.Decisions
-	}
-	r.gate = policy.Replay(p, decisions, policy.Options{Log: logVia{&r.o.Log}, Redact: scrubString(r.secretScrubber())})
-	r.cleanup = append(r.cleanup, r.gate.Close)
-	return nil
-}
-
-// policyHooks are the replay proxy's hooks.
-func (r *replaying) policyHooks() []func(context.Context, *har.Exchange) *netcap.Answer {
-	if r.gate == nil {
-		return nil
-	}
-	return []func(context.Context, *har.Exchange) *netcap.Answer{httpGate(r.gate, func() *network { return r.nw }, true)}
-}
-
-// gatePolicy hands the replay's sandbox the exec and connect gate.
-func (r *replaying) gatePolicy() error {
-	if r.gate != nil {
-		r.cfg.Policy = sandboxGate(r.gate, r.nw)
-	}
-	return nil
-}
-
-// comparePolicy is the policy component: every decision the replay made
-// agrees with the recorded one, and none is missing.
-func (r *replaying) comparePolicy() Component {
-	c := Component{Name: "policy"}
-	if r.gate == nil {
-		return c
-	}
-	observeWrites(r.gate, r.cfg)
-	c.Compared, c.Match = true, true
-	n, first := 0, ""
-	for _, rec := range r.gate.Records() {
-		if rec.Drift != "" {
-			if n == 0 {
-				first = rec.Drift
-			}
-			n++
-		}
-	}
-	if n > 0 {
-		c.Match = false
-		c.First = first
-		if n > 1 {
-			c.First += fmt.Sprintf(" (and %d more)", n-1)
-		}
-		return c
-	}
-	if s := r.gate.Unreplayed(); s != "" {
-		c.Match, c.First = false, s
-	}
-	return c
 }

@@ -18,9 +18,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/boundary"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/leftover"
 	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/marks/rundir"
 	"github.com/dal-runtime/dal/internal/netcap"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/policy"
@@ -63,10 +65,23 @@ type Options struct {
 	// autocheckpoint.go and strictllm.go.
 	CheckpointCalls, EnforceStrictLLM bool
 
-	live *liveBase // set by LiveReplay only (live.go)
+	// Rerun, set by a live replay only (package replay), makes the
+	// recording a re-execution of a bundle.
+	Rerun *Rerun
 
 	// Policy is the policy gate (policy.go); its zero value is none.
 	Policy Policy
+}
+
+// Rerun is what a live re-execution of a bundle (dal-exec replay --live)
+// changes in a recording: the workspace's lower layers (the recorded
+// pre-run state), the agent's directory relative to the workspace, and a
+// step before the commit that compares the staged bundle in dir with the
+// original and fills m's replay_status.
+type Rerun struct {
+	Lower        []string
+	Cwd          string
+	BeforeCommit func(dir string, m *bundle.Manifest) error
 }
 
 // Finished describes an agent run that has ended, for the checkpoint store.
@@ -86,7 +101,7 @@ type Summary struct {
 	Bundle   string
 	Changes  int
 	Applied  bool
-	Boundary *Boundary
+	Boundary *boundary.Boundary
 	// Exchanges is the number of network exchanges recorded; Blocked the
 	// connections around the proxy that were refused.
 	Exchanges, Blocked int
@@ -122,7 +137,7 @@ type recording struct {
 	stage string // dal's staging directory: sandbox layers, network, marks, apply copy
 	held  *leftover.Held
 	cfg   sandbox.Config
-	nw    *network // nil in default mode (passthrough)
+	nw    *Network // nil in default mode (passthrough)
 	marks string   // the marks directory, as dal-exec sees it
 	auto  string   // dal's own marks directory (autocheckpoint.go), "" when none
 	logs  *runLogs
@@ -130,10 +145,10 @@ type recording struct {
 
 	started time.Time
 	res     *runner.Result
-	its     *Iterations
+	its     *rundir.Iterations
 	changes []sandbox.Change
 	env     *RunEnv
-	bound   *Boundary
+	bound   *boundary.Boundary
 }
 
 // record is the sequence of named steps; each returns an error that the
@@ -174,8 +189,8 @@ func prepareRecording(o Options) (*recording, error) {
 	if r.ws, r.cwd, err = workspaceAndCwd(o.Workspace); err != nil {
 		return nil, err
 	}
-	if o.live != nil {
-		r.cwd = o.live.cwd
+	if o.Rerun != nil {
+		r.cwd = o.Rerun.Cwd
 	}
 	if r.out, err = filepath.Abs(o.Out); err != nil {
 		return nil, err
@@ -199,16 +214,18 @@ func prepareRecording(o Options) (*recording, error) {
 	if r.w, err = bundle.Create(r.out); err != nil {
 		return nil, err
 	}
-	if r.stage, r.held, err = newStage("dal-sandbox-"); err != nil {
+	if r.stage, r.held, err = NewStage("dal-sandbox-"); err != nil {
 		r.w.Abort()
 		return nil, err
 	}
 	return r, nil
 }
 
-// newStage sweeps the staging directories that dead runs left behind and
-// creates this run's, held (leftover.Hold) so that no other run sweeps it.
-func newStage(prefix string) (string, *leftover.Held, error) {
+// NewStage sweeps the staging directories that dead runs (records and
+// replays) left behind and creates this run's, named with prefix and held
+// (leftover.Hold) so that no other run sweeps it. The caller removes it
+// and releases the hold.
+func NewStage(prefix string) (string, *leftover.Held, error) {
 	// Silently: another run's kill is not this run's news.
 	for _, p := range []string{"dal-sandbox-*", "dal-replay-*"} {
 		leftover.Sweep(stagingRoot(), p)
@@ -245,46 +262,53 @@ func (r *recording) cleanup() {
 // capture (every mode but default), the marks directory and the agent's
 // own files under /tmp.
 func (r *recording) buildSandbox() error {
-	r.cfg = sandboxConfig(r.ws, filepath.Join(r.stage, "sandbox"))
-	if r.o.live != nil {
-		r.cfg.Lower = r.o.live.lower
+	r.cfg = SandboxConfig(r.ws, filepath.Join(r.stage, "sandbox"))
+	if r.o.Rerun != nil {
+		r.cfg.Lower = r.o.Rerun.Lower
 	}
 	if r.spec.Mode != "default" {
 		nopts := r.o.Network
 		nopts.SecretValues = keptSecretValues(r.spec.KeepEnv, r.o.SecretEnv)
 		nopts.Before = append(append([]func(context.Context, *har.Exchange) *netcap.Answer{}, nopts.Before...), r.ownHooks()...)
-		nw, err := newNetwork(filepath.Join(r.stage, "net"), nopts, nil, nil, r.spec.Log)
+		nw, err := NewNetwork(filepath.Join(r.stage, "net"), nopts, nil, nil, r.spec.Log)
 		if err != nil {
 			return fmt.Errorf("network capture: %w", err)
 		}
 		r.nw = nw
-		nw.configure(&r.cfg)
+		nw.Configure(&r.cfg)
 		r.spec.Env = withVars(r.spec.Env, nw.Vars())
 	}
-	marksDir, marksMount, err := newMarksDir(r.stage)
+	marksDir, marksMount, err := rundir.ForSandbox(r.stage)
 	if err != nil {
 		return err
 	}
 	r.marks = marksDir
 	r.cfg.Mounts = append(r.cfg.Mounts, marksMount)
-	r.spec.Env = withVars(r.spec.Env, marksVars(marks.SandboxDir, r.ws))
+	r.spec.Env = withVars(r.spec.Env, rundir.Vars(marks.SandboxDir, r.ws))
 	r.spec.Dir = filepath.Join(r.ws, r.cwd)
-	r.cfg.Mounts = append(r.cfg.Mounts, argMounts(r.spec.Args, r.spec.Dir, r.ws)...)
+	r.cfg.Mounts = append(r.cfg.Mounts, ArgMounts(r.spec.Args, r.spec.Dir, r.ws)...)
 	// dal-exec forks the sandbox init, which execs (1) and starts the agent,
 	// which execs (2): counting starts there.
 	r.spec.TraceFromExec = 2
-	r.cfg.Virtual = virtualConfig(&r.spec)
-	cfg := &r.cfg
-	clockOut := r.spec.ClockOut
-	r.spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
+	r.cfg.Virtual = VirtualConfig(&r.spec)
+	WrapInSandbox(&r.spec, &r.cfg)
+	return nil
+}
+
+// WrapInSandbox has the runner start spec's agent in the sandbox cfg
+// describes, once cfg is complete: the dald socket the runner passes is
+// shown as that one file, and the directory of spec.ClockOut (when set)
+// is bound writable. cfg must outlive the run.
+func WrapInSandbox(spec *runner.Spec, cfg *sandbox.Config) {
+	clockOut := spec.ClockOut
+	spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
 		cfg.Sockets = append(cfg.Sockets, daldSocket(env)...)
 		if clockOut != "" {
 			cfg.Binds = append(cfg.Binds, filepath.Dir(clockOut))
 		}
 		return sandbox.Command(*cfg, argv, env, dir)
 	}
-	r.spec.Wait = sandbox.Wait
-	return nil
+	spec.Wait = sandbox.Wait
 }
 
 // openLogs creates the bundle's logs/ and tees the agent's output and
@@ -314,7 +338,7 @@ func (r *recording) run(ctx context.Context) error {
 	}
 	if r.nw != nil {
 		blocked, berr := sandbox.Blocked(r.cfg)
-		xs := r.nw.finish(blocked)
+		xs := r.nw.Finish(blocked)
 		if err == nil && berr != nil {
 			err = berr
 		}
@@ -333,7 +357,7 @@ func (r *recording) selectIterations() error {
 	if policy.Use == "" {
 		policy = iterate.DefaultPolicy()
 	}
-	its, err := selectIterations(r.marks, policy)
+	its, err := rundir.Select(r.marks, policy)
 	if err != nil {
 		return fmt.Errorf("the agent's iterations: %w", err)
 	}
@@ -341,10 +365,10 @@ func (r *recording) selectIterations() error {
 		return nil
 	}
 	r.its = its
-	if err := its.apply(placeIn(r.cfg)); err != nil {
+	if err := its.Apply(rundir.PlaceIn(r.cfg)); err != nil {
 		return err
 	}
-	return its.preserve(filepath.Join(r.w.Dir(), "iterations"))
+	return its.Preserve(filepath.Join(r.w.Dir(), "iterations"))
 }
 
 // capture reads the run's file changes from the capture layer and exports
@@ -434,7 +458,7 @@ func (r *recording) writeRecords() error {
 		return fmt.Errorf("write %s: %w", ProvFile, err)
 	}
 	if r.its != nil {
-		r.its.report(r.spec.Log, "iterations/selection-report.md in "+r.out)
+		r.its.Report(r.spec.Log, "iterations/selection-report.md in "+r.out)
 	}
 	return nil
 }
@@ -450,7 +474,7 @@ func (r *recording) scrub() error {
 			fmt.Fprintf(r.spec.Log, "dal: the secret %s is shorter than %d bytes and is not scrubbed by value\n", r.env.Secrets[i], minSecret)
 		}
 	}
-	s := newScrubber(values)
+	s := NewScrubber(values)
 	scrubbed, err := s.tree(r.w.Dir(), "fs-pre")
 	if err != nil {
 		return err
@@ -494,8 +518,8 @@ func (r *recording) commit() error {
 	if err := r.logs.close(); err != nil {
 		return err
 	}
-	if r.o.live != nil {
-		if err := r.o.live.beforeCommit(r.w.Dir(), m); err != nil {
+	if r.o.Rerun != nil {
+		if err := r.o.Rerun.BeforeCommit(r.w.Dir(), m); err != nil {
 			return err
 		}
 	}
@@ -654,7 +678,7 @@ func copyWorkspace(ws, dir, name string, skip []string) error {
 		return err
 	}
 	defer dst.Close()
-	return copyBeneath(src, ".", dst, name, func(rel string) bool {
+	return safefs.Copy(src, ".", dst, name, func(rel string) bool {
 		for _, s := range skip {
 			if rel == s || strings.HasPrefix(rel, s+"/") || strings.HasPrefix(path.Base(rel), "."+path.Base(s)+".partial") {
 				return true
@@ -676,8 +700,8 @@ func snapshot(env *RunEnv, changes []sandbox.Change, stdoutPath string) (*bundle
 		WorkflowID: cmdline,
 		Config: bundle.Config{Model: bundle.Model{ID: bundle.ModelNone}, ExecutionMode: env.Mode, Seed: &seed,
 			Agent: &bundle.Agent{Name: filepath.Base(env.Command[0])}},
-		Inputs:  bundle.Inputs{UserPrompt: cmdline, UserPromptHash: hashValue(cmdline), Environment: map[string]string{}},
-		Outputs: bundle.Outputs{ResponseHash: hashBytes(out)},
+		Inputs:  bundle.Inputs{UserPrompt: cmdline, UserPromptHash: HashBytes([]byte(cmdline)), Environment: map[string]string{}},
+		Outputs: bundle.Outputs{ResponseHash: HashBytes(out)},
 		Metrics: &bundle.Metrics{DurationMS: env.DurationMS},
 		Dal:     bundle.DalSection{CreatedBy: "dal " + version.Version},
 	}
@@ -713,7 +737,9 @@ func snapshot(env *RunEnv, changes []sandbox.Change, stdoutPath string) (*bundle
 	return m, nil
 }
 
-func hashBytes(b []byte) string {
+// HashBytes is b's content hash as bundles write it: "sha256:" and the
+// hex digest.
+func HashBytes(b []byte) string {
 	s := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(s[:])
 }
@@ -727,10 +753,11 @@ func stagingRoot() string {
 	return os.TempDir()
 }
 
-// sandboxConfig is the sandbox every record and replay runs in: the
-// workspace as the overlay, a private /tmp, and the runtime shims reachable
-// even when they were installed under the real /tmp.
-func sandboxConfig(ws, staging string) sandbox.Config {
+// SandboxConfig is the sandbox every record and replay runs in: the
+// workspace ws as the overlay with its layers in staging, a private /tmp,
+// and the runtime shims reachable even when they were installed under the
+// real /tmp.
+func SandboxConfig(ws, staging string) sandbox.Config {
 	cfg := sandbox.Config{Workspace: ws, Staging: staging, PrivateTmp: true}
 	if shims, err := shim.Install(); err == nil {
 		// Python may try to cache bytecode beside the shim: not a write
@@ -748,11 +775,11 @@ func sandboxConfig(ws, staging string) sandbox.Config {
 	return cfg
 }
 
-// virtualConfig is what the syscall layer serves every process of a run
+// VirtualConfig is what the syscall layer serves every process of a run
 // in spec's mode (docs/design.md §2, §3): in strict mode clocks and
 // randomness, in seeded mode randomness; logged and default runs see the
 // real values (a logged replay's are served by the shims' logs only).
-func virtualConfig(spec *runner.Spec) sysvirt.Config {
+func VirtualConfig(spec *runner.Spec) sysvirt.Config {
 	vc := vclock.DefaultConfig()
 	c := sysvirt.Config{Seed: spec.Seed, EpochNS: vc.EpochNS, MonoNS: vc.MonoNS, QuantumNS: vc.QuantumNS}
 	if !spec.Epoch.IsZero() {
@@ -781,12 +808,12 @@ func withVars(env map[string]string, vars map[string]string) map[string]string {
 	return env
 }
 
-// argMounts keeps the agent's own files readable when its command names
+// ArgMounts keeps the agent's own files readable when its command names
 // them under the system's temporary directory, which the sandbox replaces
 // with a private one: the directory of each such file (outside the
 // workspace) is shown read-only at the same path, e.g. for
 // `dal-exec record -- python3 /tmp/scripts/agent.py`.
-func argMounts(argv []string, dir, ws string) []sandbox.Mount {
+func ArgMounts(argv []string, dir, ws string) []sandbox.Mount {
 	tmp := filepath.Clean(os.TempDir()) + "/"
 	seen := map[string]bool{}
 	var out []sandbox.Mount

@@ -63,13 +63,14 @@ func IsSecretName(name string, extra []string) bool {
 // Placeholder is the value a replayed agent gets for the secret name.
 func Placeholder(name string) string { return "dal-placeholder-" + name }
 
-// scrubber replaces secret values by Redacted.
-type scrubber struct {
+// Scrubber replaces secret values by Redacted.
+type Scrubber struct {
 	values [][]byte // longest first, so a value that contains another goes first
 }
 
-func newScrubber(values []string) *scrubber {
-	s := &scrubber{}
+// NewScrubber scrubs values; those shorter than minSecret are left alone.
+func NewScrubber(values []string) *Scrubber {
+	s := &Scrubber{}
 	seen := map[string]bool{}
 	for _, v := range values {
 		if len(v) < minSecret || seen[v] {
@@ -83,7 +84,7 @@ func newScrubber(values []string) *scrubber {
 }
 
 // Bytes returns b with every secret value replaced, and whether any was.
-func (s *scrubber) Bytes(b []byte) ([]byte, bool) {
+func (s *Scrubber) Bytes(b []byte) ([]byte, bool) {
 	if s == nil {
 		return b, false
 	}
@@ -97,6 +98,12 @@ func (s *scrubber) Bytes(b []byte) ([]byte, bool) {
 	return b, hit
 }
 
+// String returns v with every secret value replaced.
+func (s *Scrubber) String(v string) string {
+	b, _ := s.Bytes([]byte(v))
+	return string(b)
+}
+
 // maxScrubFile is the largest file scrubbed in memory; a larger one that
 // holds a secret is reported instead of rewritten.
 const maxScrubFile = 256 << 20
@@ -105,7 +112,7 @@ const maxScrubFile = 256 << 20
 // bundle being written), skipping the top-level directories in skip. It
 // never follows a symlink (the agent's symlinks are content here) and
 // returns the scrubbed files' slash paths, relative to root.
-func (s *scrubber) tree(root string, skip ...string) ([]string, error) {
+func (s *Scrubber) tree(root string, skip ...string) ([]string, error) {
 	if s == nil || len(s.values) == 0 {
 		return nil, nil
 	}
@@ -141,8 +148,8 @@ func (s *scrubber) tree(root string, skip ...string) ([]string, error) {
 // file renamed over the old one: bundle files may be hard links shared
 // with the copy that apply writes to the workspace, which keeps the real
 // content.
-func (s *scrubber) file(p string) (bool, error) {
-	b, err := readNoFollow(p)
+func (s *Scrubber) file(p string) (bool, error) {
+	b, err := ReadNoFollow(p)
 	if err != nil {
 		return false, err
 	}
@@ -192,8 +199,9 @@ func splitKept(kept map[string]string, secretEnv []string) (plain map[string]str
 	return plain, secrets, values
 }
 
-// readNoFollow reads a regular file without following a symlink.
-func readNoFollow(p string) ([]byte, error) {
+// ReadNoFollow reads a regular file of at most 256 MiB without following
+// a symlink.
+func ReadNoFollow(p string) ([]byte, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/dal-runtime/dal/bundle"
-	"github.com/dal-runtime/dal/internal/record"
+	"github.com/dal-runtime/dal/internal/replay"
 	"github.com/dal-runtime/dal/internal/sandbox"
 )
 
@@ -281,7 +281,7 @@ func pairLog(ba, bb *bundle.Bundle, name string) LogPair {
 	ha, _ := io.ReadAll(io.LimitReader(fa, window))
 	hb, _ := io.ReadAll(io.LimitReader(fb, window))
 	if !bytes.Equal(ha, hb) {
-		lp.Same, lp.First = false, record.FirstLineDiff(ha, hb)
+		lp.Same, lp.First = false, replay.FirstLineDiff(ha, hb)
 		return lp
 	}
 	bufA, bufB := make([]byte, 64<<10), make([]byte, 64<<10)

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/boundary"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
@@ -402,24 +403,28 @@ func flatten(raw json.RawMessage) string {
 }
 
 func (l *loader) boundary() {
-	var bd record.Boundary
+	var bd boundary.Boundary
 	if !l.readJSON("syscalls.json", &bd) {
 		return
 	}
-	out := &Boundary{Observed: bd.Observed, Reason: bd.Reason, Coverage: bd.Coverage, Categories: map[string]CategoryCover{}, Escapes: []Escape{},
-		NotObservable: bd.NotObservable, Dropped: bd.DroppedEvents, Unshimmed: bd.Unshimmed, Syscalls: bd.Syscalls}
-	for name, c := range bd.Categories {
+	// The page lists the events itself, up to its limit; a category the
+	// file leaves null is left out.
+	events := bd.Events
+	bd.Events = nil
+	cats := bd.Categories
+	bd.Categories = map[string]*boundary.CategoryCover{}
+	for name, c := range cats {
 		if c != nil {
-			out.Categories[name] = CategoryCover{Touched: c.Touched, Captured: c.Captured, Syscalls: c.Syscalls, Shim: c.Shim, Record: c.Record}
+			bd.Categories[name] = c
 		}
 	}
-	for _, e := range bd.Escapes {
-		out.Escapes = append(out.Escapes, Escape{Category: e.Category, Detail: e.Detail, PID: e.PID})
+	if bd.Escapes == nil {
+		bd.Escapes = []boundary.Escape{}
 	}
-	l.v.Boundary = out
-	for i, e := range bd.Events {
+	l.v.Boundary = &bd
+	for i, e := range events {
 		if i == l.lim.Events {
-			l.v.EventsLeft = len(bd.Events) - i
+			l.v.EventsLeft = len(events) - i
 			break
 		}
 		l.v.Events = append(l.v.Events, Event{Kind: e.Kind, PID: e.PID, Detail: e.Detail})
@@ -646,7 +651,7 @@ var (
 )
 
 // place finds where a component's first divergence is in the page, from
-// the sentence the replay wrote (record.FirstLineDiff, prompts.Diff,
+// the sentence the replay wrote (replay.FirstLineDiff, prompts.Diff,
 // compareNetwork, compareFS); nil when it names no place.
 func (l *loader) place(component, first string) *Place {
 	switch component {

@@ -1,6 +1,10 @@
 package show
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/dal-runtime/dal/internal/boundary"
+)
 
 // Page is everything the HTML page shows: one run, or two and their
 // comparison. It is embedded in the page as JSON.
@@ -22,19 +26,19 @@ type View struct {
 	// untrusted signer, stray files in replays/, parts left out.
 	Notices []string `json:"notices"`
 
-	Summary     Summary      `json:"summary"`
-	Env         Env          `json:"env"`
-	Streams     []Stream     `json:"streams"`
-	LLM         []LLMCall    `json:"llm"`
-	HTTP        []Exchange   `json:"http"`
-	Events      []Event      `json:"events"`
-	EventsLeft  int          `json:"events_left,omitempty"`
-	Iterations  *Iterations  `json:"iterations,omitempty"`
-	Checkpoints []Checkpoint `json:"checkpoints"`
-	Files       []File       `json:"files"`
-	Logs        []Log        `json:"logs"`
-	Replay      Replay       `json:"replay"`
-	Boundary    *Boundary    `json:"boundary,omitempty"`
+	Summary     Summary            `json:"summary"`
+	Env         Env                `json:"env"`
+	Streams     []Stream           `json:"streams"`
+	LLM         []LLMCall          `json:"llm"`
+	HTTP        []Exchange         `json:"http"`
+	Events      []Event            `json:"events"`
+	EventsLeft  int                `json:"events_left,omitempty"`
+	Iterations  *Iterations        `json:"iterations,omitempty"`
+	Checkpoints []Checkpoint       `json:"checkpoints"`
+	Files       []File             `json:"files"`
+	Logs        []Log              `json:"logs"`
+	Replay      Replay             `json:"replay"`
+	Boundary    *boundary.Boundary `json:"boundary,omitempty"` // syscalls.json without its events (Events has them)
 }
 
 // Signer is who signed the bundle.
@@ -281,35 +285,6 @@ type Place struct {
 type Unverified struct {
 	File   string `json:"file"`
 	Reason string `json:"reason"`
-}
-
-// Boundary is syscalls.json: coverage and escapes.
-type Boundary struct {
-	Observed      bool                     `json:"observed"`
-	Reason        string                   `json:"reason,omitempty"`
-	Coverage      *float64                 `json:"coverage"`
-	Categories    map[string]CategoryCover `json:"categories"`
-	Escapes       []Escape                 `json:"escapes"`
-	NotObservable []string                 `json:"not_observable"`
-	Dropped       uint64                   `json:"dropped_events"`
-	Unshimmed     int                      `json:"unshimmed"`
-	Syscalls      map[string]uint64        `json:"syscalls,omitempty"`
-}
-
-// CategoryCover is one nondeterminism category.
-type CategoryCover struct {
-	Touched  bool   `json:"touched"`
-	Captured bool   `json:"captured"`
-	Syscalls uint64 `json:"syscalls"`
-	Shim     int64  `json:"shim"`
-	Record   string `json:"record,omitempty"`
-}
-
-// Escape is an uncaptured crossing.
-type Escape struct {
-	Category string `json:"category"`
-	Detail   string `json:"detail"`
-	PID      int    `json:"pid,omitempty"`
 }
 
 // Comparison pairs two runs: A is Runs[0], B is Runs[1].

@@ -1,4 +1,15 @@
-package record
+// Package rundir is a run's marks directory as dal-exec sees it (the agent
+// writes it through package marks; docs/marks.md is the protocol): where it
+// is and the variables that name it to the agent, and, once the agent has
+// exited, the best-of-iterations outcome: the iterations judged (package
+// iterate), the selected one's artifacts applied, every mark preserved.
+//
+// dal-exec record and replay show the directory inside the sandbox at
+// marks.SandboxDir (ForSandbox, PlaceIn); dal-exec run, which has no
+// sandbox, gives the agent one of its own (Plain). The agent controls the
+// directory: it is read through package safefs only, never following a
+// symlink.
+package rundir
 
 import (
 	"crypto/rand"
@@ -13,7 +24,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/dal-runtime/dal/internal/iterate"
@@ -22,15 +32,16 @@ import (
 	"github.com/dal-runtime/dal/internal/sandbox"
 )
 
-// marksVars are the variables that point an agent at its marks directory
-// (docs/marks.md).
-func marksVars(dir, ws string) map[string]string {
+// Vars are the variables that point an agent working in ws at its marks
+// directory dir (docs/marks.md).
+func Vars(dir, ws string) map[string]string {
 	return map[string]string{marks.EnvDir: dir, marks.EnvWorkspace: ws}
 }
 
-// newMarksDir creates the marks directory of a run in stage and the
-// sandbox mount that shows it at marks.SandboxDir.
-func newMarksDir(stage string) (string, sandbox.Mount, error) {
+// ForSandbox creates the marks directory of a sandboxed run in dal's
+// staging directory stage and returns it with the sandbox mount that
+// shows it at marks.SandboxDir.
+func ForSandbox(stage string) (string, sandbox.Mount, error) {
 	dir := filepath.Join(stage, "marks")
 	// Writers create iterations/ and checkpoints/; the agent may run as
 	// another user than dal-exec.
@@ -52,9 +63,9 @@ type Iterations struct {
 	root string
 }
 
-// selectIterations reads the iteration marks in dir and judges them. It
-// returns nil when the agent marked none.
-func selectIterations(dir string, p iterate.Policy) (*Iterations, error) {
+// Select reads the iteration marks in dir and judges them. It returns nil
+// when the agent marked none.
+func Select(dir string, p iterate.Policy) (*Iterations, error) {
 	ms, inc, err := marks.Read(dir, marks.Iteration)
 	if err != nil {
 		return nil, err
@@ -72,10 +83,10 @@ func selectIterations(dir string, p iterate.Policy) (*Iterations, error) {
 	return &Iterations{Selection: sel, Marks: ms, root: dir}, nil
 }
 
-// apply places the selected iteration's artifacts with place and lists
+// Apply places the selected iteration's artifacts with place and lists
 // them in the selection. An artifact outside the workspace, or whose copy
 // changed after it was marked, is not applied and is named in a warning.
-func (its *Iterations) apply(place func(rel string, r io.Reader, mode fs.FileMode) error) error {
+func (its *Iterations) Apply(place func(rel string, r io.Reader, mode fs.FileMode) error) error {
 	sel := its.Selection
 	var m *marks.Mark
 	for _, x := range its.Marks {
@@ -140,8 +151,9 @@ func (its *Iterations) markRel(m *marks.Mark) (string, error) {
 	return rel, nil
 }
 
-// placeIn places files into the capture layer of a finished sandbox run.
-func placeIn(cfg sandbox.Config) func(rel string, r io.Reader, mode fs.FileMode) error {
+// PlaceIn places files into the capture layer of a finished sandbox run
+// (for Apply).
+func PlaceIn(cfg sandbox.Config) func(rel string, r io.Reader, mode fs.FileMode) error {
 	return func(rel string, r io.Reader, mode fs.FileMode) error { return sandbox.Place(cfg, rel, r, mode) }
 }
 
@@ -175,11 +187,11 @@ func short(h string) string {
 	return h
 }
 
-// preserve copies the complete marks and the selection into dst
+// Preserve copies the complete marks and the selection into dst
 // (iterations/ of a bundle, or a directory of the user's state). The marks
 // are read without following symlinks; a symlink in a mark is copied as a
 // symlink, fifos, sockets and devices are left out.
-func (its *Iterations) preserve(dst string) error {
+func (its *Iterations) Preserve(dst string) error {
 	root, err := safefs.Open(its.root)
 	if err != nil {
 		return fmt.Errorf("read the marks: %w", err)
@@ -196,7 +208,7 @@ func (its *Iterations) preserve(dst string) error {
 	for _, m := range its.Marks {
 		rel, err := its.markRel(m)
 		if err == nil {
-			err = copyMark(root, rel, out, fmt.Sprintf("%04d", m.Seq))
+			err = safefs.Copy(root, rel, out, fmt.Sprintf("%04d", m.Seq), nil)
 		}
 		if err != nil {
 			return fmt.Errorf("preserve iteration %d: %w", m.Seq, err)
@@ -215,63 +227,9 @@ func (its *Iterations) preserve(dst string) error {
 	return os.WriteFile(filepath.Join(dst, "selection-report.md"), []byte(its.Selection.Markdown()), 0o644)
 }
 
-// copyMark copies the directory srel of src (a mark) to the new directory
-// drel of dst.
-func copyMark(src *safefs.Dir, srel string, dst *safefs.Dir, drel string) error {
-	return copyBeneath(src, srel, dst, drel, nil)
-}
-
-// copyBeneath copies the directory srel of src to the new directory drel
-// of dst, never following a symlink on either side: directories, regular
-// files with their permission bits, and symlinks as symlinks; fifos,
-// sockets and devices are not copied. Entries below srel for which skip
-// (when set) is true are left out, with their content.
-func copyBeneath(src *safefs.Dir, srel string, dst *safefs.Dir, drel string, skip func(rel string) bool) error {
-	return src.Walk(srel, func(rel string, fi fs.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		if skip != nil && rel != srel && skip(rel) {
-			if fi.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		target := drel
-		if rel != srel {
-			target = path.Join(drel, strings.TrimPrefix(rel, srel+"/"))
-		}
-		switch {
-		case fi.IsDir():
-			return dst.Mkdir(target, fi.Mode().Perm()|0o700)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			link, err := src.Readlink(rel)
-			if err != nil {
-				return err
-			}
-			return dst.Symlink(link, target)
-		case fi.Mode().IsRegular():
-			in, err := src.Open(rel)
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			o, err := dst.Create(target, fi.Mode().Perm())
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(o, in); err != nil {
-				o.Close()
-				return err
-			}
-			return o.Close()
-		}
-		return nil
-	})
-}
-
-// report prints the selection in a few lines.
-func (its *Iterations) report(w io.Writer, where string) {
+// Report prints the selection in a few lines on w; where names the
+// selection report ("" leaves it out).
+func (its *Iterations) Report(w io.Writer, where string) {
 	s := its.Selection
 	how := "best"
 	if s.Override {
@@ -305,96 +263,41 @@ func listOrNone(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
-// compareIterations compares the iterations two runs marked (the
-// recording's and the replay's, or two bundles'): scores, dimensions and
-// artifact contents, by number.
-func compareIterations(want, got []*marks.Mark, wantName, gotName string) Component {
-	c := Component{Name: "iterations", Compared: true, Match: true}
-	describe := func(m *marks.Mark) string {
-		var b strings.Builder
-		if m.Score != nil {
-			fmt.Fprintf(&b, "score %v", *m.Score)
-		} else {
-			b.WriteString("no score")
-		}
-		keys := make([]string, 0, len(m.Dimensions))
-		for k := range m.Dimensions {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&b, " %s=%v", k, m.Dimensions[k])
-		}
-		for _, a := range m.Artifacts {
-			fmt.Fprintf(&b, " %s:%s", a.Path, short(a.SHA256))
-		}
-		return b.String()
-	}
-	if len(want) != len(got) {
-		c.Match, c.First = false, fmt.Sprintf("the %s marked %d iterations, the %s %d", gotName, len(got), wantName, len(want))
-	}
-	for i := range min(len(want), len(got)) {
-		if a, b := describe(want[i]), describe(got[i]); a != b {
-			c.Match, c.First = false, fmt.Sprintf("iteration %d: %s %s, %s %s", want[i].Seq, wantName, a, gotName, b)
-			break
-		}
-	}
-	return c
-}
-
-// recordedPolicy reads the selection policy a bundle was recorded with.
-func recordedPolicy(selectionJSON string) (iterate.Policy, error) {
-	var s struct {
-		Policy iterate.Policy `json:"policy"`
-	}
-	b, err := os.ReadFile(selectionJSON)
-	if errors.Is(err, fs.ErrNotExist) {
-		return iterate.DefaultPolicy(), nil
-	}
-	if err != nil {
-		return iterate.Policy{}, err
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return iterate.Policy{}, fmt.Errorf("iterations/selection.json: %w", err)
-	}
-	return s.Policy, nil
-}
-
-// RunMarks is the marks directory of a `dal-exec run` (no sandbox): the
-// agent writes it directly, and FinishRun applies the selection to the
-// workspace itself.
-type RunMarks struct {
+// Plain is the marks directory of a `dal-exec run`, which has no sandbox:
+// the agent writes it directly, and FinishIterations applies the selection
+// to the workspace itself.
+type Plain struct {
 	Dir, Workspace string
 }
 
-// NewRunMarks names a marks directory under the system's temporary
+// NewPlain names a marks directory under the system's temporary
 // directory for an agent working in ws. Nothing is created: the first mark
 // creates it (writers create missing parents), so a run that marks nothing
 // costs nothing. The name is unpredictable, so no other user can prepare it.
-func NewRunMarks(ws string) (*RunMarks, error) {
+func NewPlain(ws string) (*Plain, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("dal-marks-%d-%s", os.Getpid(), hex.EncodeToString(b[:])))
-	return &RunMarks{Dir: dir, Workspace: ws}, nil
+	return &Plain{Dir: dir, Workspace: ws}, nil
 }
 
 // Vars are the variables to give the agent.
-func (r *RunMarks) Vars() map[string]string { return marksVars(r.Dir, r.Workspace) }
+func (r *Plain) Vars() map[string]string { return Vars(r.Dir, r.Workspace) }
 
 // Close removes the marks directory.
-func (r *RunMarks) Close() error { return os.RemoveAll(r.Dir) }
+func (r *Plain) Close() error { return os.RemoveAll(r.Dir) }
 
 // FinishIterations selects among the run's iterations, writes the selected
 // artifacts into the workspace and preserves every iteration in keep
 // (created). It returns nil when the agent marked none.
-func (r *RunMarks) FinishIterations(p iterate.Policy, keep string, log io.Writer) (*iterate.Selection, error) {
-	its, err := selectIterations(r.Dir, p)
+func (r *Plain) FinishIterations(p iterate.Policy, keep string, log io.Writer) (*iterate.Selection, error) {
+	its, err := Select(r.Dir, p)
 	if err != nil || its == nil {
 		return nil, err
 	}
-	if err := its.apply(func(rel string, src io.Reader, mode fs.FileMode) error {
+	if err := its.Apply(func(rel string, src io.Reader, mode fs.FileMode) error {
 		return writeInto(r.Workspace, rel, src, mode)
 	}); err != nil {
 		return its.Selection, err
@@ -402,10 +305,10 @@ func (r *RunMarks) FinishIterations(p iterate.Policy, keep string, log io.Writer
 	if err := os.MkdirAll(keep, 0o755); err != nil {
 		return its.Selection, fmt.Errorf("preserve the iterations: %w", err)
 	}
-	if err := its.preserve(keep); err != nil {
+	if err := its.Preserve(keep); err != nil {
 		return its.Selection, err
 	}
-	its.report(log, filepath.Join(keep, "selection-report.md"))
+	its.Report(log, filepath.Join(keep, "selection-report.md"))
 	return its.Selection, nil
 }
 

@@ -1,4 +1,4 @@
-package record
+package replay
 
 import "io"
 

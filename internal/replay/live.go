@@ -1,4 +1,4 @@
-package record
+package replay
 
 import (
 	"context"
@@ -14,45 +14,36 @@ import (
 	"github.com/dal-runtime/dal/internal/match"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
+	"github.com/dal-runtime/dal/internal/record"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 )
 
 // LiveOptions configure a live re-execution (dal-exec replay --live).
 type LiveOptions struct {
-	// ReplayOptions: the bundle, its trust, the workspace, the caller's
-	// key, logs, --keep-env and the matching strategies; Speed is unused.
-	ReplayOptions
+	// Options: the bundle, its trust, the workspace, the caller's key,
+	// logs, --keep-env and the matching strategies; Speed is unused.
+	Options
 	// Out is the new bundle, recorded as dal-exec record would.
 	Out string
 	// Network adds to the recorded capture settings: AllowLoopback
 	// (the recorded allowlist is kept only for your own bundles) and
 	// Before hooks (policy, strict-mode LLM checks).
-	Network NetworkOptions
+	Network record.NetworkOptions
 }
 
 // LiveFile is the new bundle's record of what it re-executed and how it
 // compared: the original bundle's path and snapshot id, and the verdict.
 const LiveFile = "replay-of.json"
 
-// liveBase is what a live re-execution changes in a recording: the
-// workspace's lower layers (the recorded pre-run state), the agent's
-// directory, and a step before the commit that compares the staged bundle
-// with the original and fills its replay_status.
-type liveBase struct {
-	lower        []string
-	cwd          string
-	beforeCommit func(dir string, m *bundle.Manifest) error
-}
-
-// LiveReplay re-executes a bundle's command with the recorded mode, seed,
+// Live re-executes a bundle's command with the recorded mode, seed,
 // epoch, CPUs and workspace state, but with the network live through the
 // recording proxy, records the run as a new bundle (o.Out, never applied
 // to the workspace), and compares the two component by component with
 // o.Match. The verdict goes to the new bundle (replay-of.json and its
 // manifest's replay_status) and, signed, to the original's replays/.
-func LiveReplay(ctx context.Context, o LiveOptions) (*Verdict, error) {
-	r, err := openReplay(o.ReplayOptions)
+func Live(ctx context.Context, o LiveOptions) (*Verdict, error) {
+	r, err := openReplay(o.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -63,9 +54,9 @@ func LiveReplay(ctx context.Context, o LiveOptions) (*Verdict, error) {
 	spec := r.liveSpec()
 	start := time.Now()
 	var v *Verdict
-	ro := Options{Spec: spec, Out: o.Out, Workspace: r.ws, NoApply: true, KeyPath: o.KeyPath, SecretEnv: r.env.Secrets,
+	ro := record.Options{Spec: spec, Out: o.Out, Workspace: r.ws, NoApply: true, KeyPath: o.KeyPath, SecretEnv: r.env.Secrets,
 		Iterations: r.policy, Network: r.liveNetwork(o.Network, spec.KeepEnv)}
-	ro.live = &liveBase{lower: r.cfg.Lower, cwd: r.env.Cwd, beforeCommit: func(dir string, m *bundle.Manifest) error {
+	ro.Rerun = &record.Rerun{Lower: r.cfg.Lower, Cwd: r.env.Cwd, BeforeCommit: func(dir string, m *bundle.Manifest) error {
 		var err error
 		if v, err = r.compareLive(ctx, dir); err != nil {
 			return err
@@ -75,7 +66,7 @@ func LiveReplay(ctx context.Context, o LiveOptions) (*Verdict, error) {
 		m.ReplayStatus = &bundle.ReplayStatus{Replayed: true, ReplayCount: 1, LastReplay: &now, MatchStatus: v.MatchStatus}
 		return writeLiveFile(dir, r, v)
 	}}
-	if _, err := Record(ctx, ro); err != nil {
+	if _, err := record.Record(ctx, ro); err != nil {
 		return nil, err
 	}
 	r.v = v
@@ -106,8 +97,8 @@ func (r *replaying) liveSpec() runner.Spec {
 // settings, the caller's hooks and loopback allowlist, and the recorded
 // allowlist when the bundle is the caller's own (a bundle from elsewhere
 // never opens this host's services by itself).
-func (r *replaying) liveNetwork(o NetworkOptions, keep []string) NetworkOptions {
-	n := NetworkOptions{AllowLoopback: o.AllowLoopback, Before: o.Before, KeepEnv: keep,
+func (r *replaying) liveNetwork(o record.NetworkOptions, keep []string) record.NetworkOptions {
+	n := record.NetworkOptions{AllowLoopback: o.AllowLoopback, Before: o.Before, KeepEnv: keep,
 		RedactHeaders: o.RedactHeaders, RedactFields: o.RedactFields}
 	if rec := r.env.Network; rec != nil {
 		n.RedactHeaders = append(n.RedactHeaders, rec.RedactHeaders...)
@@ -126,7 +117,7 @@ func (r *replaying) liveNetwork(o NetworkOptions, keep []string) NetworkOptions 
 type staged struct{ dir string }
 
 func (s staged) read(rel string) ([]byte, error) {
-	return readNoFollow(filepath.Join(s.dir, filepath.FromSlash(rel)))
+	return record.ReadNoFollow(filepath.Join(s.dir, filepath.FromSlash(rel)))
 }
 
 func (s staged) has(rel string) bool {
@@ -139,7 +130,7 @@ func (s staged) has(rel string) bool {
 // the new answers' timing.
 func (r *replaying) compareLive(ctx context.Context, dir string) (*Verdict, error) {
 	s := staged{dir}
-	var env RunEnv
+	var env record.RunEnv
 	b, err := s.read("env.json")
 	if err == nil {
 		err = json.Unmarshal(b, &env)

@@ -1,12 +1,12 @@
-package record
+package replay
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,17 +15,19 @@ import (
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/marks/rundir"
 	"github.com/dal-runtime/dal/internal/match"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/policy"
+	"github.com/dal-runtime/dal/internal/record"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	"github.com/dal-runtime/dal/vclock"
 )
 
-// ReplayOptions configure a replay.
-type ReplayOptions struct {
+// Options configure a replay.
+type Options struct {
 	Bundle    string
 	Workspace string // default: the recorded workspace path
 	// Trust are the keys the user trusts; a bundle signed by another key
@@ -50,7 +52,7 @@ type ReplayOptions struct {
 	Match match.Spec
 	// Policy is the current policy (policy.go); without one a bundle's
 	// own recorded policy is evaluated again.
-	Policy Policy
+	Policy record.Policy
 }
 
 // Verdict is a replay's outcome.
@@ -80,9 +82,9 @@ type Verdict struct {
 // replaying is one replay in progress: what each step produced for the
 // next.
 type replaying struct {
-	o       ReplayOptions
+	o       Options
 	b       *bundle.Bundle
-	env     RunEnv
+	env     record.RunEnv
 	clock   *vclock.File
 	changes []sandbox.Change // the recorded ones
 	ws      string
@@ -90,7 +92,7 @@ type replaying struct {
 	cfg     sandbox.Config
 	spec    runner.Spec
 	recHAR  *har.Log
-	nw      *network
+	nw      *record.Network
 	marks   string
 	policy  iterate.Policy
 	v       *Verdict
@@ -108,7 +110,7 @@ type replaying struct {
 // pre-run workspace state, serving the recorded clock and network, and
 // compares the components of docs/design.md §9. The user's workspace is
 // never written.
-func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
+func Replay(ctx context.Context, o Options) (*Verdict, error) {
 	r, err := openReplay(o)
 	if err != nil {
 		return nil, err
@@ -135,7 +137,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*Verdict, error) {
 
 // openReplay opens and verifies the bundle and reads what the replay
 // serves and compares: env.json, clock.json and the recorded changes.
-func openReplay(o ReplayOptions) (*replaying, error) {
+func openReplay(o Options) (*replaying, error) {
 	b, err := bundle.Open(o.Bundle, bundle.OpenOptions{Trust: o.Trust})
 	if err != nil {
 		return nil, err
@@ -152,8 +154,8 @@ func (r *replaying) read() error {
 	if err := r.b.ReadJSON("env.json", &r.env); err != nil {
 		return err
 	}
-	if r.env.Version != EnvVersion {
-		return fmt.Errorf("%s: env.json version %d, this dal reads %d: use the dal release that recorded it", r.o.Bundle, r.env.Version, EnvVersion)
+	if r.env.Version != record.EnvVersion {
+		return fmt.Errorf("%s: env.json version %d, this dal reads %d: use the dal release that recorded it", r.o.Bundle, r.env.Version, record.EnvVersion)
 	}
 	var err error
 	if r.clock, err = vclock.ReadFile(r.b.File("clock.json")); err != nil {
@@ -203,13 +205,13 @@ func (r *replaying) prepareWorkspace() error {
 		return err
 	}
 	r.ws = ws
-	stage, held, err := newStage("dal-replay-")
+	stage, held, err := record.NewStage("dal-replay-")
 	if err != nil {
 		return err
 	}
 	r.stage = stage
 	r.cleanup = append(r.cleanup, held.Release)
-	r.cfg = sandboxConfig(ws, filepath.Join(r.stage, "sandbox"))
+	r.cfg = record.SandboxConfig(ws, filepath.Join(r.stage, "sandbox"))
 	if _, err := os.Stat(ws); err == nil {
 		preLayer := filepath.Join(r.stage, "pre-layer")
 		state, err := sandbox.Restore(ws, r.b.File("fs-pre"), r.changes, preLayer)
@@ -253,7 +255,7 @@ func (r *replaying) foreign() string {
 // Foreign says why a bundle is not the user's own recording on this
 // machine, "" when it is: its values (workspace path) are then not taken
 // without the user naming them.
-func Foreign(b *bundle.Bundle, env *RunEnv) string {
+func Foreign(b *bundle.Bundle, env *record.RunEnv) string {
 	if !strings.HasPrefix(b.Signer.Source, "your key") {
 		return "signed by " + b.Signer.Fingerprint + ", not by your own key"
 	}
@@ -269,7 +271,7 @@ func Foreign(b *bundle.Bundle, env *RunEnv) string {
 // directory.
 func (r *replaying) buildSandbox() error {
 	env := &r.env
-	r.cfg.Mounts = append(r.cfg.Mounts, argMounts(env.Command, filepath.Join(r.ws, env.Cwd), r.ws)...)
+	r.cfg.Mounts = append(r.cfg.Mounts, record.ArgMounts(env.Command, filepath.Join(r.ws, env.Cwd), r.ws)...)
 	r.spec = runner.Spec{Args: env.Command, Dir: filepath.Join(r.ws, env.Cwd), Mode: env.Mode, Seed: env.Seed,
 		Epoch: env.Epoch, Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Replay: r.clock, Log: r.o.Log,
 		Inherit: env.Inherited}
@@ -281,7 +283,7 @@ func (r *replaying) buildSandbox() error {
 	if r.o.Stdout != nil {
 		r.spec.Stdout = multi(&r.stdout, r.o.Stdout)
 	}
-	var nopts NetworkOptions
+	var nopts record.NetworkOptions
 	mirrored := []string{}
 	if env.Network != nil {
 		nopts.RedactHeaders, nopts.RedactFields = env.Network.RedactHeaders, env.Network.RedactFields
@@ -292,32 +294,28 @@ func (r *replaying) buildSandbox() error {
 	nopts.Speed = r.o.Speed
 	nopts.Before = r.policyHooks()
 	for _, k := range env.Secrets {
-		nopts.SecretValues = append(nopts.SecretValues, Placeholder(k), os.Getenv(k))
+		nopts.SecretValues = append(nopts.SecretValues, record.Placeholder(k), os.Getenv(k))
 	}
-	nw, err := newNetwork(filepath.Join(r.stage, "net"), nopts, r.recHAR, mirrored, r.o.Log)
+	nw, err := record.NewNetwork(filepath.Join(r.stage, "net"), nopts, r.recHAR, mirrored, r.o.Log)
 	if err != nil {
 		return fmt.Errorf("network replay: %w", err)
 	}
 	r.nw = nw
-	nw.configure(&r.cfg)
+	nw.Configure(&r.cfg)
+	r.spec.Env = map[string]string{}
 	if env.Network != nil {
-		r.spec.Env = nw.Vars()
+		maps.Copy(r.spec.Env, nw.Vars())
 	}
-	r.spec.Env = withVars(r.spec.Env, r.keptEnv())
-	marksDir, marksMount, err := newMarksDir(r.stage)
+	maps.Copy(r.spec.Env, r.keptEnv())
+	marksDir, marksMount, err := rundir.ForSandbox(r.stage)
 	if err != nil {
 		return err
 	}
 	r.marks = marksDir
 	r.cfg.Mounts = append(r.cfg.Mounts, marksMount)
-	r.spec.Env = withVars(r.spec.Env, marksVars(marks.SandboxDir, r.ws))
-	r.cfg.Virtual = virtualConfig(&r.spec)
-	cfg := &r.cfg
-	r.spec.Wrap = func(argv, envl []string, dir string) (*exec.Cmd, error) {
-		cfg.Sockets = append(cfg.Sockets, daldSocket(envl)...)
-		return sandbox.Command(*cfg, argv, envl, dir)
-	}
-	r.spec.Wait = sandbox.Wait
+	maps.Copy(r.spec.Env, rundir.Vars(marks.SandboxDir, r.ws))
+	r.cfg.Virtual = record.VirtualConfig(&r.spec)
+	record.WrapInSandbox(&r.spec, &r.cfg)
 	return nil
 }
 
@@ -332,7 +330,7 @@ func (r *replaying) keptEnv() map[string]string {
 	for _, k := range r.o.KeepEnv {
 		named[k] = true
 		r.spec.KeepEnv = append(r.spec.KeepEnv, k)
-		if h, ok := env.Kept[k]; ok && hashValue(os.Getenv(k)) != h {
+		if h, ok := env.Kept[k]; ok && record.HashBytes([]byte(os.Getenv(k))) != h {
 			fmt.Fprintf(r.o.Log, "dal: %s differs from the recorded value (only its hash is stored): set it as it was for an exact replay\n", k)
 		}
 	}
@@ -346,7 +344,7 @@ func (r *replaying) keptEnv() map[string]string {
 	}
 	for _, k := range env.Secrets {
 		if !named[k] {
-			out[k] = Placeholder(k)
+			out[k] = record.Placeholder(k)
 			placeholders = append(placeholders, k)
 		}
 	}
@@ -374,12 +372,12 @@ func (r *replaying) keptEnv() map[string]string {
 // secretScrubber replaces, in the replay's output, the values that stood
 // in for the recorded secrets: the placeholders, and the caller's values
 // of secrets the replay names.
-func (r *replaying) secretScrubber() *scrubber {
+func (r *replaying) secretScrubber() *record.Scrubber {
 	var values []string
 	for _, k := range r.env.Secrets {
-		values = append(values, Placeholder(k), os.Getenv(k))
+		values = append(values, record.Placeholder(k), os.Getenv(k))
 	}
-	return newScrubber(values)
+	return record.NewScrubber(values)
 }
 
 // scrubbedHashes makes the file comparison hold for files whose recorded
@@ -402,19 +400,19 @@ func (r *replaying) scrubbedHashes() error {
 			if err != nil {
 				return err
 			}
-			r.changes[i].Hash = hashBytes(b)
+			r.changes[i].Hash = record.HashBytes(b)
 		}
 	}
 	for i, c := range r.got {
 		if !scrubbed[sandbox.MirrorPath(c.Path)] || c.Hash == "" {
 			continue
 		}
-		b, err := readNoFollow(filepath.Join(sandbox.Upper(r.cfg), filepath.FromSlash(c.Path)))
+		b, err := record.ReadNoFollow(filepath.Join(sandbox.Upper(r.cfg), filepath.FromSlash(c.Path)))
 		if err != nil {
 			return err
 		}
 		b, _ = s.Bytes(b)
-		r.got[i].Hash = hashBytes(b)
+		r.got[i].Hash = record.HashBytes(b)
 	}
 	return nil
 }
@@ -427,7 +425,7 @@ func (r *replaying) run(ctx context.Context) error {
 	start := time.Now()
 	res, err := runner.Run(ctx, r.spec)
 	blocked, _ := sandbox.Blocked(r.cfg)
-	r.xs = r.nw.finish(blocked)
+	r.xs = r.nw.Finish(blocked)
 	if err != nil {
 		return err
 	}
@@ -440,13 +438,13 @@ func (r *replaying) run(ctx context.Context) error {
 // recording's policy, so the replayed output compares with the recorded
 // one) and reads the replay's file changes.
 func (r *replaying) capture() error {
-	its, err := selectIterations(r.marks, r.policy)
+	its, err := rundir.Select(r.marks, r.policy)
 	if err != nil {
 		return fmt.Errorf("the agent's iterations: %w", err)
 	}
 	if its != nil {
 		r.gotIts = its.Marks
-		if err := its.apply(placeIn(r.cfg)); err != nil {
+		if err := its.Apply(rundir.PlaceIn(r.cfg)); err != nil {
 			return err
 		}
 	}
@@ -484,7 +482,7 @@ func (r *replaying) compare() {
 	if len(r.recIts) > 0 || len(r.gotIts) > 0 {
 		v.Components = append(v.Components, compareIterations(r.recIts, r.gotIts, "recording", "replay"))
 	}
-	v.Misses = len(r.nw.misses)
+	v.Misses = len(r.nw.Misses())
 	for _, x := range r.xs {
 		if x.Response != nil {
 			v.Served++

@@ -1,4 +1,4 @@
-package record
+package replay
 
 import (
 	"bytes"
@@ -8,13 +8,14 @@ import (
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/record"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/vclock"
 )
 
 // loaded is the parts of a bundle that Diff compares.
 type loaded struct {
-	env            RunEnv
+	env            record.RunEnv
 	stdout, stderr []byte
 	changes        []sandbox.Change
 	clock          *vclock.File

@@ -1,4 +1,4 @@
-package record
+package replay
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/match"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
+	"github.com/dal-runtime/dal/internal/record"
 	"github.com/dal-runtime/dal/internal/sandbox"
 )
 
@@ -36,7 +37,7 @@ func (r *replaying) settle(ctx context.Context) {
 			return matchFS(ctx, spec, r.changes, r.got,
 				func(p string) ([]byte, error) { return r.b.ReadFile("fs-diff/files/" + sandbox.MirrorPath(p)) },
 				func(p string) ([]byte, error) {
-					b, err := readNoFollow(filepath.Join(upper, filepath.FromSlash(p)))
+					b, err := record.ReadNoFollow(filepath.Join(upper, filepath.FromSlash(p)))
 					if err == nil {
 						b, _ = scrub.Bytes(b)
 					}
@@ -49,11 +50,11 @@ func (r *replaying) settle(ctx context.Context) {
 			if err != nil {
 				return match.Result{}, false
 			}
-			es, err := r.nw.entries(r.xs)
+			es, err := r.nw.Entries(r.xs)
 			if err != nil {
 				return match.Result{}, false
 			}
-			return matchPrompts(ctx, spec, want, extractPrompts(es)), true
+			return matchPrompts(ctx, spec, want, record.ExtractPrompts(es)), true
 		}
 		return match.Result{}, false
 	}

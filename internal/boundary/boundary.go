@@ -1,0 +1,73 @@
+// Package boundary is the format of a bundle's syscalls.json: which
+// nondeterminism boundaries the agent's process tree crossed
+// (docs/design.md §8), seen from the kernel by dald's eBPF tracer and from
+// the shims, and whether the bundle captured each. dal-exec record writes
+// it (package record computes it); dal-exec show reads it.
+package boundary
+
+import (
+	"github.com/dal-runtime/dal/internal/sysvirt"
+	"github.com/dal-runtime/dal/internal/wire"
+)
+
+// Version is the syscalls.json format version.
+const Version = 1
+
+// Boundary is syscalls.json.
+type Boundary struct {
+	Version int `json:"version"`
+	// Observed is false when the kernel side was not traced; Reason says
+	// why, and Syscalls and Coverage are then absent rather than wrong.
+	Observed bool   `json:"observed"`
+	Reason   string `json:"reason,omitempty"`
+	// Syscalls counts every system call of the session's processes by
+	// name, from each process's exec of the agent on (as strace -f -c).
+	Syscalls   map[string]uint64         `json:"syscalls,omitempty"`
+	Categories map[string]*CategoryCover `json:"categories"`
+	// Coverage is |captured ∩ touched| / |touched| (1 when nothing was
+	// touched); nil when not observed.
+	Coverage *float64 `json:"coverage,omitempty"`
+	Escapes  []Escape `json:"escapes"`
+	// Events are the notable crossings the tracer reported.
+	Events        []wire.TraceEvent `json:"events,omitempty"`
+	DroppedEvents uint64            `json:"dropped_events"`
+	// NotObservable names what no syscall hook can see.
+	NotObservable []string `json:"not_observable"`
+	// Unshimmed counts the exec'd processes that never reached dald through
+	// a shim; UnshimmedFiles names the programs among them that are not
+	// Python or Node.
+	Unshimmed      int      `json:"unshimmed"`
+	UnshimmedFiles []string `json:"unshimmed_files,omitempty"`
+	// SyscallLayer is what the syscall layer (package sysvirt) served every
+	// process of the tree, shimmed or not; absent when it was off (logged
+	// and default modes) or left no count.
+	SyscallLayer *sysvirt.Counts `json:"syscall_layer,omitempty"`
+}
+
+// CategoryCover is one category's observation.
+type CategoryCover struct {
+	Touched  bool   `json:"touched"`
+	Captured bool   `json:"captured"`
+	Syscalls uint64 `json:"syscalls"`
+	// Shim counts what the runtime shims served: clock reads, random
+	// draws (bytes), or recorded exchanges for network.
+	Shim int64 `json:"shim"`
+	// Record names the bundle file that holds the category's record.
+	Record string `json:"record,omitempty"`
+}
+
+// Escape is a crossing the bundle did not capture.
+type Escape struct {
+	Category string `json:"category"`
+	Detail   string `json:"detail"`
+	PID      int    `json:"pid,omitempty"`
+}
+
+// EscapeCounts counts escapes by category, for the metrics.
+func (b *Boundary) EscapeCounts() map[string]int {
+	m := map[string]int{}
+	for _, e := range b.Escapes {
+		m[e.Category]++
+	}
+	return m
+}
