@@ -202,26 +202,26 @@ func (n *Network) Configure(cfg *sandbox.Config) {
 		sandbox.Mount{Source: filepath.Join(n.dir, "trust.pem"), Target: trustTarget, ReadOnly: true},
 		sandbox.Mount{Source: filepath.Join(n.dir, "ca.pem"), Target: caTarget, ReadOnly: true})
 	prev := cfg.BeforeAgent
-	cfg.BeforeAgent = func(pid int) error {
+	cfg.BeforeAgent = func(c *sandbox.Cmd) error {
 		if prev != nil {
-			if err := prev(pid); err != nil {
+			if err := prev(c); err != nil {
 				return err
 			}
 		}
-		return n.listen(pid)
+		return n.listen(c)
 	}
 }
 
 // listen opens the proxy's listeners in the agent's namespace.
-func (n *Network) listen(pid int) error {
-	l, err := sandbox.ListenIn(pid, n.env.Proxy)
+func (n *Network) listen(c *sandbox.Cmd) error {
+	l, err := c.ListenIn(n.env.Proxy)
 	if err != nil {
 		return err
 	}
 	// The proxy watches its clients' sockets with sock_diag in their
 	// namespace, which a rootless dal-exec cannot enter: the init makes
 	// the socket there.
-	diag, err := sandbox.SocketIn(pid, unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_SOCK_DIAG)
+	diag, err := c.SocketIn(unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_SOCK_DIAG)
 	if err == nil {
 		err = n.proxy.AdoptDiagSocket(diag)
 		diag.Close()
@@ -231,7 +231,7 @@ func (n *Network) listen(pid int) error {
 	}
 	go n.proxy.Serve(l)
 	for _, addr := range n.env.Mirrored {
-		l, err := sandbox.ListenIn(pid, addr)
+		l, err := c.ListenIn(addr)
 		if err != nil {
 			return fmt.Errorf("mirror the host's %s into the sandbox: %w", addr, err)
 		}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -301,14 +300,17 @@ func (r *recording) buildSandbox() error {
 // is bound writable. cfg must outlive the run.
 func WrapInSandbox(spec *runner.Spec, cfg *sandbox.Config) {
 	clockOut := spec.ClockOut
-	spec.Wrap = func(argv, env []string, dir string) (*exec.Cmd, error) {
+	spec.Wrap = func(argv, env []string, dir string) (runner.Wrapped, error) {
 		cfg.Sockets = append(cfg.Sockets, daldSocket(env)...)
 		if clockOut != "" {
 			cfg.Binds = append(cfg.Binds, filepath.Dir(clockOut))
 		}
-		return sandbox.Command(*cfg, argv, env, dir)
+		c, err := sandbox.Command(*cfg, argv, env, dir)
+		if err != nil {
+			return runner.Wrapped{}, err
+		}
+		return runner.Wrapped{Cmd: c.Cmd, Wait: c.Wait, Close: c.Close}, nil
 	}
-	spec.Wait = sandbox.Wait
 }
 
 // openLogs creates the bundle's logs/ and tees the agent's output and

@@ -72,15 +72,22 @@ type Spec struct {
 	// Wrap, when set, builds the command that runs the agent (argv[0] is
 	// already resolved through PATH), e.g. inside a sandbox. The runner
 	// still owns its process attributes, start, watchdog and wait.
-	Wrap func(argv, env []string, dir string) (*exec.Cmd, error)
-	// Wait, when set, replaces cmd.Wait for a wrapped command: it returns
-	// setup failures of the wrapper as errors of dal (exit 2), not of the
-	// agent.
-	Wait func(cmd *exec.Cmd) error
+	Wrap func(argv, env []string, dir string) (Wrapped, error)
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Log            io.Writer // dal's own messages ("dal: ...")
+}
+
+// Wrapped is a command built by [Spec.Wrap].
+type Wrapped struct {
+	Cmd *exec.Cmd
+	// Wait replaces Cmd.Wait: it returns setup failures of the wrapper as
+	// errors of dal (exit 2), not of the agent.
+	Wait func() error
+	// Close, when set, releases what the wrapper holds. The runner calls
+	// it once done with the command, whether it started it or not.
+	Close func() error
 }
 
 // Result is what a run produced.
@@ -309,12 +316,17 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 // waits for the agent and its whole tree.
 func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result) error {
 	cmd := &exec.Cmd{Path: path, Args: spec.Args, Dir: spec.Dir, Env: env.List()}
+	wait := cmd.Wait
 	if spec.Wrap != nil {
 		argv := append([]string{path}, spec.Args[1:]...)
-		var err error
-		if cmd, err = spec.Wrap(argv, env.List(), spec.Dir); err != nil {
+		w, err := spec.Wrap(argv, env.List(), spec.Dir)
+		if err != nil {
 			return err
 		}
+		if w.Close != nil {
+			defer w.Close()
+		}
+		cmd, wait = w.Cmd, w.Wait
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	if cmd.SysProcAttr == nil {
@@ -338,10 +350,6 @@ func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result)
 	start := time.Now()
 	if err := startPinned(cmd, spec.CPUs); err != nil {
 		return fmt.Errorf("start %s: %w", spec.Args[0], err)
-	}
-	wait := cmd.Wait
-	if spec.Wait != nil {
-		wait = func() error { return spec.Wait(cmd) }
 	}
 	done := make(chan error, 1)
 	go func() { done <- wait() }()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -167,7 +166,7 @@ func runAgent(t *testing.T, cfg Config, name string, args ...string) result {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	err := Wait(cmd)
+	err := cmd.Wait()
 	r := result{stdout: out.String(), stderr: errb.String()}
 	if err != nil {
 		t.Fatalf("agent %s: %v (stdout %q, stderr %q)", name, err, r.stdout, r.stderr)
@@ -175,7 +174,7 @@ func runAgent(t *testing.T, cfg Config, name string, args ...string) result {
 	return r
 }
 
-func agentCommand(t *testing.T, cfg Config, name string, args ...string) *exec.Cmd {
+func agentCommand(t *testing.T, cfg Config, name string, args ...string) *Cmd {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

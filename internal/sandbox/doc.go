@@ -6,10 +6,13 @@
 //
 // # The sandbox
 //
-// [Command] returns an *exec.Cmd that re-executes the current binary
-// (/proc/self/exe) with a hidden first argument in new mount, pid, IPC and
-// UTS namespaces; [Init], the first statement of main, recognises it and
-// becomes the sandbox's init (PID 1). The init
+// [Command] returns a [Cmd], an *exec.Cmd that re-executes the current
+// binary (/proc/self/exe) with a hidden first argument in new mount, pid,
+// IPC and UTS namespaces, together with the descriptors dal-exec keeps to
+// talk to it (a status pipe, the gate, the policy channel); [Init], the
+// first statement of main, recognises it and becomes the sandbox's init
+// (PID 1). The Cmd owns those descriptors: [Cmd.Wait] or [Cmd.Close]
+// releases them. The init
 //
 //   - makes every mount private, so nothing propagates to the host;
 //   - mounts an overlay at the workspace path: the lower layer is the real
@@ -51,7 +54,8 @@
 //
 // The init dies with its parent (Pdeathsig), and the namespace with the init.
 // A setup failure is written as one sentence on a pipe and the init exits 125
-// without running the agent; [Ready] and [Wait] turn it into a *[SetupError].
+// without running the agent; [Cmd.Ready] and [Cmd.Wait] turn it into a
+// *[SetupError].
 //
 // Preconditions: overlayfs and the new mount API (Linux 5.12 or later;
 // "lowerdir+" is used from 6.8 and falls back to a joined lowerdir before;

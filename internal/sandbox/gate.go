@@ -2,11 +2,11 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,10 +30,6 @@ import (
 // caller holds every capability in the user namespace it made (rootless),
 // or is root.
 
-// gates maps the pid of an init whose BeforeAgent hook is running to its
-// pending start, for [SocketIn].
-var gates sync.Map
-
 // gateSocket returns the init's end and dal-exec's end of a gate.
 func gateSocket() (child, parent *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -44,16 +40,16 @@ func gateSocket() (child, parent *os.File, err error) {
 }
 
 // ListenIn opens a TCP listener at addr ("127.0.0.1:3128") inside the
-// network namespace of the sandbox whose init has pid initPID (from
-// [Command] with Config.Network); it may be called only from that
-// sandbox's BeforeAgent hook. The listener belongs to that namespace for
-// its whole life while its owner, dal-exec, stays in its own: connections
-// the agent opens to addr arrive here, and whatever dal dials from them
-// goes out of dal-exec's namespace. The caller owns the listener.
-func ListenIn(initPID int, addr string) (net.Listener, error) {
+// network namespace of c's sandbox (from [Command] with Config.Network);
+// it may be called only while c's BeforeAgent hook runs. The listener
+// belongs to that namespace for its whole life while its owner, dal-exec,
+// stays in its own: connections the agent opens to addr arrive here, and
+// whatever dal dials from them goes out of dal-exec's namespace. The
+// caller owns the listener.
+func (c *Cmd) ListenIn(addr string) (net.Listener, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox.ListenIn: %q is not an IP address and port", addr)
+		return nil, fmt.Errorf("sandbox.Cmd.ListenIn: %q is not an IP address and port", addr)
 	}
 	var domain int
 	var sa unix.Sockaddr
@@ -62,7 +58,7 @@ func ListenIn(initPID int, addr string) (net.Listener, error) {
 	} else {
 		domain, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
 	}
-	f, err := SocketIn(initPID, domain, unix.SOCK_STREAM, 0)
+	f, err := c.SocketIn(domain, unix.SOCK_STREAM, 0)
 	if err != nil {
 		return nil, fmt.Errorf("listen at %s in the sandbox: %w", addr, err)
 	}
@@ -85,27 +81,26 @@ func ListenIn(initPID int, addr string) (net.Listener, error) {
 }
 
 // SocketIn makes a socket (socket(2)'s domain, type and protocol; it is
-// close-on-exec) in the namespaces of the sandbox whose init has pid
-// initPID, from that sandbox's BeforeAgent hook: a listener's socket, or a
-// NETLINK_SOCK_DIAG socket that sees the sandbox's connections.
-func SocketIn(initPID, domain, typ, proto int) (*os.File, error) {
-	v, ok := gates.Load(initPID)
-	if !ok {
-		return nil, fmt.Errorf("sandbox.SocketIn: process %d is not a sandbox waiting to start its agent (call it from BeforeAgent)", initPID)
+// close-on-exec) in the namespaces of c's sandbox, while c's BeforeAgent
+// hook runs (from any goroutine; requests take turns on the gate): a
+// listener's socket, or a NETLINK_SOCK_DIAG socket that sees the
+// sandbox's connections. The caller owns the socket.
+func (c *Cmd) SocketIn(domain, typ, proto int) (*os.File, error) {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	if !c.gateOpen {
+		return nil, errors.New("sandbox.Cmd.SocketIn: the sandbox is not waiting to start its agent (call it from Config.BeforeAgent)")
 	}
-	p := v.(*pending)
-	p.gateMu.Lock()
-	defer p.gateMu.Unlock()
 	req := []byte{'S'}
 	for _, n := range []int{domain, typ, proto} {
 		req = binary.NativeEndian.AppendUint32(req, uint32(int32(n)))
 	}
-	if _, err := p.gate.Write(req); err != nil {
+	if _, err := c.gate.Write(req); err != nil {
 		return nil, fmt.Errorf("ask the sandbox for a socket: %w", err)
 	}
 	buf := make([]byte, 512)
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(p.gate.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, _, _, err := unix.Recvmsg(int(c.gate.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
 		return nil, fmt.Errorf("the sandbox did not answer its socket request: %v", err)
 	}

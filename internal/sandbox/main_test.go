@@ -37,7 +37,7 @@ func fakeDalExec() int {
 		fmt.Println(err)
 		return 2
 	}
-	if err := cmd.Start(); err != nil || Ready(cmd) != nil {
+	if err := cmd.Start(); err != nil || cmd.Ready() != nil {
 		fmt.Println("start failed")
 		return 2
 	}
@@ -94,7 +94,7 @@ func writeTree(t testing.TB, root string, files map[string]string) {
 }
 
 // command prepares a /bin/sh script in the sandbox, in the workspace.
-func command(t testing.TB, cfg Config, script string, env ...string) *exec.Cmd {
+func command(t testing.TB, cfg Config, script string, env ...string) *Cmd {
 	t.Helper()
 	cmd, err := Command(cfg, []string{"/bin/sh", "-c", script},
 		append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}, env...), cfg.Workspace)
@@ -114,7 +114,7 @@ func run(t testing.TB, cfg Config, script string, env ...string) result {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	err := Wait(cmd)
+	err := cmd.Wait()
 	r := result{stdout: out.String(), stderr: errb.String()}
 	var ee *exec.ExitError
 	switch {
@@ -276,7 +276,7 @@ func TestSignalForwarding(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		if err := Ready(cmd); err != nil {
+		if err := cmd.Ready(); err != nil {
 			t.Fatal(err)
 		}
 		if l, _ := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
@@ -287,7 +287,7 @@ func TestSignalForwarding(t *testing.T) {
 		} else {
 			cmd.Process.Signal(tc.sig)
 		}
-		err = Wait(cmd)
+		err = cmd.Wait()
 		var ee *exec.ExitError
 		// The trap ran exactly once: not lost, not doubled.
 		if !errors.As(err, &ee) || ee.ExitCode() != 41 {
@@ -346,7 +346,7 @@ func TestSetupErrors(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			err = Wait(cmd)
+			err = cmd.Wait()
 			var se *SetupError
 			if !errors.As(err, &se) || !strings.Contains(se.Msg, tc.want) || strings.Contains(se.Msg, "\n") {
 				t.Fatalf("Wait: %v, want one sentence with %q", err, tc.want)
@@ -438,7 +438,7 @@ func TestTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	pts.Close()
-	if err := Ready(cmd); err != nil {
+	if err := cmd.Ready(); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -446,7 +446,7 @@ func TestTerminal(t *testing.T) {
 	go func() { out.ReadFrom(ptm); close(done) }()
 	ptm.Write([]byte("hello\n"))
 	waited := make(chan error, 1)
-	go func() { waited <- Wait(cmd) }()
+	go func() { waited <- cmd.Wait() }()
 	select {
 	case err := <-waited:
 		if err != nil {

@@ -43,9 +43,9 @@ func TestNetwork(t *testing.T) {
 	// Ports below 1024 and IPv6 too: rootless, dal-exec binds them with
 	// the capabilities it holds in the user namespace it made.
 	inner := make(chan string, 2)
-	cfg.BeforeAgent = func(pid int) error {
+	cfg.BeforeAgent = func(c *Cmd) error {
 		for _, addr := range []string{"127.0.0.1:80", "[::1]:443"} {
-			l, err := ListenIn(pid, addr)
+			l, err := c.ListenIn(addr)
 			if err != nil {
 				return err
 			}
@@ -110,12 +110,12 @@ func TestGateError(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t, nil)
 	boom := errors.New("tracing refused")
-	cfg.BeforeAgent = func(int) error { return boom }
+	cfg.BeforeAgent = func(*Cmd) error { return boom }
 	cmd := command(t, cfg, "touch ran")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := Wait(cmd); !errors.Is(err, boom) {
+	if err := cmd.Wait(); !errors.Is(err, boom) {
 		t.Fatalf("Wait = %v, want the hook's error", err)
 	}
 	if _, err := os.Stat(filepath.Join(Upper(cfg), "ran")); err == nil {

@@ -83,9 +83,10 @@ type policyReply struct {
 }
 
 // servePolicy answers the init's requests on c with g.Decide until the init
-// hangs up. It owns c.
-func servePolicy(c *os.File, g *PolicyGate) {
-	defer c.Close()
+// hangs up or c is closed, then closes read; answers decided later go
+// nowhere once the init is gone. The [Cmd] owns c; a malformed request
+// closes it here already, so the init fails every call.
+func servePolicy(c *os.File, g *PolicyGate, read chan<- struct{}) {
 	var mu sync.Mutex
 	enc := json.NewEncoder(c)
 	sc := bufio.NewScanner(c)
@@ -94,6 +95,7 @@ func servePolicy(c *os.File, g *PolicyGate) {
 	for sc.Scan() {
 		var req policyRequest
 		if json.Unmarshal(sc.Bytes(), &req) != nil {
+			c.Close()
 			break
 		}
 		wg.Add(1)
@@ -105,6 +107,7 @@ func servePolicy(c *os.File, g *PolicyGate) {
 			mu.Unlock()
 		}()
 	}
+	close(read)
 	wg.Wait()
 }
 

@@ -98,7 +98,7 @@ for port in (7070, 8080, 9090):
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := Wait(cmd); err != nil {
+	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
 	g.mu.Lock()

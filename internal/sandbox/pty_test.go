@@ -146,7 +146,7 @@ func TestNoTerminalInjection(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			if err := Wait(cmd); err != nil {
+			if err := cmd.Wait(); err != nil {
 				t.Fatalf("agent: %v", err)
 			}
 			var said string
@@ -243,7 +243,7 @@ func TestTerminalResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("33 77")
-	if err := Wait(cmd); err != nil {
+	if err := cmd.Wait(); err != nil {
 		t.Fatalf("agent: %v", err)
 	}
 }

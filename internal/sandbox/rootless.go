@@ -15,7 +15,7 @@ import (
 // mounted with userxattr and keeps its marks (opaque directories) in
 // user.overlay.* xattrs instead of trusted.overlay.*, and it leaves its
 // work directory's "work" entry unreadable to the caller (mode 0), which
-// [Wait] makes removable again.
+// [Cmd.Wait] makes removable again.
 func rootless() bool { return os.Geteuid() != 0 }
 
 // opaqueXattr is the xattr that marks an opaque directory in the overlays

@@ -56,14 +56,16 @@ type Config struct {
 	Mounts []Mount
 	// Network gives the agent a network namespace of its own with only a
 	// loopback interface: nothing it opens reaches another machine unless
-	// dal listens for it there ([ListenIn]). Connections it attempts to
+	// dal listens for it there ([Cmd.ListenIn]). Connections it attempts to
 	// other addresses fail and are listed by [Blocked].
 	Network bool
-	// BeforeAgent, when set, runs once the sandbox is set up and before the
-	// agent is started, with the init's PID (in dal-exec's PID namespace):
-	// the moment to open listeners in its network namespace or start
-	// tracing it. An error stops the sandbox; [Ready] returns it.
-	BeforeAgent func(initPID int) error
+	// BeforeAgent, when set, runs in [Cmd.Ready] once the sandbox is set
+	// up and before the agent is started, with the sandbox's command
+	// (c.Process.Pid is the init's PID in dal-exec's PID namespace): the
+	// moment to open listeners in its network namespace ([Cmd.ListenIn],
+	// [Cmd.SocketIn]) or start tracing it. An error stops the sandbox;
+	// Ready returns it.
+	BeforeAgent func(c *Cmd) error
 	// Virtual, when enabled, puts every process of the agent's tree under
 	// the syscall layer (package sysvirt): virtual clocks, sleeps and
 	// timed waits, seeded getrandom and AT_RANDOM. [Virtualized] reads
@@ -151,30 +153,47 @@ type SetupError struct{ Msg string }
 
 func (e *SetupError) Error() string { return e.Msg }
 
-// pending holds the parent's ends of a started sandbox's status pipe.
-type pending struct {
-	status *os.File // read end: a setup error, or EOF once the agent runs
-	gate   *os.File // the parent's end of the gate socket (gate.go)
-	gateMu sync.Mutex
-	work   string // the overlay's work directory (Staging/work)
-	before func(int) error
-	child  []*os.File
-	once   sync.Once
-	err    error
+// Cmd is a command that runs in a sandbox, from [Command]. The embedded
+// *exec.Cmd is the sandbox's init; the caller sets its standard streams
+// and starts it. Cmd owns the parent's ends of the init's status pipe,
+// gate (gate.go) and policy channel (policygate.go), and its copies of the
+// descriptors the init inherits (fds 3 to 7): [Cmd.Ready] closes the
+// inherited copies and the gate once the init runs, [Cmd.Wait] and
+// [Cmd.Close] close every one.
+type Cmd struct {
+	*exec.Cmd
+
+	status *os.File   // read end of the status pipe: a setup error, or EOF once the agent runs
+	child  []*os.File // the init's descriptors (ExtraFiles), the parent's copies
+	gate   *os.File   // dal-exec's end of the gate socket
+	policy *os.File   // dal-exec's end of the policy channel; nil without Config.Policy
+	// policyRead is closed when servePolicy has read the policy channel
+	// to its end (or the channel was closed).
+	policyRead chan struct{}
+	work       string // the overlay's work directory (Staging/work)
+	before     func(*Cmd) error
+
+	gateMu   sync.Mutex // held for each request on the gate
+	gateOpen bool       // BeforeAgent is running: SocketIn may ask
+
+	ready     sync.Once
+	readyErr  error
+	closeOnce sync.Once
+	closeErr  error
 }
 
-var started sync.Map // *exec.Cmd → *pending
-
-// Command returns an *exec.Cmd that runs argv with env in dir (absolute;
-// "" = the caller's working directory) inside the sandbox described by cfg.
+// Command returns a [Cmd] that runs argv with env in dir (absolute; "" =
+// the caller's working directory) inside the sandbox described by cfg.
 // The caller sets Stdin, Stdout and Stderr and may set fields of
 // SysProcAttr (Setpgid, Foreground...) but must keep Cloneflags and
-// Pdeathsig. After Start, [Ready] reports whether the sandbox came up;
-// [Wait] (in place of cmd.Wait) does the same after the run. The command
-// exits with the agent's status, 128+n when the agent was killed by signal
-// n, and 125 on a setup failure. Command creates Staging/upper and
-// Staging/work; it leaks two file descriptors until Ready or Wait is called.
-func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, error) {
+// Pdeathsig. After Start, [Cmd.Ready] reports whether the sandbox came
+// up; [Cmd.Wait] (in place of exec.Cmd.Wait) does the same after the run.
+// The command exits with the agent's status, 128+n when the agent was
+// killed by signal n, and 125 on a setup failure. Command creates
+// Staging/upper and Staging/work, and opens descriptors that the Cmd owns
+// until Wait or [Cmd.Close]: call one of them, whether or not the command
+// was started.
+func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run in the sandbox")
 	}
@@ -211,34 +230,36 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 	if err != nil {
 		return nil, err
 	}
+	c := &Cmd{work: workDir(cfg), before: cfg.BeforeAgent}
+	fail := func(err error) (*Cmd, error) {
+		c.Close()
+		return nil, err
+	}
 	denied, err := os.OpenFile(deniedFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create the denied-writes list: %w", err)
+		return fail(fmt.Errorf("create the denied-writes list: %w", err))
 	}
+	c.child = append(c.child, denied)
 	counts, err := os.OpenFile(countsFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		denied.Close()
-		return nil, fmt.Errorf("create the syscall layer's counts: %w", err)
+		return fail(fmt.Errorf("create the syscall layer's counts: %w", err))
 	}
+	c.child = append(c.child, counts)
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		denied.Close()
-		counts.Close()
-		return nil, fmt.Errorf("create the sandbox status pipe: %w", err)
+		return fail(fmt.Errorf("create the sandbox status pipe: %w", err))
 	}
+	c.status, c.child = pr, append(c.child, pw)
 	gr, gw, err := gateSocket()
 	if err != nil {
-		denied.Close()
-		counts.Close()
-		pr.Close()
-		pw.Close()
-		return nil, fmt.Errorf("create the sandbox gate pipe: %w", err)
+		return fail(fmt.Errorf("create the sandbox gate pipe: %w", err))
 	}
+	c.gate, c.child = gw, append(c.child, gr)
 	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
 	if cfg.Network {
 		flags |= syscall.CLONE_NEWNET
 	}
-	cmd := &exec.Cmd{
+	c.Cmd = &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{initArg, string(b)},
 		Env:        env,
@@ -249,26 +270,22 @@ func Command(cfg Config, argv []string, env []string, dir string) (*exec.Cmd, er
 		},
 	}
 	if rootless() {
-		a := cmd.SysProcAttr
+		a := c.SysProcAttr
 		a.Cloneflags |= syscall.CLONE_NEWUSER
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
-	p := &pending{status: pr, gate: gw, work: workDir(cfg), before: cfg.BeforeAgent, child: []*os.File{pw, denied, gr, counts}}
 	if cfg.Policy != nil {
 		parent, child, err := newPolicyChannel()
 		if err != nil {
-			for _, f := range append(p.child, pr, gw) {
-				f.Close()
-			}
-			return nil, err
+			return fail(err)
 		}
-		cmd.ExtraFiles = append(cmd.ExtraFiles, child) // fd 7
-		p.child = append(p.child, child)
-		go servePolicy(parent, cfg.Policy)
+		c.ExtraFiles = append(c.ExtraFiles, child) // fd 7
+		c.child = append(c.child, child)
+		c.policy, c.policyRead = parent, make(chan struct{})
+		go servePolicy(parent, cfg.Policy, c.policyRead)
 	}
-	started.Store(cmd, p)
-	return cmd, nil
+	return c, nil
 }
 
 // check validates cfg in the caller, so the common mistakes are reported
@@ -328,70 +345,80 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
-// Ready blocks until the sandbox of a started cmd (from [Command]) has
-// started the agent, and returns a *[SetupError] when it could not; then
-// the init has exited and cmd.Wait reaps it. It closes the parent's copies
-// of the init's descriptors, so it never hangs on a dead init. Calling it
+// Ready blocks until the sandbox of the started c has started the agent,
+// and returns a *[SetupError] when it could not; then the init has exited
+// and [Cmd.Wait] reaps it. With [Config.BeforeAgent] it runs the hook
+// first, on this goroutine. It closes the parent's copies of the init's
+// descriptors and the gate, so it never hangs on a dead init. Calling it
 // more than once returns the same answer.
-func Ready(cmd *exec.Cmd) error {
-	v, ok := started.Load(cmd)
-	if !ok {
-		return errors.New("sandbox.Ready: not a command from sandbox.Command")
-	}
-	p := v.(*pending)
-	p.once.Do(func() {
-		if cmd.Process == nil {
-			p.err = errors.New("sandbox.Ready: the command was not started")
+func (c *Cmd) Ready() error {
+	c.ready.Do(func() {
+		if c.Process == nil {
+			c.readyErr = errors.New("sandbox.Cmd.Ready: the command was not started")
 			return
 		}
-		for _, f := range p.child {
-			f.Close()
-		}
-		defer p.gate.Close()
-		if p.before != nil {
-			if err := p.openGate(cmd.Process.Pid); err != nil {
-				cmd.Process.Kill()
-				p.status.Close()
-				p.err = err
+		closeAll(c.child)
+		defer c.closeGate()
+		if c.before != nil {
+			if err := c.openGate(); err != nil {
+				c.Process.Kill()
+				c.status.Close()
+				c.readyErr = err
 				return
 			}
 		}
-		msg, err := io.ReadAll(bufio.NewReader(io.LimitReader(p.status, 4096)))
-		p.status.Close()
+		msg, err := io.ReadAll(bufio.NewReader(io.LimitReader(c.status, 4096)))
+		c.status.Close()
 		switch {
 		case len(msg) > 0:
-			p.err = &SetupError{Msg: strings.TrimSpace(string(msg))}
+			c.readyErr = &SetupError{Msg: strings.TrimSpace(string(msg))}
 		case err != nil:
-			p.err = fmt.Errorf("read the sandbox status: %w", err)
+			c.readyErr = fmt.Errorf("read the sandbox status: %w", err)
 		}
 	})
-	return p.err
+	return c.readyErr
 }
 
 // openGate waits for the init's "set up" byte, runs the BeforeAgent hook
 // and lets the init start the agent. A setup error instead of the byte is
 // returned as a *SetupError.
-func (p *pending) openGate(pid int) error {
+func (c *Cmd) openGate() error {
 	var b [1]byte
-	n, _ := p.status.Read(b[:])
+	n, _ := c.status.Read(b[:])
 	if n != 1 || b[0] != gateByte {
-		rest, _ := io.ReadAll(io.LimitReader(p.status, 4096))
+		rest, _ := io.ReadAll(io.LimitReader(c.status, 4096))
 		msg := strings.TrimSpace(string(append(b[:n], rest...)))
 		if msg == "" {
 			msg = "the sandbox init exited before setting up"
 		}
 		return &SetupError{Msg: msg}
 	}
-	gates.Store(pid, p)
-	err := p.before(pid)
-	gates.Delete(pid)
+	c.setGateOpen(true)
+	err := c.before(c)
+	c.setGateOpen(false)
 	if err != nil {
 		return gateError{err}
 	}
-	if _, err := p.gate.Write(b[:]); err != nil {
+	if _, err := c.gate.Write(b[:]); err != nil {
 		return fmt.Errorf("start the agent in the sandbox: %w", err)
 	}
 	return nil
+}
+
+func (c *Cmd) setGateOpen(open bool) {
+	c.gateMu.Lock()
+	c.gateOpen = open
+	c.gateMu.Unlock()
+}
+
+// closeGate closes dal-exec's end of the gate, once no request is on it.
+func (c *Cmd) closeGate() {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	c.gateOpen = false
+	if c.gate != nil {
+		c.gate.Close()
+	}
 }
 
 // errGate marks an error of the BeforeAgent hook: the agent never ran.
@@ -405,21 +432,30 @@ func (e gateError) Unwrap() []error { return []error{e.err, errGate} }
 // gateByte is what a gated init writes on the status pipe once set up.
 const gateByte = 0x01
 
-// Wait is cmd.Wait for a command from [Command]: it returns a *[SetupError]
-// when the sandbox could not be set up, else what cmd.Wait returns (an
-// *exec.ExitError carries the agent's status). It forgets cmd.
-func Wait(cmd *exec.Cmd) error {
-	rerr := Ready(cmd)
-	werr := cmd.Wait()
-	if v, ok := started.Load(cmd); ok && rootless() {
+// Wait is exec.Cmd.Wait for a command from [Command]: it returns a
+// *[SetupError] when the sandbox could not be set up, else what
+// exec.Cmd.Wait returns (an *exec.ExitError carries the agent's status).
+// Once the init is reaped it lets the policy gate read the init's last
+// requests and closes every descriptor c owns ([Cmd.Close]).
+func (c *Cmd) Wait() error {
+	rerr := c.Ready()
+	werr := c.Cmd.Wait()
+	if c.policyRead != nil {
+		// No copy of the init's end is left (the init is gone, and
+		// ours are closed here or were by Ready): the gate's reader
+		// reaches the end of what the init sent.
+		closeAll(c.child)
+		<-c.policyRead
+	}
+	if rootless() && c.Process != nil {
 		// The overlay left work/work at mode 0, owned by the caller:
 		// make it removable (see rootless).
-		if d, err := safefs.Open(v.(*pending).work); err == nil {
+		if d, err := safefs.Open(c.work); err == nil {
 			d.Chmod("work", 0o700)
 			d.Close()
 		}
 	}
-	started.Delete(cmd)
+	c.Close()
 	var se *SetupError
 	if errors.As(rerr, &se) || errors.Is(rerr, errGate) {
 		return rerr
@@ -428,6 +464,43 @@ func Wait(cmd *exec.Cmd) error {
 		return rerr
 	}
 	return werr
+}
+
+// Close closes every descriptor c owns: the parent's ends of the status
+// pipe, gate and policy channel, and its copies of the init's descriptors.
+// Wait calls it; call it yourself for a command that is never started or
+// never waited. It neither stops nor reaps a started init (a sandbox
+// whose parent hung up exits; Wait reaps it). Calling it again does
+// nothing.
+func (c *Cmd) Close() error {
+	c.closeOnce.Do(func() {
+		errs := []error{closeAll(c.child)}
+		if c.status != nil {
+			errs = append(errs, ignoreClosed(c.status.Close()))
+		}
+		c.closeGate()
+		if c.policy != nil {
+			errs = append(errs, ignoreClosed(c.policy.Close()))
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+// closeAll closes fs, some of which may be closed already.
+func closeAll(fs []*os.File) error {
+	var errs []error
+	for _, f := range fs {
+		errs = append(errs, ignoreClosed(f.Close()))
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, os.ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 // DeniedWrite is one write the agent attempted outside the writable parts

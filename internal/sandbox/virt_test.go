@@ -94,6 +94,7 @@ func runLoop(tb testing.TB, bin, op string, n int, v loopVariant) (time.Duration
 	tb.Helper()
 	argv := []string{bin, op, strconv.Itoa(n)}
 	var cmd *exec.Cmd
+	wait := func() error { return cmd.Wait() }
 	if v.sandbox {
 		cfg := newConfig(tb, nil)
 		cfg.Binds = []string{filepath.Dir(bin)}
@@ -102,7 +103,7 @@ func runLoop(tb testing.TB, bin, op string, n int, v loopVariant) (time.Duration
 		if err != nil {
 			tb.Fatal(err)
 		}
-		cmd = c
+		cmd, wait = c.Cmd, c.Wait
 	} else {
 		cmd = exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, v.env...)
@@ -113,12 +114,7 @@ func runLoop(tb testing.TB, bin, op string, n int, v loopVariant) (time.Duration
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	var err error
-	if v.sandbox {
-		err = Wait(cmd)
-	} else {
-		err = cmd.Wait()
-	}
+	err := wait()
 	d := time.Since(start)
 	if err != nil {
 		tb.Fatalf("%s %s %d: %v\n%s", v.name, op, n, err, errb.String())
