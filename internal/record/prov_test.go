@@ -10,38 +10,9 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
+	"github.com/dal-runtime/dal/internal/provtest"
 	"github.com/dal-runtime/dal/internal/sandbox"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-// ValidateProv checks a prov.json against the PROV-JSON schema vendored in
-// testdata (prov-json.schema.json.SOURCE says where it comes from), with
-// format assertions (uri, date-time) on.
-func validateProv(t *testing.T, data []byte) error {
-	t.Helper()
-	schema, err := os.ReadFile(filepath.Join("testdata", "prov-json.schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("prov-json.schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("prov-json.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	return sch.Validate(inst)
-}
 
 func TestProvValidates(t *testing.T) {
 	dir := t.TempDir()
@@ -62,7 +33,7 @@ func TestProvValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := validateProv(t, b); err != nil {
+	if err := provtest.Validate(b); err != nil {
 		t.Fatalf("prov.json does not validate against PROV-JSON: %v\n%s", err, b)
 	}
 	var doc map[string]map[string]map[string]any
@@ -90,7 +61,7 @@ func TestProvValidates(t *testing.T) {
 		bytes.Replace(b, []byte(`"prov:activity": "dal:run"`), []byte(`"prov:activity": 7`), 1),
 		bytes.Replace(b, []byte(`"dal:path": "out/report.md"`), []byte(`"dal:path": {"nested": 1}`), 1),
 	} {
-		if bytes.Equal(bad, b) || validateProv(t, bad) == nil {
+		if bytes.Equal(bad, b) || provtest.Validate(bad) == nil {
 			t.Errorf("an invalid prov.json validates")
 		}
 	}
