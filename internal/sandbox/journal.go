@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dal-runtime/dal/internal/atomicfile"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -121,7 +122,7 @@ func openJournal(j *journal) (*os.File, error) {
 			err = f.Sync()
 		}
 		if err == nil {
-			err = syncDir(filepath.Dir(p))
+			err = atomicfile.SyncDir(filepath.Dir(p))
 		}
 		if err != nil {
 			f.Close()
@@ -138,19 +139,10 @@ func openJournal(j *journal) (*os.File, error) {
 func finish(f *os.File) error {
 	err := os.Remove(f.Name())
 	if err == nil {
-		err = syncDir(filepath.Dir(f.Name()))
+		err = atomicfile.SyncDir(filepath.Dir(f.Name()))
 	}
 	f.Close()
 	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // otherMirror is the files/ of the bundle directory beside mirror's (a
