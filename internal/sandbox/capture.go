@@ -1,13 +1,10 @@
 package sandbox
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"sort"
@@ -17,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -319,12 +317,9 @@ func entryCaps(d *safefs.Dir, rel string, fi fs.FileInfo, caps bool) (Entry, boo
 			return e, false, err
 		}
 		defer f.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, f)
-		if err != nil {
+		if e.Hash, e.Size, err = digest.Reader(f); err != nil {
 			return e, false, err
 		}
-		e.Hash, e.Size = "sha256:"+hex.EncodeToString(h.Sum(nil)), n
 		if caps {
 			_, err := unix.Fgetxattr(int(f.Fd()), "security.capability", nil)
 			has = err == nil
@@ -334,14 +329,9 @@ func entryCaps(d *safefs.Dir, rel string, fi fs.FileInfo, caps bool) (Entry, boo
 		if err != nil {
 			return e, false, err
 		}
-		e.LinkTarget, e.Hash, e.Size = t, hashBytes([]byte(t)), int64(len(t))
+		e.LinkTarget, e.Hash, e.Size = t, digest.Bytes([]byte(t)), int64(len(t))
 	}
 	return e, has, nil
-}
-
-func hashBytes(b []byte) string {
-	s := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(s[:])
 }
 
 // sameEntry reports whether two entries are the same content: kind, mode

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -189,7 +190,7 @@ func copyEntry(src *safefs.Dir, srel string, fi fs.FileInfo, dst *safefs.Dir, dr
 				return "", err
 			}
 		}
-		return hashBytes([]byte(t)), dst.Lutimes(drel, m.atime, m.mtime)
+		return digest.Bytes([]byte(t)), dst.Lutimes(drel, m.atime, m.mtime)
 	}
 	if link && src.Link(srel, dst, drel) == nil {
 		return "", nil

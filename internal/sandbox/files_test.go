@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dal-runtime/dal/internal/digest"
 	"golang.org/x/sys/unix"
 )
 
@@ -133,8 +134,8 @@ func TestRevertCraftedList(t *testing.T) {
 	t.Parallel()
 	host, unchanged := hostTree(t)
 	target := host
-	link := Change{Path: "a", Op: OpDeleted, Kind: KindSymlink, Mode: 0o777, LinkTarget: target, Hash: hashBytes([]byte(target)), Size: int64(len(target))}
-	through := Change{Path: "a/authorized_keys", Op: OpDeleted, Kind: KindFile, Mode: 0o644, Hash: hashBytes([]byte("evil\n")), Size: 5}
+	link := Change{Path: "a", Op: OpDeleted, Kind: KindSymlink, Mode: 0o777, LinkTarget: target, Hash: digest.Bytes([]byte(target)), Size: int64(len(target))}
+	through := Change{Path: "a/authorized_keys", Op: OpDeleted, Kind: KindFile, Mode: 0o644, Hash: digest.Bytes([]byte("evil\n")), Size: 5}
 	ws := t.TempDir()
 	pre := t.TempDir()
 	os.MkdirAll(filepath.Join(pre, "files", "a"), 0o755)
@@ -152,7 +153,7 @@ func TestRevertCraftedList(t *testing.T) {
 	pre2 := t.TempDir()
 	os.MkdirAll(filepath.Join(pre2, "files"), 0o755)
 	os.Symlink(secret, filepath.Join(pre2, "files", "f"))
-	f := Change{Path: "f", Op: OpDeleted, Kind: KindFile, Mode: 0o644, Hash: hashBytes([]byte("host\n")), Size: 5}
+	f := Change{Path: "f", Op: OpDeleted, Kind: KindFile, Mode: 0o644, Hash: digest.Bytes([]byte("host\n")), Size: 5}
 	if err := Revert(ws, pre2, []Change{f}); err == nil || !strings.Contains(err.Error(), "the copy of f is missing") {
 		t.Errorf("Revert from a mirror holding a symlink: %v", err)
 	}
@@ -400,7 +401,7 @@ func TestMirrorPath(t *testing.T) {
 // other (no traversal through an encoding).
 func TestNameEncoding(t *testing.T) {
 	t.Parallel()
-	h := hashBytes([]byte("a"))
+	h := digest.Bytes([]byte("a"))
 	for _, tc := range []struct {
 		name, json, want string
 	}{

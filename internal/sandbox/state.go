@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/dal-runtime/dal/internal/atomicfile"
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -174,7 +175,7 @@ func Validate(changes []Change) error {
 		if e.Mode&^modeBits != 0 {
 			return fmt.Errorf("mode %v has more than permission bits", e.Mode)
 		}
-		if e.Kind == KindSymlink && (e.LinkTarget == "" || strings.IndexByte(e.LinkTarget, 0) >= 0 || hashBytes([]byte(e.LinkTarget)) != e.Hash) {
+		if e.Kind == KindSymlink && (e.LinkTarget == "" || strings.IndexByte(e.LinkTarget, 0) >= 0 || digest.Bytes([]byte(e.LinkTarget)) != e.Hash) {
 			return errors.New("symlink target does not match its hash")
 		}
 		return nil

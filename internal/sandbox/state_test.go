@@ -10,12 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/golden"
 )
 
 var (
-	hashA = hashBytes([]byte("a"))
-	hashB = hashBytes([]byte("b"))
+	hashA = digest.Bytes([]byte("a"))
+	hashB = digest.Bytes([]byte("b"))
 )
 
 // sampleChanges has one of each shape.
@@ -23,7 +24,7 @@ var sampleChanges = []Change{
 	{Path: "bin/run", Op: OpModified, Kind: KindFile, Mode: 0o755 | fs.ModeSetuid, Hash: hashB, Size: 1,
 		Pre: &Entry{Kind: KindFile, Mode: 0o644, Hash: hashA, Size: 1}},
 	{Path: "empty", Op: OpCreated, Kind: KindDir, Mode: 0o750},
-	{Path: "link", Op: OpCreated, Kind: KindSymlink, Mode: 0o777, Hash: hashBytes([]byte("../x")), Size: 4, LinkTarget: "../x"},
+	{Path: "link", Op: OpCreated, Kind: KindSymlink, Mode: 0o777, Hash: digest.Bytes([]byte("../x")), Size: 4, LinkTarget: "../x"},
 	{Path: "new.txt", Op: OpCreated, Kind: KindFile, Mode: 0o644, Hash: hashA, Size: 1, RenamedFrom: "old.txt"},
 	{Path: "old.txt", Op: OpDeleted, Kind: KindFile, Mode: 0o600, Hash: hashA, Size: 1},
 }
