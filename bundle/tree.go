@@ -1,11 +1,8 @@
 package bundle
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -19,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dal-runtime/dal/internal/atomicfile"
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -219,10 +217,7 @@ func hashEntry(root *safefs.Dir, rel string, k entryKind, syncFile bool) (string
 	} else if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("%s is no longer a regular file", rel)
 	}
-	h := sha256.New()
-	buf := copyBufs.Get().(*[]byte)
-	_, err = io.CopyBuffer(h, f, *buf)
-	copyBufs.Put(buf)
+	d, _, err := digest.Reader(f)
 	if err != nil {
 		return "", err
 	}
@@ -231,13 +226,10 @@ func hashEntry(root *safefs.Dir, rel string, k entryKind, syncFile bool) (string
 			return "", err
 		}
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return d, nil
 }
 
-func digestOf(b []byte) string {
-	s := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(s[:])
-}
+func digestOf(b []byte) string { return digest.Bytes(b) }
 
 // syncDirs fsyncs root's directories, children before parents.
 func syncDirs(root string, dirs []string) error {
