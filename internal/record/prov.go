@@ -1,8 +1,6 @@
 package record
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -13,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/version"
@@ -50,7 +49,7 @@ func (r *recording) writeProv() error {
 	if r.nw != nil {
 		ps = r.nw.prompts
 	}
-	stdout, err := hashFile(r.logs.stdoutPath)
+	stdout, _, err := digest.File(r.logs.stdoutPath)
 	if err != nil {
 		return err
 	}
@@ -135,7 +134,7 @@ func buildProv(env *RunEnv, changes []sandbox.Change, ps []*prompts.Prompt, stdo
 		if p.Model != "" {
 			attrs["dal:model"] = p.Model
 		}
-		if h, err := hashFile(filepath.Join(dir, filepath.FromSlash(rel))); err == nil {
+		if h, _, err := digest.File(filepath.Join(dir, filepath.FromSlash(rel))); err == nil {
 			attrs["dal:sha256"] = h
 		}
 		d.Entity[id] = attrs
@@ -183,13 +182,4 @@ func escapePath(p string) string {
 		segs[i] = url.PathEscape(s)
 	}
 	return strings.Join(segs, "/")
-}
-
-func hashFile(p string) (string, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "", err
-	}
-	s := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(s[:]), nil
 }

@@ -3,8 +3,6 @@ package record
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/boundary"
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/leftover"
 	"github.com/dal-runtime/dal/internal/marks"
@@ -702,8 +701,8 @@ func snapshot(env *RunEnv, changes []sandbox.Change, stdoutPath string) (*bundle
 		WorkflowID: cmdline,
 		Config: bundle.Config{Model: bundle.Model{ID: bundle.ModelNone}, ExecutionMode: env.Mode, Seed: &seed,
 			Agent: &bundle.Agent{Name: filepath.Base(env.Command[0])}},
-		Inputs:  bundle.Inputs{UserPrompt: cmdline, UserPromptHash: HashBytes([]byte(cmdline)), Environment: map[string]string{}},
-		Outputs: bundle.Outputs{ResponseHash: HashBytes(out)},
+		Inputs:  bundle.Inputs{UserPrompt: cmdline, UserPromptHash: digest.Bytes([]byte(cmdline)), Environment: map[string]string{}},
+		Outputs: bundle.Outputs{ResponseHash: digest.Bytes(out)},
 		Metrics: &bundle.Metrics{DurationMS: env.DurationMS},
 		Dal:     bundle.DalSection{CreatedBy: "dal " + version.Version},
 	}
@@ -737,13 +736,6 @@ func snapshot(env *RunEnv, changes []sandbox.Change, stdoutPath string) (*bundle
 		}
 	}
 	return m, nil
-}
-
-// HashBytes is b's content hash as bundles write it: "sha256:" and the
-// hex digest.
-func HashBytes(b []byte) string {
-	s := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(s[:])
 }
 
 // stagingRoot is where sandbox layers live: on a disk, not in memory, since

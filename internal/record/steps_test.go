@@ -15,6 +15,7 @@ import (
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/boundary"
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/provtest"
@@ -222,7 +223,7 @@ func TestSnapshot(t *testing.T) {
 	if _, ok := m.Inputs.Environment["DAL_SOCKET"]; ok || m.Inputs.Environment["DAL_MODE"] != "seeded" || m.Inputs.Environment["LANG"] != "C.UTF-8" {
 		t.Errorf("environment %v", m.Inputs.Environment)
 	}
-	if m.Outputs.Response != "done\n" || m.Outputs.ResponseHash != HashBytes([]byte("done\n")) || m.Config.Agent.Name != "python3" ||
+	if m.Outputs.Response != "done\n" || m.Outputs.ResponseHash != digest.Bytes([]byte("done\n")) || m.Config.Agent.Name != "python3" ||
 		*m.Config.Seed != 42 || m.WorkflowID != "/usr/bin/python3 agent.py" || m.Metrics.DurationMS != 1200 {
 		t.Errorf("manifest %+v", m)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/marks"
 	"github.com/dal-runtime/dal/internal/marks/rundir"
@@ -330,7 +331,7 @@ func (r *replaying) keptEnv() map[string]string {
 	for _, k := range r.o.KeepEnv {
 		named[k] = true
 		r.spec.KeepEnv = append(r.spec.KeepEnv, k)
-		if h, ok := env.Kept[k]; ok && record.HashBytes([]byte(os.Getenv(k))) != h {
+		if h, ok := env.Kept[k]; ok && digest.Bytes([]byte(os.Getenv(k))) != h {
 			fmt.Fprintf(r.o.Log, "dal: %s differs from the recorded value (only its hash is stored): set it as it was for an exact replay\n", k)
 		}
 	}
@@ -400,7 +401,7 @@ func (r *replaying) scrubbedHashes() error {
 			if err != nil {
 				return err
 			}
-			r.changes[i].Hash = record.HashBytes(b)
+			r.changes[i].Hash = digest.Bytes(b)
 		}
 	}
 	for i, c := range r.got {
@@ -412,7 +413,7 @@ func (r *replaying) scrubbedHashes() error {
 			return err
 		}
 		b, _ = s.Bytes(b)
-		r.got[i].Hash = record.HashBytes(b)
+		r.got[i].Hash = digest.Bytes(b)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/golden"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/match"
@@ -77,7 +78,7 @@ func TestDiff(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	env := record.RunEnv{Command: []string{"python3", "agent.py"}, Mode: "strict", Seed: 1, Epoch: time.Unix(0, 0).UTC()}
-	hash := record.HashBytes([]byte("out"))
+	hash := digest.Bytes([]byte("out"))
 	a := writeBundle(t, dir, "a", recorded{env: env, stdout: "one\ntwo\n",
 		changes: []sandbox.Change{{Path: "out.txt", Op: sandbox.OpCreated, Kind: sandbox.KindFile, Mode: 0o644, Hash: hash}}})
 	env.Seed = 2
@@ -118,7 +119,7 @@ func TestKeptEnv(t *testing.T) {
 	r := &replaying{o: Options{KeepEnv: []string{"MODEL", "OLD_SETTING"}, Log: &log},
 		env: record.RunEnv{KeptValues: map[string]string{"BASE_URL": "http://127.0.0.1:9/v1", "MODEL": "m1"},
 			Secrets: []string{"API_KEY", "MODEL_TOKEN"},
-			Kept:    map[string]string{"OLD_SETTING": record.HashBytes([]byte("as recorded")), "OLD_OTHER": "sha256:00"}}}
+			Kept:    map[string]string{"OLD_SETTING": digest.Bytes([]byte("as recorded")), "OLD_OTHER": "sha256:00"}}}
 	got := r.keptEnv()
 	want := map[string]string{"BASE_URL": "http://127.0.0.1:9/v1", "API_KEY": record.Placeholder("API_KEY"), "MODEL_TOKEN": record.Placeholder("MODEL_TOKEN")}
 	if len(got) != len(want) {
@@ -183,7 +184,7 @@ func TestScrubbedHashes(t *testing.T) {
 		r.cfg = sandbox.Config{Staging: stage}
 		for _, p := range paths {
 			r.env.Scrubbed = append(r.env.Scrubbed, "fs-diff/files/"+p)
-			r.changes = append(r.changes, sandbox.Change{Path: p, Kind: sandbox.KindFile, Hash: record.HashBytes(real)})
+			r.changes = append(r.changes, sandbox.Change{Path: p, Kind: sandbox.KindFile, Hash: digest.Bytes(real)})
 			r.got = append(r.got, sandbox.Change{Path: p, Kind: sandbox.KindFile, Hash: "sha256:replayed-raw"})
 		}
 		return r
@@ -192,7 +193,7 @@ func TestScrubbedHashes(t *testing.T) {
 	if err := r.scrubbedHashes(); err != nil {
 		t.Fatal(err)
 	}
-	if want := record.HashBytes([]byte(stored)); r.changes[0].Hash != want || r.got[0].Hash != want {
+	if want := digest.Bytes([]byte(stored)); r.changes[0].Hash != want || r.got[0].Hash != want {
 		t.Errorf("recorded %s, replayed %s, want both %s", r.changes[0].Hash, r.got[0].Hash, want)
 	}
 	r = open("link.txt")
