@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/atomicfile"
+	"github.com/dal-runtime/dal/internal/digest"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -176,19 +176,10 @@ func recompress(src io.Reader, level zstd.EncoderLevel) func(io.Writer) error {
 	}
 }
 
-// hashFile returns path's SHA-256 and size.
+// hashFile returns path's SHA-256 (hex, as the index keeps it) and size.
 func hashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, bufio.NewReaderSize(f, 1<<20))
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	d, n, err := digest.File(path)
+	return strings.TrimPrefix(d, digest.Prefix), n, err
 }
 
 // putError is a failure of the destination while extracting, not damage.
