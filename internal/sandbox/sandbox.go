@@ -469,9 +469,9 @@ func (c *Cmd) Wait() error {
 // Close closes every descriptor c owns: the parent's ends of the status
 // pipe, gate and policy channel, and its copies of the init's descriptors.
 // Wait calls it; call it yourself for a command that is never started or
-// never waited. It neither stops nor reaps a started init (a sandbox
-// whose parent hung up exits; Wait reaps it). Calling it again does
-// nothing.
+// never waited. It neither stops nor reaps a started init: the agent may
+// run on (kill it with Process.Kill; Wait reaps it). Calling it again
+// does nothing.
 func (c *Cmd) Close() error {
 	c.closeOnce.Do(func() {
 		errs := []error{closeAll(c.child)}
