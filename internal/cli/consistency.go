@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"os"
@@ -159,7 +160,7 @@ Examples:
 			if err := consistency.CheckDir(dir); err != nil {
 				return err
 			}
-			rec, err := childRecorder(c)
+			rec, key, err := childRecorder(c)
 			if err != nil {
 				return err
 			}
@@ -167,7 +168,7 @@ Examples:
 				Seeds: seeds, Parallel: c.Int("parallel"), Strategy: strategy,
 				Consensus: consensus.Options{Threshold: th, Exclude: consensus.Exclusion{Method: method}},
 				Verify:    c.String("verify"), Score: c.String("score"), ScoreFile: c.String("score-file"),
-				Answer: answer, Shard: shard, Record: rec, Progress: c.App.ErrWriter}
+				Answer: answer, Shard: shard, Key: key, Record: rec, Progress: c.App.ErrWriter}
 			total := len(seeds)
 			if shard.Count > 0 {
 				total = (len(seeds) - shard.Index + shard.Count) / shard.Count
@@ -210,19 +211,21 @@ Examples:
 // user's runner flags and --no-apply; its output goes nowhere but the
 // bundle. A run whose bundle was written succeeded as a recording, whatever
 // the agent's exit code; without a bundle the child's last message is the
-// error.
-func childRecorder(c *ucli.Context) (consistency.Recorder, error) {
+// error. The signing key it returns is the children's, which also signs
+// a shard's shard.json.
+func childRecorder(c *ucli.Context) (consistency.Recorder, ed25519.PrivateKey, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("cannot find dal-exec itself to record runs: %w", err)
+		return nil, nil, fmt.Errorf("cannot find dal-exec itself to record runs: %w", err)
 	}
 	key := c.String("key")
 	if key == "" {
 		key = bundle.DefaultKeyPath()
 	}
 	// Create the signing key once, not racily in parallel children.
-	if _, created, err := bundle.LoadOrCreateKey(key); err != nil {
-		return nil, err
+	priv, created, err := bundle.LoadOrCreateKey(key)
+	if err != nil {
+		return nil, nil, err
 	} else if created {
 		fmt.Fprintf(c.App.ErrWriter, "dal: created a signing key at %s (keep it; bundles are signed with it)\n", key)
 	}
@@ -261,7 +264,7 @@ func childRecorder(c *ucli.Context) (consistency.Recorder, error) {
 			msg = runErr.Error()
 		}
 		return fmt.Errorf("recording failed: %s", msg)
-	}, nil
+	}, priv, nil
 }
 
 // consistencySeeds reads --runs, --seed and --seeds.

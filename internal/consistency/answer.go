@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -80,9 +79,10 @@ func newAnswer(text string) answer {
 	return answer{text: text, hash: "sha256:" + hex.EncodeToString(sum[:])}
 }
 
-// answerOf reads run's answer from its bundle (or the answer command). A
-// run without an answer fails; the error says why, for a warning.
-func (o *Options) answerOf(ctx context.Context, bundlePath string, env []string) (answer, error) {
+// answerOf reads run's answer from its bundle's files (or the answer
+// command). A run without an answer fails; the error says why, for a
+// warning.
+func (o *Options) answerOf(ctx context.Context, files runFiles, env []string) (answer, error) {
 	src := o.Answer
 	var raw []byte
 	switch {
@@ -97,7 +97,7 @@ func (o *Options) answerOf(ctx context.Context, bundlePath string, env []string)
 		if err != nil {
 			return answer{}, err
 		}
-		b, err := os.ReadFile(filepath.Join(bundlePath, "fs-diff", "files", rel))
+		b, err := files("fs-diff/files/" + filepath.ToSlash(rel))
 		if errors.Is(err, fs.ErrNotExist) {
 			return answer{}, fmt.Errorf("the agent did not write the answer file %s", src.File)
 		}
@@ -106,7 +106,7 @@ func (o *Options) answerOf(ctx context.Context, bundlePath string, env []string)
 		}
 		raw = b
 	default:
-		b, err := os.ReadFile(filepath.Join(bundlePath, "logs", "stdout"))
+		b, err := files("logs/stdout")
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return answer{}, err
 		}

@@ -3,6 +3,7 @@ package consistency
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,8 +21,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/internal/iterate"
+	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/seedrng"
 )
 
@@ -62,8 +65,10 @@ type Options struct {
 	// Answer is what runs vote on (the zero value: stdout).
 	Answer AnswerSource
 	// Shard, when set, records only its share of the runs and writes
-	// shard.json instead of a report (see Shard).
+	// shard.json instead of a report (see Shard), signed with Key (which
+	// must be the key the runs' bundles are signed with).
 	Shard  Shard
+	Key    ed25519.PrivateKey
 	Record Recorder
 	// Progress gets one line per finished run (nil: none).
 	Progress io.Writer
@@ -124,6 +129,9 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 
 	if err := o.Shard.check(len(o.Seeds)); err != nil {
 		return nil, err
+	}
+	if o.Shard.Count > 0 && len(o.Key) != ed25519.PrivateKeySize {
+		return nil, errors.New("consistency: a shard needs the signing key of its runs, to sign shard.json")
 	}
 	if err := o.Answer.Check(); err != nil {
 		return nil, err
@@ -222,21 +230,28 @@ func progressLine(r RunReport, kept bool, done, failed, n int) string {
 // one records (or keeps) run i and measures it.
 func (o *Options) one(ctx context.Context, i int, seed uint64) (RunReport, []string, bool, error) {
 	path := BundlePath(o.Dir, i)
-	kept := false
-	if _, err := os.Stat(path); err == nil {
-		if _, err := os.Stat(filepath.Join(path, "manifest.json")); err != nil {
-			return RunReport{}, nil, false, fmt.Errorf("run %d's bundle %s is incomplete (no manifest.json): remove it to record the run again", i, path)
+	kept := true
+	root, err := safefs.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		kept = false
+		if err := o.Record(ctx, RunSpec{Index: i, Seed: seed, Bundle: path}); err != nil {
+			return RunReport{}, nil, false, fmt.Errorf("run %d: %w", i, err)
 		}
-		kept = true
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return RunReport{}, nil, false, fmt.Errorf("run %d: %w", i, err)
-	} else if err := o.Record(ctx, RunSpec{Index: i, Seed: seed, Bundle: path}); err != nil {
-		return RunReport{}, nil, false, fmt.Errorf("run %d: %w", i, err)
+		root, err = safefs.Open(path)
 	}
-	b, err := readBundle(path)
 	if err != nil {
 		return RunReport{}, nil, false, fmt.Errorf("run %d: %w", i, err)
 	}
+	defer root.Close()
+	if _, err := root.Lstat("manifest.json"); kept && err != nil {
+		return RunReport{}, nil, false, fmt.Errorf("run %d's bundle %s is incomplete (no manifest.json): remove it to record the run again", i, path)
+	}
+	files := dirFiles(root)
+	b, err := readFacts(files)
+	if err != nil {
+		return RunReport{}, nil, false, fmt.Errorf("run %d: bundle %s: %w", i, path, err)
+	}
+	files = files.with("logs/stdout", b.stdout)
 	if kept {
 		if b.env.Seed != seed {
 			return RunReport{}, nil, false, fmt.Errorf("run %d's kept bundle %s was recorded with seed %d, not %d as this evaluation's: use another --report directory", i, path, b.env.Seed, seed)
@@ -284,17 +299,17 @@ func (o *Options) one(ctx context.Context, i int, seed uint64) (RunReport, []str
 			rr.Score = &s
 		}
 	} else if o.ScoreFile != "" {
-		s, err := scoreFile(path, o.ScoreFile)
+		s, err := scoreFile(files, o.ScoreFile)
 		if err != nil {
 			warn = append(warn, fmt.Sprintf("run %d has no score: %v", i, err))
 		} else {
 			rr.Score = &s
 		}
-	} else if s, ok := iterationScore(path); ok {
+	} else if s, ok := iterationScore(files); ok {
 		rr.Score = &s
 	}
 	if rr.Success {
-		a, err := o.answerOf(ctx, path, env)
+		a, err := o.answerOf(ctx, files, env)
 		if ctx.Err() != nil {
 			return RunReport{}, nil, false, ctx.Err()
 		}
@@ -320,12 +335,12 @@ func shell(ctx context.Context, script string, env []string) ([]byte, error) {
 
 // scoreFile reads the score the agent wrote to rel (workspace-relative)
 // from the run's bundle.
-func scoreFile(bundle, rel string) (float64, error) {
-	clean := filepath.Clean(filepath.FromSlash(rel))
-	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+func scoreFile(files runFiles, rel string) (float64, error) {
+	clean, err := workspaceRel(rel)
+	if err != nil {
 		return 0, fmt.Errorf("the score file %s is not inside the workspace", rel)
 	}
-	b, err := os.ReadFile(filepath.Join(bundle, "fs-diff", "files", clean))
+	b, err := files("fs-diff/files/" + filepath.ToSlash(clean))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("the agent did not write the score file %s", rel)
 	}
@@ -337,8 +352,8 @@ func scoreFile(bundle, rel string) (float64, error) {
 
 // iterationScore is the quality of the iteration the run selected, when
 // its agent marked iterations.
-func iterationScore(bundle string) (float64, bool) {
-	b, err := os.ReadFile(filepath.Join(bundle, "iterations", "selection.json"))
+func iterationScore(files runFiles) (float64, bool) {
+	b, err := files("iterations/selection.json")
 	if err != nil {
 		return 0, false
 	}
@@ -384,41 +399,114 @@ type bundleFacts struct {
 	durationMS int64
 	tokens     int64
 	outputHash string
+	stdout     []byte // logs/stdout (readFacts only)
 }
 
-func readBundle(path string) (bundleFacts, error) {
+// runFiles reads a file of a run's bundle by its slash-separated path
+// relative to the bundle. A file the bundle does not have is an error
+// that errors.Is fs.ErrNotExist. No symbolic link is followed: a bundle
+// is written by the agent's run, or comes from another machine.
+type runFiles func(rel string) ([]byte, error)
+
+// dirFiles reads the files of the bundle directory root: a run this
+// evaluation recorded or keeps, not verified.
+func dirFiles(root *safefs.Dir) runFiles {
+	return func(rel string) ([]byte, error) {
+		f, err := root.Open(rel)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil {
+			return nil, err
+		} else if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is not a regular file", rel)
+		}
+		return io.ReadAll(f)
+	}
+}
+
+// bundleFiles reads the files that an opened, verified bundle lists.
+func bundleFiles(b *bundle.Bundle) runFiles { return b.ReadFile }
+
+// with answers rel with data (read already) and everything else from
+// files.
+func (files runFiles) with(rel string, data []byte) runFiles {
+	return func(r string) ([]byte, error) {
+		if r == rel {
+			return data, nil
+		}
+		return files(r)
+	}
+}
+
+// metrics is what a run's manifest says of its cost.
+type metrics struct {
+	DurationMS   int64 `json:"duration_ms"`
+	TokensInput  int64 `json:"tokens_input"`
+	TokensOutput int64 `json:"tokens_output"`
+}
+
+// readFacts reads a run's env.json, the metrics of its manifest.json
+// and its stdout, which it hashes.
+func readFacts(files runFiles) (bundleFacts, error) {
 	var f bundleFacts
 	var man struct {
-		Metrics struct {
-			DurationMS   int64 `json:"duration_ms"`
-			TokensInput  int64 `json:"tokens_input"`
-			TokensOutput int64 `json:"tokens_output"`
-		} `json:"metrics"`
+		Metrics metrics `json:"metrics"`
 	}
-	if err := readJSON(filepath.Join(path, "manifest.json"), &man); err != nil {
+	if err := readJSON(files, "manifest.json", &man); err != nil {
 		return f, err
 	}
-	if err := readJSON(filepath.Join(path, "env.json"), &f.env); err != nil {
+	if err := readJSON(files, "env.json", &f.env); err != nil {
 		return f, err
 	}
 	f.durationMS = man.Metrics.DurationMS
 	f.tokens = man.Metrics.TokensInput + man.Metrics.TokensOutput
-	out, err := os.ReadFile(filepath.Join(path, "logs", "stdout"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return f, fmt.Errorf("bundle %s: %w", path, err)
+	out, err := files("logs/stdout")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return f, err
 	}
-	sum := sha256.Sum256(out)
-	f.outputHash = "sha256:" + hex.EncodeToString(sum[:])
+	f.stdout = out
+	f.outputHash = digest(out)
 	return f, nil
 }
 
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+// openedFacts reads what readFacts does from a bundle that bundle.Open
+// verified: the metrics from its parsed manifest and the hash of stdout
+// from the manifest's list of files (which Open checked against the
+// file), so that nothing is parsed or hashed twice.
+func openedFacts(b *bundle.Bundle, files runFiles) (bundleFacts, error) {
+	var f bundleFacts
+	if err := readJSON(files, "env.json", &f.env); err != nil {
+		return f, err
+	}
+	if m := b.Manifest.Metrics; m != nil {
+		f.durationMS, f.tokens = m.DurationMS, m.TokensInput+m.TokensOutput
+	}
+	const stdout = "logs/stdout"
+	if h, ok := b.Manifest.Dal.Files[stdout]; ok {
+		f.outputHash = h
+	} else if _, link := b.Manifest.Dal.Symlinks[stdout]; link {
+		return f, fmt.Errorf("the bundle's %s is a symbolic link, not the run's output", stdout)
+	} else {
+		f.outputHash = digest(nil)
+	}
+	return f, nil
+}
+
+// digest is the "sha256:<hex>" of data, as a bundle manifest writes it.
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func readJSON(files runFiles, rel string, v any) error {
+	data, err := files(rel)
 	if err != nil {
 		return fmt.Errorf("bundle file: %w", err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("bundle file %s: %w", path, err)
+		return fmt.Errorf("bundle file %s: %w", rel, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // MergeOptions tune Merge.
@@ -38,27 +39,44 @@ type MergeOptions struct {
 
 // shardDir is one shard directory given to Merge, with its shard.json.
 type shardDir struct {
-	dir  string
+	dir  string            // as given
+	real string            // dir with its symbolic links resolved: where the run bundles must be
+	root *safefs.Dir       // real, through which shard.json, shard.sig and runs/ are read: no link is followed
+	key  ed25519.PublicKey // signed shard.sig, must have signed every run's bundle
 	file ShardFile
 }
 
 func (s shardDir) name() string { return fmt.Sprintf("shard %s (%s)", s.file.Shard, s.dir) }
 
+func closeShards(shards []shardDir) {
+	for _, s := range shards {
+		s.root.Close()
+	}
+}
+
 // Merge checks the shard directories dirs (each written by an evaluation
 // with Options.Shard) and writes into out the report a single evaluation
 // of the same runs would have written, byte for byte, with every run's
 // bundle at out/runs/NNN (a symbolic link into its shard, or with
-// MergeOptions.Copy a hard-linked or copied tree). It refuses, writing nothing, when the shards are not the
-// shards of one evaluation (command, mode, seeds, strategy, answer
-// source, verify and score commands, dal version), when a shard is
-// missing or given twice, when a run is missing, duplicated or outside its
-// shard, or when a run's bundle is not intact (signature, files) or does
-// not match its shard's record (seed for its index, command, mode, dal
-// version, exit code, duration, tokens, stdout, answer). out must not
-// exist or be an empty directory.
+// MergeOptions.Copy a hard-linked or copied tree). It refuses, writing
+// nothing, when a shard.json does not verify against its shard.sig or is
+// not signed by the key of its runs (or by MergeOptions.Key), when the
+// shards are not the shards of one evaluation (command, mode, seeds,
+// strategy, answer source, verify and score commands, dal version), when
+// a shard is missing or given twice, when a run is missing, duplicated or
+// outside its shard, when a shard directory holds a symbolic link where
+// shard.json, shard.sig, runs or a run's bundle should be, or when a
+// run's bundle is not intact (signature, files) or does not match its
+// shard's record (seed for its index, command, mode, dal version, exit
+// code, duration, tokens, stdout, answer). out must not exist or be an
+// empty directory.
 //
 // The verify, score and answer commands' results come from shard.json:
 // merge does not run them again (a score may come from a paid judge).
+//
+// Cost: one bundle.Open per run (signature, schema, every file hashed), on
+// MergeOptions.Parallel CPUs, and one symbolic link per run;
+// docs/benchmarks.md has the figures.
 func Merge(ctx context.Context, dirs []string, out string, mo MergeOptions) (*Report, error) {
 	if len(dirs) == 0 {
 		return nil, errors.New("merge: no shard directories given: name the --report directories of the shards")
@@ -66,10 +84,11 @@ func Merge(ctx context.Context, dirs []string, out string, mo MergeOptions) (*Re
 	if err := checkEmptyOut(out); err != nil {
 		return nil, err
 	}
-	shards, err := readShards(dirs)
+	shards, err := readShards(dirs, mo.Key)
 	if err != nil {
 		return nil, err
 	}
+	defer closeShards(shards)
 	runs, warnings, err := collectRuns(shards)
 	if err != nil {
 		return nil, err
@@ -99,52 +118,146 @@ func checkEmptyOut(out string) error {
 	return nil
 }
 
-// readShards reads every shard.json and checks that they are the shards
-// of one evaluation, each given once, none missing.
-func readShards(dirs []string) ([]shardDir, error) {
-	var shards []shardDir
-	for _, d := range dirs {
-		data, err := os.ReadFile(filepath.Join(d, ShardFileName))
+// readShards reads and verifies every shard.json and checks that they are
+// the shards of one evaluation, each given once, none missing. On success
+// the caller closes the shards (closeShards).
+func readShards(dirs []string, key ed25519.PublicKey) (shards []shardDir, err error) {
+	defer func() {
 		if err != nil {
-			return nil, fmt.Errorf("%s holds no readable %s (%v): give directories written by dal-exec consistency --shard K/N --report DIR", d, ShardFileName, errors.Unwrap(err))
+			closeShards(shards)
 		}
-		var f ShardFile
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			return nil, fmt.Errorf("%s/%s is not a shard file (%v): it was modified or written by another dal", d, ShardFileName, err)
+	}()
+	for _, d := range dirs {
+		s, err := readShard(d, key)
+		if err != nil {
+			return shards, err
 		}
-		if f.SchemaVersion != shardSchemaVersion {
-			return nil, fmt.Errorf("%s/%s has format version %d, this dal reads %d: merge with the dal that ran the shards", d, ShardFileName, f.SchemaVersion, shardSchemaVersion)
-		}
-		if err := f.Shard.check(len(f.Evaluation.Seeds)); err != nil || f.Shard.Count == 0 {
-			return nil, fmt.Errorf("%s/%s names no valid shard (%s): it was modified", d, ShardFileName, f.Shard)
-		}
-		shards = append(shards, shardDir{dir: d, file: f})
+		shards = append(shards, s)
 	}
 	first := shards[0]
 	seen := map[int]shardDir{}
 	for _, s := range shards {
 		if s.file.DalVersion != first.file.DalVersion {
-			return nil, fmt.Errorf("%s was run by dal %s, %s by dal %s: run every shard with the same dal", s.name(), s.file.DalVersion, first.name(), first.file.DalVersion)
+			return shards, fmt.Errorf("%s was run by dal %s, %s by dal %s: run every shard with the same dal", s.name(), s.file.DalVersion, first.name(), first.file.DalVersion)
 		}
 		if s.file.Shard.Count != first.file.Shard.Count {
-			return nil, fmt.Errorf("%s is one of %d shards, %s one of %d: merge the shards of one evaluation", s.name(), s.file.Shard.Count, first.name(), first.file.Shard.Count)
+			return shards, fmt.Errorf("%s is one of %d shards, %s one of %d: merge the shards of one evaluation", s.name(), s.file.Shard.Count, first.name(), first.file.Shard.Count)
 		}
 		if field := differs(first.file.Evaluation, s.file.Evaluation); field != "" {
-			return nil, fmt.Errorf("%s and %s differ in %s: they are not shards of one evaluation", s.name(), first.name(), field)
+			return shards, fmt.Errorf("%s and %s differ in %s: they are not shards of one evaluation", s.name(), first.name(), field)
 		}
 		if prev, dup := seen[s.file.Shard.Index]; dup {
-			return nil, fmt.Errorf("%s is given twice (%s and %s): give each shard once", s.name(), prev.dir, s.dir)
+			return shards, fmt.Errorf("%s is given twice (%s and %s): give each shard once", s.name(), prev.dir, s.dir)
 		}
 		seen[s.file.Shard.Index] = s
 	}
 	for k := 1; k <= first.file.Shard.Count; k++ {
 		if _, ok := seen[k]; !ok {
-			return nil, fmt.Errorf("shard %d/%d is missing: give the directories of all %d shards", k, first.file.Shard.Count, first.file.Shard.Count)
+			return shards, fmt.Errorf("shard %d/%d is missing: give the directories of all %d shards", k, first.file.Shard.Count, first.file.Shard.Count)
 		}
 	}
 	return shards, nil
+}
+
+// Size limits of the shard files merge reads whole.
+const (
+	maxShardFileBytes = 256 << 20
+	maxShardSigBytes  = 1 << 10
+)
+
+// readShard reads d/shard.json and checks it against d/shard.sig (and
+// key, when given). d itself is the user's path and may be a link; nothing
+// inside it is followed.
+func readShard(d string, key ed25519.PublicKey) (shardDir, error) {
+	s := shardDir{dir: d}
+	notShard := func(err error) error {
+		return fmt.Errorf("%s holds no readable %s (%v): give directories written by dal-exec consistency --shard K/N --report DIR", d, ShardFileName, err)
+	}
+	real, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		return s, notShard(errors.Unwrap(err))
+	}
+	if s.root, err = safefs.Open(real); err != nil {
+		return s, notShard(errors.Unwrap(err))
+	}
+	s.real = real
+	data, err := readShardEntry(s.root, ShardFileName, maxShardFileBytes)
+	if err != nil {
+		s.root.Close()
+		return s, err
+	}
+	var f ShardFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		s.root.Close()
+		return s, fmt.Errorf("%s/%s is not a shard file (%v): it was modified or written by another dal", d, ShardFileName, err)
+	}
+	s.file = f
+	err = func() error {
+		if f.SchemaVersion != shardSchemaVersion {
+			return fmt.Errorf("%s/%s has format version %d, this dal reads %d: merge with the dal that ran the shards", d, ShardFileName, f.SchemaVersion, shardSchemaVersion)
+		}
+		if err := f.Shard.check(len(f.Evaluation.Seeds)); err != nil || f.Shard.Count == 0 {
+			return fmt.Errorf("%s/%s names no valid shard (%s): it was modified", d, ShardFileName, f.Shard)
+		}
+		pub, err := decodeKey(f.PublicKey)
+		if err != nil {
+			return fmt.Errorf("%s: its %s's public_key %v: it was modified", s.name(), ShardFileName, err)
+		}
+		sigText, err := readShardEntry(s.root, ShardSigFileName, maxShardSigBytes)
+		if err != nil {
+			return err
+		}
+		sig, err := decodeSig(sigText)
+		if err != nil {
+			return fmt.Errorf("%s: its %s %v: it was modified; run the shard again", s.name(), ShardSigFileName, err)
+		}
+		if !ed25519.Verify(pub, data, sig) {
+			return fmt.Errorf("%s: %s does not verify %s (one of the two was changed after the shard ran): merge the files the shard wrote, or run the shard again", s.name(), ShardSigFileName, ShardFileName)
+		}
+		if key != nil && !pub.Equal(key) {
+			return fmt.Errorf("%s: %s is signed by key %s, not by the key given with --key: it was not recorded with that key", s.name(), ShardFileName, f.PublicKey)
+		}
+		s.key = pub
+		return nil
+	}()
+	if err != nil {
+		s.root.Close()
+	}
+	return s, err
+}
+
+// readShardEntry reads the regular file name of a shard directory: a
+// symbolic link (merge reads directories someone else wrote), a fifo or a
+// file larger than limit is refused.
+func readShardEntry(root *safefs.Dir, name string, limit int64) ([]byte, error) {
+	f, err := root.Open(name)
+	switch {
+	case errors.Is(err, safefs.ErrSymlink):
+		return nil, fmt.Errorf("%s is a symbolic link, not the shard's %s: merge follows no link inside a shard directory; give the directory the shard wrote", root.Join(name), name)
+	case errors.Is(err, fs.ErrNotExist) && name == ShardFileName:
+		return nil, fmt.Errorf("%s holds no %s: give directories written by dal-exec consistency --shard K/N --report DIR", root.Name(), name)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s holds no %s: its %s is not signed (written by another dal, or modified); run the shard again", root.Name(), name, ShardFileName)
+	case err != nil:
+		return nil, fmt.Errorf("%s is not readable (%v): give the directory the shard wrote", root.Join(name), errors.Unwrap(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	} else if err == nil && fi.Size() > limit {
+		err = fmt.Errorf("larger than %d bytes", limit)
+	}
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(io.LimitReader(f, limit))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s is not readable (%v): give the directory the shard wrote", root.Join(name), err)
+	}
+	return data, nil
 }
 
 // differs names the first field in which two evaluations differ, "" when
@@ -250,15 +363,26 @@ func verifyRuns(ctx context.Context, shards []shardDir, mo MergeOptions) error {
 	return nil
 }
 
-// verifyRun checks one run's bundle against the shard's record of it.
+// verifyRun checks one run's bundle against the shard's record of it. The
+// bundle is read only through bundle.Open's verified view: its manifest's
+// metrics and file hashes, and the files it lists, never through a link.
 func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) error {
 	e := s.file.Evaluation
-	path := filepath.Join(s.dir, filepath.FromSlash(r.Bundle))
-	// A shard is input from anywhere: its run directory must be its own,
-	// not a link that merge would follow (and copy from) elsewhere.
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return fmt.Errorf("%s, run %d: %s is a symbolic link, not the run's bundle: the shard was modified", s.name(), r.Index, r.Bundle)
+	// A shard is input from anywhere: its runs directory and the run's
+	// directory must be its own, not links that merge would follow (and
+	// copy from) elsewhere.
+	fi, err := s.root.Lstat(r.Bundle)
+	switch {
+	case errors.Is(err, safefs.ErrSymlink) || (err == nil && fi.Mode()&fs.ModeSymlink != 0):
+		return fmt.Errorf("%s, run %d: %s is a symbolic link (or lies below one), not the run's bundle: merge follows no link inside a shard directory", s.name(), r.Index, r.Bundle)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s, run %d: its bundle %s is missing: run the shard again with the same command to record it", s.name(), r.Index, r.Bundle)
+	case err != nil:
+		return fmt.Errorf("%s, run %d: %v", s.name(), r.Index, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s, run %d: %s is not a bundle directory: the shard was modified", s.name(), r.Index, r.Bundle)
 	}
+	path := filepath.Join(s.real, filepath.FromSlash(r.Bundle))
 	b, err := bundle.Open(path, bundle.OpenOptions{TrustedKey: mo.Key})
 	if errors.Is(err, bundle.ErrUntrusted) {
 		return fmt.Errorf("%s, run %d: %v", s.name(), r.Index, err)
@@ -266,9 +390,15 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 	if err != nil {
 		return fmt.Errorf("%s, run %d: %v: record the run again (remove %s and run the shard again)", s.name(), r.Index, err, path)
 	}
-	dir := b.Dir
 	defer b.Close()
-	f, err := readBundle(dir)
+	if b.Dir != path { // replaced by a link since the check above
+		return fmt.Errorf("%s, run %d: %s is a symbolic link (or lies below one), not the run's bundle: merge follows no link inside a shard directory", s.name(), r.Index, r.Bundle)
+	}
+	if !b.PublicKey.Equal(s.key) {
+		return fmt.Errorf("%s, run %d: the bundle is signed by key %s, the shard's %s by key %s: record every run of a shard with one --key", s.name(), r.Index, b.Manifest.Dal.PublicKey, ShardFileName, s.file.PublicKey)
+	}
+	files := bundleFiles(b)
+	f, err := openedFacts(b, files)
 	if err != nil {
 		return fmt.Errorf("%s, run %d: %v", s.name(), r.Index, err)
 	}
@@ -303,7 +433,7 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 	}
 	if r.Success && e.Answer.Command == "" {
 		o := e.options()
-		a, err := o.answerOf(ctx, dir, nil)
+		a, err := o.answerOf(ctx, files, nil)
 		if err != nil {
 			return fmt.Errorf("%s, run %d: the shard's record has an answer, the bundle none (%v): the shard was modified", s.name(), r.Index, err)
 		}

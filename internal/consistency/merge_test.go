@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -72,7 +73,7 @@ var defaultEnv = runEnv{command: []string{"agent"}, mode: "strict", dal: version
 func evalOptions(dir string, n int, agent fakeAgent, e runEnv) Options {
 	return Options{Dir: dir, Command: e.command, Mode: e.mode, Seeds: Seeds(7, n), Strategy: consensus.Majority,
 		Consensus: consensus.Options{Threshold: consensus.DefaultThreshold}, Score: `echo "0.$DAL_RUN_INDEX"`,
-		Answer: AnswerSource{JSON: "$.final.answer"}, Record: signedRecorder(agent, testKey(1), e), Parallel: 3}
+		Answer: AnswerSource{JSON: "$.final.answer"}, Record: signedRecorder(agent, testKey(1), e), Key: testKey(1), Parallel: 3}
 }
 
 // shards records an evaluation of n runs as k shards and returns their
@@ -168,8 +169,20 @@ func firstDiff(a, b string) string {
 	return fmt.Sprintf("%d lines against %d", len(la), len(lb))
 }
 
-// editShard rewrites dir/shard.json through f.
+// editShard rewrites dir/shard.json through f and signs it again with the
+// key of its runs: a shard written wrong by someone who holds the key,
+// which merge's checks of the records against the bundles must catch.
 func editShard(t *testing.T, dir string, f func(*ShardFile)) {
+	t.Helper()
+	data := tamperShard(t, dir, f)
+	if err := os.WriteFile(filepath.Join(dir, ShardSigFileName), encodeSig(ed25519.Sign(testKey(1), data)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tamperShard rewrites dir/shard.json through f, leaving shard.sig as it
+// is, and returns the new bytes.
+func tamperShard(t *testing.T, dir string, f func(*ShardFile)) []byte {
 	t.Helper()
 	path := filepath.Join(dir, ShardFileName)
 	data, err := os.ReadFile(path)
@@ -185,6 +198,20 @@ func editShard(t *testing.T, dir string, f func(*ShardFile)) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// plant moves dir/rel out of the shard and leaves a symbolic link to it in
+// its place.
+func plant(t *testing.T, dir, rel string) {
+	t.Helper()
+	moved := filepath.Join(t.TempDir(), filepath.Base(rel))
+	if err := os.Rename(filepath.Join(dir, rel), moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, filepath.Join(dir, rel)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -260,19 +287,51 @@ func TestMergeRefuses(t *testing.T) {
 			os.Rename(filepath.Join(d[0], "runs", "005.x"), filepath.Join(d[0], "runs", "003"))
 			return d
 		}, nil, []string{"shard 1/2", "run 3", "another run's bundle"}},
+		// Run 3's real bundle (the shard's runs directory, its shard.json,
+		// its shard.sig) moved out of the shard, a link left in its place:
+		// merge must not follow it.
 		{"run directory planted as a symbolic link", func() []string {
 			d := other(defaultEnv)
-			// Run 3's real bundle moved out of the shard, a link left in
-			// its place: merge must not follow it.
-			moved := filepath.Join(t.TempDir(), "003")
-			if err := os.Rename(filepath.Join(d[0], "runs", "003"), moved); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(moved, filepath.Join(d[0], "runs", "003")); err != nil {
+			plant(t, d[0], filepath.Join("runs", "003"))
+			return d
+		}, nil, []string{"shard 1/2", "run 3", "symbolic link"}},
+		{"runs directory planted as a symbolic link", func() []string {
+			d := other(defaultEnv)
+			plant(t, d[1], "runs")
+			return d
+		}, nil, []string{"shard 2/2", "run 2", "symbolic link"}},
+		{"shard.json planted as a symbolic link", func() []string {
+			d := other(defaultEnv)
+			plant(t, d[1], ShardFileName)
+			return d
+		}, nil, []string{"shard2/shard.json is a symbolic link"}},
+		{"shard.sig planted as a symbolic link", func() []string {
+			d := other(defaultEnv)
+			plant(t, d[0], ShardSigFileName)
+			return d
+		}, nil, []string{"shard1/shard.sig is a symbolic link"}},
+		{"tampered shard file", func() []string {
+			d := other(defaultEnv)
+			tamperShard(t, d[1], func(s *ShardFile) { s.Runs[0].Score = new(float64) })
+			return d
+		}, nil, []string{"shard 2/2", "shard.sig does not verify shard.json"}},
+		{"shard file without a signature", func() []string {
+			d := other(defaultEnv)
+			if err := os.Remove(filepath.Join(d[0], ShardSigFileName)); err != nil {
 				t.Fatal(err)
 			}
 			return d
-		}, nil, []string{"shard 1/2", "run 3", "symbolic link"}},
+		}, nil, []string{"shard1 holds no shard.sig"}},
+		{"shard file signed by another key than its runs", func() []string {
+			d := other(defaultEnv)
+			data := tamperShard(t, d[1], func(s *ShardFile) {
+				s.PublicKey = base64.StdEncoding.EncodeToString(testKey(2).Public().(ed25519.PublicKey))
+			})
+			if err := os.WriteFile(filepath.Join(d[1], ShardSigFileName), encodeSig(ed25519.Sign(testKey(2), data)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}, nil, []string{"shard 2/2", "run 2", "record every run of a shard with one --key"}},
 		{"tampered record", func() []string {
 			d := other(defaultEnv)
 			editShard(t, d[0], func(s *ShardFile) { s.Runs[2].ExitCode = 0; s.Runs[2].Success = true }) // run 5 failed
@@ -284,7 +343,7 @@ func TestMergeRefuses(t *testing.T) {
 			return d
 		}, nil, []string{"shard 1/2", "run 1", "answer"}},
 		{"signed by another key", func() []string { return other(defaultEnv) }, testKey(2).Public().(ed25519.PublicKey),
-			[]string{"shard 1/2", "run 1"}},
+			[]string{"shard 1/2", "not by the key given with --key"}},
 		{"not a shard", func() []string { return []string{t.TempDir()} }, nil, []string{"shard.json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

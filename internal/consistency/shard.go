@@ -1,7 +1,10 @@
 package consistency
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -63,23 +66,33 @@ func (s Shard) indices(runs int) []int {
 	return out
 }
 
-// ShardFileName is the file a shard evaluation writes into its directory.
-const ShardFileName = "shard.json"
+// ShardFileName is the file a shard evaluation writes into its directory,
+// and ShardSigFileName its signature: the standard base64 of the ed25519
+// signature of shard.json's exact bytes, then "\n", under the key that
+// shard.json names (a bundle's manifest.sig, for shard.json).
+const (
+	ShardFileName    = "shard.json"
+	ShardSigFileName = "shard.sig"
+)
 
 // ShardFile is DIR/shard.json: what merge needs of a shard besides its
 // run bundles. The run entries hold what the verify, score and answer
 // commands said; merge checks every other field against the run's signed
-// bundle.
+// bundle. PublicKey signed shard.sig and must have signed every run's
+// bundle, so a shard file cannot be changed without the key its runs
+// were recorded with.
 type ShardFile struct {
 	SchemaVersion int        `json:"schema_version"`
 	DalVersion    string     `json:"dal_version"`
+	PublicKey     string     `json:"public_key"` // standard base64, as a bundle manifest's dal.public_key
 	Shard         Shard      `json:"shard"`
 	Evaluation    Evaluation `json:"evaluation"`
 	Runs          []ShardRun `json:"runs"`
 }
 
-// shardSchemaVersion is shard.json's format version.
-const shardSchemaVersion = 1
+// shardSchemaVersion is shard.json's format version: 2 since it is
+// signed (public_key, shard.sig).
+const shardSchemaVersion = 2
 
 // Evaluation is what every shard of one evaluation must share.
 type Evaluation struct {
@@ -119,9 +132,14 @@ func (e Evaluation) options() Options {
 		Level: e.Level, Verify: e.Verify, Score: e.Score, ScoreFile: e.ScoreFile, Answer: e.Answer}
 }
 
-// writeShard writes o.Dir/shard.json for the shard's runs, in index order.
+// writeShard writes o.Dir/shard.json for the shard's runs, in index
+// order, and its signature shard.sig under o.Key. Each file is replaced
+// atomically; a crash between the two leaves a signature that does not
+// verify, which merge refuses (running the shard again rewrites both).
 func (o *Options) writeShard(runs []RunReport, warnings [][]string) error {
-	f := ShardFile{SchemaVersion: shardSchemaVersion, DalVersion: version.Version, Shard: o.Shard, Evaluation: o.evaluation()}
+	pub := o.Key.Public().(ed25519.PublicKey)
+	f := ShardFile{SchemaVersion: shardSchemaVersion, DalVersion: version.Version,
+		PublicKey: base64.StdEncoding.EncodeToString(pub), Shard: o.Shard, Evaluation: o.evaluation()}
 	for k, r := range runs {
 		f.Runs = append(f.Runs, ShardRun{RunReport: r, Warnings: warnings[k]})
 	}
@@ -129,5 +147,32 @@ func (o *Options) writeShard(runs []RunReport, warnings [][]string) error {
 	if err != nil {
 		return fmt.Errorf("shard: %w", err)
 	}
-	return writeAtomic(filepath.Join(o.Dir, ShardFileName), append(data, '\n'))
+	data = append(data, '\n')
+	if err := writeAtomic(filepath.Join(o.Dir, ShardFileName), data); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(o.Dir, ShardSigFileName), encodeSig(ed25519.Sign(o.Key, data)))
+}
+
+// encodeSig and decodeSig are a signature file's format: standard base64
+// and a newline.
+func encodeSig(sig []byte) []byte {
+	return append([]byte(base64.StdEncoding.EncodeToString(sig)), '\n')
+}
+
+func decodeSig(text []byte) ([]byte, error) {
+	sig, err := base64.StdEncoding.Strict().DecodeString(strings.TrimSuffix(string(text), "\n"))
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return nil, errors.New("is not one base64 ed25519 signature")
+	}
+	return sig, nil
+}
+
+// decodeKey reads a public key written as in a bundle manifest.
+func decodeKey(s string) (ed25519.PublicKey, error) {
+	pub, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return nil, errors.New("is not a base64 ed25519 public key")
+	}
+	return ed25519.PublicKey(pub), nil
 }
