@@ -78,11 +78,29 @@ func (c *clientConn) drained(ctx context.Context) bool {
 		last     peerState
 		progress = time.Now()
 		pause    time.Duration
+		// arrived: an earlier answer showed every byte written received.
+		// Only then is an answer's unread count to be believed: the
+		// kernel reads it (rcv_nxt - copied_seq, unlocked) before it
+		// locks the socket for tcp_info's bytes_received, so bytes that
+		// reach the socket in between (a delivery deferred to softirq,
+		// or held in the backlog while the client is inside a socket
+		// call) are counted as received but not as unread, and the
+		// client would get them together with the next piece.
+		arrived bool
 	)
 	for i := 0; ; i++ {
 		st, ok := c.peer.state()
-		if !ok || (st.received >= c.written.Load() && st.unread == 0) {
+		if !ok {
 			return true
+		}
+		if st.received >= c.written.Load() {
+			if arrived && st.unread == 0 {
+				return true
+			}
+			if !arrived {
+				arrived = true
+				continue // ask again at once
+			}
 		}
 		if st != last {
 			last, progress = st, time.Now()

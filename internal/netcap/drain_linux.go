@@ -44,6 +44,9 @@ type diagSock struct {
 type peerSocket struct {
 	s   *diagSock
 	req []byte // the netlink request, sequence number aside
+	// beforeQuery, when set (by a test), is called before each question
+	// is sent.
+	beforeQuery func()
 }
 
 // watch returns a peerSocket for the client's end of c, nil when it
@@ -242,6 +245,9 @@ func (p *peerSocket) state() (peerState, bool) {
 	}
 	s.seq++
 	binary.NativeEndian.PutUint32(p.req[8:], s.seq)
+	if p.beforeQuery != nil {
+		p.beforeQuery()
+	}
 	if err := unix.Sendto(s.fd, p.req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return peerState{}, false
 	}
