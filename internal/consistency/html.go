@@ -19,6 +19,11 @@ import (
 // value, so a command line or a warning cannot inject markup. Each plot is an
 // <svg data-plot="NAME"> whose data marks (one per run, per bin or per
 // interval) carry the class "mark"; the tests count them.
+//
+// A plot's shapes and the table's rows, one per run each, are most of a
+// page of many runs: they are written by svg and runRows, not by the
+// template (whose reflection took 0.3 s for 10,000 runs), with the
+// template's own escaping (escapeHTML; TestEscapeHTMLIsTemplates).
 
 // Plot names (the data-plot attribute).
 const (
@@ -55,6 +60,7 @@ type plotView struct {
 	Note          string
 	Width, Height float64
 	Shapes        []shape
+	SVG           template.HTML // Shapes, written by svg
 }
 
 type runRow struct {
@@ -86,13 +92,23 @@ type pageView struct {
 	ReliabilityClass, ReliabilityNote string
 	Success                           string
 	Plots                             []plotView
-	Rows                              []runRow
+	RunRows                           template.HTML // rows, written by runRows
+	rows                              []runRow
 	Warnings                          []string
 }
 
 // HTML renders the report as one self-contained page (inline CSS and SVG, no
 // script, nothing fetched), stamped with generated.
 func (r *Report) HTML(generated time.Time) ([]byte, error) {
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, r.view(generated)); err != nil {
+		return nil, fmt.Errorf("report.html: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// view is what the page shows.
+func (r *Report) view(generated time.Time) pageView {
 	v := pageView{Command: strings.Join(r.Command, " "), Mode: r.Mode, Runs: r.Runs, AnswerSource: r.AnswerSource}
 	if !generated.IsZero() {
 		v.Date = generated.UTC().Format("2006-01-02 15:04 UTC")
@@ -174,6 +190,10 @@ func (r *Report) HTML(generated time.Time) ([]byte, error) {
 		return cmp.Compare(boolInt(a.Note != ""), boolInt(b.Note != ""))
 	})
 
+	for k := range v.Plots {
+		v.Plots[k].SVG = svg(v.Plots[k].Shapes)
+	}
+	rows := make([]runRow, 0, len(r.IndividualRuns))
 	for _, run := range r.IndividualRuns {
 		var flags []string
 		for _, o := range []struct {
@@ -184,18 +204,14 @@ func (r *Report) HTML(generated time.Time) ([]byte, error) {
 				flags = append(flags, o.name)
 			}
 		}
-		v.Rows = append(v.Rows, runRow{Index: run.Index, Seed: run.Seed, Success: run.Success, Exit: run.ExitCode,
+		rows = append(rows, runRow{Index: run.Index, Seed: run.Seed, Success: run.Success, Exit: run.ExitCode,
 			Score: num(run.Score, "%.3f"), Duration: strconv.FormatInt(run.DurationMS, 10),
 			Tokens: strconv.FormatInt(run.Tokens, 10), Answer: shorten(run.Answer, 40), Hash: shortHash(run.AnswerHash),
 			Outlier: strings.Join(flags, ", ")})
 	}
+	v.rows, v.RunRows = rows, runRows(rows)
 	v.Warnings = r.Warnings
-
-	var b bytes.Buffer
-	if err := pageTemplate.Execute(&b, v); err != nil {
-		return nil, fmt.Errorf("report.html: %w", err)
-	}
-	return b.Bytes(), nil
+	return v
 }
 
 func boolInt(b bool) int {
@@ -476,6 +492,109 @@ func (r *Report) histogram() plotView {
 	return p
 }
 
+// htmlEscaper escapes text and quoted attribute values as html/template
+// does for a string (its htmlEscaper, attrEscaper and rcdataEscaper share
+// one table).
+var htmlEscaper = strings.NewReplacer("\x00", "\uFFFD", `"`, "&#34;", "&", "&amp;", "'", "&#39;", "+", "&#43;", "<", "&lt;", ">", "&gt;")
+
+// escapeHTML escapes s for an element's text or a quoted attribute value.
+func escapeHTML(s string) string { return htmlEscaper.Replace(s) }
+
+// svg writes the shapes of a plot, each on a line of its own.
+func svg(shapes []shape) template.HTML {
+	var b strings.Builder
+	b.Grow(len(shapes) * 120)
+	attr := func(name, value string) {
+		b.WriteString(" " + name + `="`)
+		b.WriteString(value)
+		b.WriteByte('"')
+	}
+	run := func(s shape) {
+		if s.Run != 0 {
+			attr("data-run", strconv.Itoa(s.Run))
+		}
+	}
+	title := func(s shape) {
+		if s.Title != "" {
+			b.WriteString("<title>" + escapeHTML(s.Title) + "</title>")
+		}
+	}
+	for _, s := range shapes {
+		switch s.Kind {
+		case "rect":
+			b.WriteString("\n<rect")
+			attr("class", escapeHTML(s.Class))
+			attr("x", coord(s.X))
+			attr("y", coord(s.Y))
+			attr("width", coord(s.W))
+			attr("height", coord(s.H))
+			run(s)
+			if s.Count >= 0 {
+				attr("data-count", strconv.Itoa(s.Count))
+			}
+			b.WriteByte('>')
+			title(s)
+			b.WriteString("</rect>")
+		case "circle":
+			b.WriteString("\n<circle")
+			attr("class", escapeHTML(s.Class))
+			attr("cx", coord(s.X))
+			attr("cy", coord(s.Y))
+			attr("r", coord(s.R))
+			run(s)
+			b.WriteByte('>')
+			title(s)
+			b.WriteString("</circle>")
+		case "line":
+			b.WriteString("\n<line")
+			attr("class", escapeHTML(s.Class))
+			attr("x1", coord(s.X1))
+			attr("y1", coord(s.Y1))
+			attr("x2", coord(s.X2))
+			attr("y2", coord(s.Y2))
+			b.WriteByte('>')
+			title(s)
+			b.WriteString("</line>")
+		case "text":
+			b.WriteString("\n<text")
+			attr("class", escapeHTML(s.Class))
+			attr("x", coord(s.X))
+			attr("y", coord(s.Y))
+			attr("text-anchor", escapeHTML(s.Anchor))
+			b.WriteString(">" + escapeHTML(s.Text) + "</text>")
+		}
+	}
+	return template.HTML(b.String())
+}
+
+// runRows writes the rows of the runs table.
+func runRows(rows []runRow) template.HTML {
+	var b strings.Builder
+	b.Grow(len(rows) * 480)
+	for _, r := range rows {
+		b.WriteString("\n<tr><td data-label=\"run\">" + strconv.Itoa(r.Index) + "</td>")
+		b.WriteString(`<td class="l" data-label="seed">` + strconv.FormatUint(r.Seed, 10) + "</td>")
+		b.WriteString(`<td class="l" data-label="result">`)
+		if r.Success {
+			b.WriteString(`<span class="pill ok">ok</span>`)
+		} else {
+			b.WriteString(`<span class="pill fail">failed</span>`)
+		}
+		b.WriteString(`</td><td data-label="exit">` + strconv.Itoa(r.Exit) + "</td>")
+		b.WriteString(`<td data-label="score">` + escapeHTML(r.Score) + "</td>")
+		b.WriteString(`<td data-label="duration (ms)">` + escapeHTML(r.Duration) + "</td>")
+		b.WriteString(`<td data-label="tokens">` + escapeHTML(r.Tokens) + "</td>")
+		b.WriteString(`<td class="l" data-label="answer">`)
+		if r.Hash != "" {
+			b.WriteString("<code>" + escapeHTML(r.Answer) + "</code> <code>" + escapeHTML(r.Hash) + "</code>")
+		} else {
+			b.WriteString("–")
+		}
+		b.WriteString(`</td><td class="l" data-label="outlier in">` + escapeHTML(r.Outlier) + "</td></tr>")
+	}
+	return template.HTML(b.String())
+}
+
 // coord formats an SVG coordinate.
 func coord(x float64) string { return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64) }
 
@@ -555,11 +674,7 @@ td::before{content:attr(data-label);float:left;color:#56657a;padding-right:12px}
 <section class="plots">{{range .Plots}}
 <figure class="plot" id="plot-{{.Name}}"><h2>{{.Title}}</h2>{{if .Note}}
 <p class="note">{{.Note}}</p>{{else}}
-<svg data-plot="{{.Name}}" viewBox="0 0 {{c .Width}} {{c .Height}}" xmlns="http://www.w3.org/2000/svg" role="img">{{range .Shapes}}{{if eq .Kind "rect"}}
-<rect class="{{.Class}}" x="{{c .X}}" y="{{c .Y}}" width="{{c .W}}" height="{{c .H}}"{{if .Run}} data-run="{{.Run}}"{{end}}{{if ge .Count 0}} data-count="{{.Count}}"{{end}}>{{if .Title}}<title>{{.Title}}</title>{{end}}</rect>{{else if eq .Kind "circle"}}
-<circle class="{{.Class}}" cx="{{c .X}}" cy="{{c .Y}}" r="{{c .R}}"{{if .Run}} data-run="{{.Run}}"{{end}}>{{if .Title}}<title>{{.Title}}</title>{{end}}</circle>{{else if eq .Kind "line"}}
-<line class="{{.Class}}" x1="{{c .X1}}" y1="{{c .Y1}}" x2="{{c .X2}}" y2="{{c .Y2}}">{{if .Title}}<title>{{.Title}}</title>{{end}}</line>{{else if eq .Kind "text"}}
-<text class="{{.Class}}" x="{{c .X}}" y="{{c .Y}}" text-anchor="{{.Anchor}}">{{.Text}}</text>{{end}}{{end}}
+<svg data-plot="{{.Name}}" viewBox="0 0 {{c .Width}} {{c .Height}}" xmlns="http://www.w3.org/2000/svg" role="img">{{.SVG}}
 </svg>
 <figcaption class="small">{{.Caption}}</figcaption>{{end}}</figure>{{end}}
 </section>
@@ -571,8 +686,7 @@ td::before{content:attr(data-label);float:left;color:#56657a;padding-right:12px}
 <tr><td class="l" data-label="answer">failed</td><td data-label="runs">{{.Failed}}</td><td></td><td></td><td></td></tr>{{end}}
 </table>
 <table id="runs">
-<tr class="head"><th>run</th><th class="l">seed</th><th class="l">result</th><th>exit</th><th>score</th><th>duration (ms)</th><th>tokens</th><th class="l">answer</th><th class="l">outlier in</th></tr>{{range .Rows}}
-<tr><td data-label="run">{{.Index}}</td><td class="l" data-label="seed">{{.Seed}}</td><td class="l" data-label="result">{{if .Success}}<span class="pill ok">ok</span>{{else}}<span class="pill fail">failed</span>{{end}}</td><td data-label="exit">{{.Exit}}</td><td data-label="score">{{.Score}}</td><td data-label="duration (ms)">{{.Duration}}</td><td data-label="tokens">{{.Tokens}}</td><td class="l" data-label="answer">{{if .Hash}}<code>{{.Answer}}</code> <code>{{.Hash}}</code>{{else}}–{{end}}</td><td class="l" data-label="outlier in">{{.Outlier}}</td></tr>{{end}}
+<tr class="head"><th>run</th><th class="l">seed</th><th class="l">result</th><th>exit</th><th>score</th><th>duration (ms)</th><th>tokens</th><th class="l">answer</th><th class="l">outlier in</th></tr>{{.RunRows}}
 </table>{{if .Warnings}}
 <div class="warn"><h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul></div>{{end}}
 </main>

@@ -2,6 +2,8 @@ package consistency
 
 import (
 	"encoding/xml"
+	"html/template"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -243,5 +245,38 @@ func TestEvaluateWritesHTML(t *testing.T) {
 	left, err := filepath.Glob(filepath.Join(o.Dir, ".report*"))
 	if err != nil || len(left) > 0 {
 		t.Fatalf("temporary files left behind: %v (%v)", left, err)
+	}
+}
+
+// TestEscapeHTMLIsTemplates: the shapes and rows written outside the
+// template are escaped exactly as html/template escapes a string in an
+// element's text, a quoted attribute and an SVG <title>, for every byte
+// and some strings made of the characters that matter.
+func TestEscapeHTMLIsTemplates(t *testing.T) {
+	t.Parallel()
+	tmpl := template.Must(template.New("").Parse(`<p title="{{.}}">{{.}}</p><svg><rect><title>{{.}}</title></rect><text x="1">{{.}}</text></svg>`))
+	inputs := []string{"", "plain", "a+b <x> & 'q' \"d\"", "\x00", "\xff\xfe", "é 😀 +", "&amp;", "]]>", "\uFFFD\x00+"}
+	for c := range 256 {
+		inputs = append(inputs, "x"+string(rune(c))+"y", string([]byte{byte(c)}))
+	}
+	parts := []string{"<", ">", "&", "'", "\"", "+", "\x00", "a", "é", "\xc3", " "}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		var b strings.Builder
+		for range rnd.IntN(12) {
+			b.WriteString(parts[rnd.IntN(len(parts))])
+		}
+		inputs = append(inputs, b.String())
+	}
+	for _, in := range inputs {
+		var got strings.Builder
+		if err := tmpl.Execute(&got, in); err != nil {
+			t.Fatal(err)
+		}
+		e := escapeHTML(in)
+		want := `<p title="` + e + `">` + e + `</p><svg><rect><title>` + e + `</title></rect><text x="1">` + e + `</text></svg>`
+		if got.String() != want {
+			t.Errorf("%q: html/template writes %q, escapeHTML %q", in, got.String(), want)
+		}
 	}
 }

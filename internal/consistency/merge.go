@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -41,7 +42,8 @@ type MergeOptions struct {
 type shardDir struct {
 	dir  string            // as given
 	real string            // dir with its symbolic links resolved: where the run bundles must be
-	root *safefs.Dir       // real, through which shard.json, shard.sig and runs/ are read: no link is followed
+	root *safefs.Dir       // real, through which shard.json and shard.sig are read: no link is followed
+	runs *safefs.Dir       // root's runs directory, in which each run's bundle is checked
 	key  ed25519.PublicKey // signed shard.sig, must have signed every run's bundle
 	file ShardFile
 }
@@ -50,6 +52,7 @@ func (s shardDir) name() string { return fmt.Sprintf("shard %s (%s)", s.file.Sha
 
 func closeShards(shards []shardDir) {
 	for _, s := range shards {
+		s.runs.Close()
 		s.root.Close()
 	}
 }
@@ -93,12 +96,33 @@ func Merge(ctx context.Context, dirs []string, out string, mo MergeOptions) (*Re
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyRuns(ctx, shards, mo); err != nil {
+	dst, err := createOut(out)
+	if err != nil {
 		return nil, err
 	}
-	o := shards[0].file.Evaluation.options()
-	rep := analyse(o, runs, warnings)
-	if err := writeMerged(shards, out, rep, mo.Copy); err != nil {
+	// The links are made while the bundles are verified: a link per run
+	// is an inode to allocate, work of the filesystem that one CPU does
+	// for one directory at a time. A copy reads the bundles, so it waits
+	// for their verification.
+	linked := make(chan error, 1)
+	if !mo.Copy {
+		go func() { linked <- linkRuns(shards, out) }()
+	}
+	err = verifyRuns(ctx, shards, mo)
+	if !mo.Copy {
+		if lerr := <-linked; err == nil {
+			err = lerr
+		}
+	} else if err == nil {
+		err = copyRuns(shards, out)
+	}
+	var rep *Report
+	if err == nil {
+		rep = analyse(shards[0].file.Evaluation.options(), runs, warnings)
+		err = rep.Write(out)
+	}
+	if err != nil {
+		dst.discard()
 		return nil, err
 	}
 	return rep, nil
@@ -220,6 +244,11 @@ func readShard(d string, key ed25519.PublicKey) (shardDir, error) {
 			return fmt.Errorf("%s: %s is signed by key %s, not by the key given with --key: it was not recorded with that key", s.name(), ShardFileName, f.PublicKey)
 		}
 		s.key = pub
+		if s.runs, err = s.root.Sub("runs"); errors.Is(err, safefs.ErrSymlink) {
+			return fmt.Errorf("%s: its runs directory is a symbolic link: merge follows no link inside a shard directory; give the directory the shard wrote", s.name())
+		} else if err != nil {
+			return fmt.Errorf("%s: its runs directory is not readable (%v): give the directory the shard wrote", s.name(), errors.Unwrap(err))
+		}
 		return nil
 	}()
 	if err != nil {
@@ -371,10 +400,10 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 	// A shard is input from anywhere: its runs directory and the run's
 	// directory must be its own, not links that merge would follow (and
 	// copy from) elsewhere.
-	fi, err := s.root.Lstat(r.Bundle)
+	fi, err := s.runs.Lstat(path.Base(r.Bundle)) // r.Bundle is runs/NNN (collectRuns)
 	switch {
-	case errors.Is(err, safefs.ErrSymlink) || (err == nil && fi.Mode()&fs.ModeSymlink != 0):
-		return fmt.Errorf("%s, run %d: %s is a symbolic link (or lies below one), not the run's bundle: merge follows no link inside a shard directory", s.name(), r.Index, r.Bundle)
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s, run %d: %s is a symbolic link, not the run's bundle: merge follows no link inside a shard directory", s.name(), r.Index, r.Bundle)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%s, run %d: its bundle %s is missing: run the shard again with the same command to record it", s.name(), r.Index, r.Bundle)
 	case err != nil:
@@ -382,16 +411,16 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 	case !fi.IsDir():
 		return fmt.Errorf("%s, run %d: %s is not a bundle directory: the shard was modified", s.name(), r.Index, r.Bundle)
 	}
-	path := filepath.Join(s.real, filepath.FromSlash(r.Bundle))
-	b, err := bundle.Open(path, bundle.OpenOptions{TrustedKey: mo.Key})
+	dir := filepath.Join(s.real, filepath.FromSlash(r.Bundle))
+	b, err := bundle.Open(dir, bundle.OpenOptions{TrustedKey: mo.Key})
 	if errors.Is(err, bundle.ErrUntrusted) {
 		return fmt.Errorf("%s, run %d: %v", s.name(), r.Index, err)
 	}
 	if err != nil {
-		return fmt.Errorf("%s, run %d: %v: record the run again (remove %s and run the shard again)", s.name(), r.Index, err, path)
+		return fmt.Errorf("%s, run %d: %v: record the run again (remove %s and run the shard again)", s.name(), r.Index, err, dir)
 	}
 	defer b.Close()
-	if b.Dir != path { // replaced by a link since the check above
+	if b.Dir != dir { // replaced by a link since the check above
 		return fmt.Errorf("%s, run %d: %s is a symbolic link (or lies below one), not the run's bundle: merge follows no link inside a shard directory", s.name(), r.Index, r.Bundle)
 	}
 	if !b.PublicKey.Equal(s.key) {
@@ -447,62 +476,79 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 // runDirName is run i's directory under runs/.
 func runDirName(i int) string { return filepath.Base(BundlePath("", i)) }
 
-// writeMerged links (or copies) every bundle into out/runs and writes the
-// report; on failure it removes what it wrote.
-func writeMerged(shards []shardDir, out string, rep *Report, copyTrees bool) (err error) {
-	created := false
-	if _, statErr := os.Stat(out); errors.Is(statErr, fs.ErrNotExist) {
-		created = true
+// outDir is the merge's output directory while it is written.
+type outDir struct {
+	path    string
+	created bool // by the merge, rather than given empty
+}
+
+// createOut creates out and out/runs.
+func createOut(out string) (*outDir, error) {
+	d := &outDir{path: out}
+	if _, err := os.Stat(out); errors.Is(err, fs.ErrNotExist) {
+		d.created = true
 	}
 	if err := os.MkdirAll(filepath.Join(out, "runs"), 0o755); err != nil {
-		return fmt.Errorf("cannot create the report directory %s: %w", out, err)
+		return nil, fmt.Errorf("cannot create the report directory %s: %w", out, err)
 	}
-	defer func() {
-		if err == nil {
-			return
-		}
-		if created {
-			os.RemoveAll(out)
-			return
-		}
-		ents, _ := os.ReadDir(out)
-		for _, e := range ents {
-			os.RemoveAll(filepath.Join(out, e.Name()))
-		}
-	}()
+	return d, nil
+}
+
+// discard removes what the merge wrote: out itself when the merge created
+// it, else its contents.
+func (d *outDir) discard() {
+	if d.created {
+		os.RemoveAll(d.path)
+		return
+	}
+	ents, _ := os.ReadDir(d.path)
+	for _, e := range ents {
+		os.RemoveAll(filepath.Join(d.path, e.Name()))
+	}
+}
+
+// linkRuns makes out/runs/NNN a symbolic link to each run's bundle in its
+// shard, relative when it can be, so that moving the shards and out
+// together keeps the links.
+func linkRuns(shards []shardDir, out string) error {
+	runs, err := safefs.Open(filepath.Join(out, "runs"))
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	defer runs.Close()
+	from, err := filepath.Abs(runs.Name())
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
 	for _, s := range shards {
+		to, err := filepath.Abs(s.dir)
+		if err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+		if rel, err := filepath.Rel(from, to); err == nil {
+			to = rel
+		}
 		for _, r := range s.file.Runs {
-			src := filepath.Join(s.dir, filepath.FromSlash(r.Bundle))
-			dst := filepath.Join(out, filepath.FromSlash(r.Bundle))
-			if copyTrees {
-				err = linkTree(src, dst)
-			} else {
-				err = symlinkTo(src, dst)
-			}
-			if err != nil {
+			name := path.Base(r.Bundle)
+			if err := runs.Symlink(filepath.Join(to, "runs", name), name); err != nil {
 				return fmt.Errorf("merge: placing run %d's bundle into %s: %w", r.Index, out, err)
 			}
 		}
 	}
-	return rep.Write(out)
+	return nil
 }
 
-// symlinkTo makes dst a symbolic link to src: relative to dst's directory
-// when both are under one root, so that moving the two together keeps it.
-func symlinkTo(src, dst string) error {
-	abs, err := filepath.Abs(src)
-	if err != nil {
-		return err
+// copyRuns recreates every run's bundle at out/runs/NNN with linkTree.
+func copyRuns(shards []shardDir, out string) error {
+	for _, s := range shards {
+		for _, r := range s.file.Runs {
+			rel := filepath.FromSlash(r.Bundle)
+			if err := linkTree(filepath.Join(s.real, rel), filepath.Join(out, rel)); err != nil {
+				return fmt.Errorf("merge: placing run %d's bundle into %s: %w", r.Index, out, err)
+			}
+		}
 	}
-	absDst, err := filepath.Abs(filepath.Dir(dst))
-	if err != nil {
-		return err
-	}
-	target := abs
-	if rel, err := filepath.Rel(absDst, abs); err == nil {
-		target = rel
-	}
-	return os.Symlink(target, dst)
+	return nil
 }
 
 // linkTree recreates the tree src at dst (which must not exist): files as
