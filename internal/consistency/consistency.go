@@ -243,13 +243,13 @@ func (o *Options) one(ctx context.Context, i int, seed uint64) (RunReport, []str
 		return RunReport{}, nil, false, fmt.Errorf("run %d: %w", i, err)
 	}
 	defer root.Close()
-	if _, err := root.Lstat("manifest.json"); kept && err != nil {
-		return RunReport{}, nil, false, fmt.Errorf("run %d's bundle %s is incomplete (no manifest.json): remove it to record the run again", i, path)
-	}
 	files := dirFiles(root)
 	b, err := readFacts(files)
+	if kept && errors.Is(err, errNoManifest) {
+		return RunReport{}, nil, false, fmt.Errorf("run %d's bundle %s is incomplete (no manifest.json): remove it to record the run again", i, path)
+	}
 	if err != nil {
-		return RunReport{}, nil, false, fmt.Errorf("run %d: bundle %s: %w", i, path, err)
+		return RunReport{}, nil, false, fmt.Errorf("run %d: bundle %s: %w (remove it to record the run again)", i, path, err)
 	}
 	files = files.with("logs/stdout", b.stdout)
 	if kept {
@@ -447,6 +447,10 @@ type metrics struct {
 	TokensOutput int64 `json:"tokens_output"`
 }
 
+// errNoManifest: a bundle directory without a manifest.json, which a
+// bundle has once it is complete.
+var errNoManifest = errors.New("the bundle has no manifest.json")
+
 // readFacts reads a run's env.json, the metrics of its manifest.json
 // and its stdout, which it hashes.
 func readFacts(files runFiles) (bundleFacts, error) {
@@ -454,7 +458,9 @@ func readFacts(files runFiles) (bundleFacts, error) {
 	var man struct {
 		Metrics metrics `json:"metrics"`
 	}
-	if err := readJSON(files, "manifest.json", &man); err != nil {
+	if err := readJSON(files, "manifest.json", &man); errors.Is(err, fs.ErrNotExist) {
+		return f, errNoManifest
+	} else if err != nil {
 		return f, err
 	}
 	if err := readJSON(files, "env.json", &f.env); err != nil {

@@ -217,6 +217,16 @@ func TestResumeKeepsFinishedRuns(t *testing.T) {
 	if _, err := Evaluate(context.Background(), o); err == nil || !strings.Contains(err.Error(), "recorded with seed") {
 		t.Fatalf("evaluation with other seeds into the same directory: %v", err)
 	}
+
+	// A run directory without a manifest is a bundle that was never
+	// finished: it is neither kept nor recorded over.
+	o.Seeds = Seeds(7, 6)
+	if err := os.MkdirAll(filepath.Join(BundlePath(o.Dir, 6), "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Evaluate(context.Background(), o); err == nil || !strings.Contains(err.Error(), "run 6's bundle") || !strings.Contains(err.Error(), "is incomplete (no manifest.json)") {
+		t.Fatalf("evaluation over an unfinished bundle: %v", err)
+	}
 }
 
 func TestParallelLimit(t *testing.T) {
@@ -312,5 +322,35 @@ func TestVerdictGoldens(t *testing.T) {
 			got := fmt.Sprintf("$ dal-exec consistency --strategy %s ...\n%sexit %d\n\n--- report.md\n%s", tc.strategy, rep.Summary(), rep.ExitCode(), md)
 			golden.Check(t, filepath.Join("testdata", "verdict-"+tc.name+".golden"), []byte(got))
 		})
+	}
+}
+
+// TestKeptBundleLinkNotFollowed: a kept bundle whose stdout is a symbolic
+// link to a file elsewhere is refused, and the file never becomes an
+// answer in the report.
+func TestKeptBundleLinkNotFollowed(t *testing.T) {
+	t.Parallel()
+	o := options(t, 2, func(int, uint64) (int, string, int64, int64) { return 0, "42\n", 100, 10 })
+	if _, err := Evaluate(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("private key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout := filepath.Join(BundlePath(o.Dir, 2), "logs", "stdout")
+	if err := os.Remove(stdout); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, stdout); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Evaluate(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "run 2") || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("evaluation over a bundle with a planted link: %v", err)
+	}
+	t.Log(err)
+	if data, _ := os.ReadFile(filepath.Join(o.Dir, "report.json")); strings.Contains(string(data), "private key") {
+		t.Fatal("the link's target became part of the report")
 	}
 }
