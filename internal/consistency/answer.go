@@ -3,8 +3,6 @@ package consistency
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/dal-runtime/dal/internal/digest"
 )
 
 // AnswerSource says what a run's answer is, the thing runs vote on. The
@@ -75,8 +75,7 @@ type answer struct {
 
 func newAnswer(text string) answer {
 	text = strings.TrimSpace(text)
-	sum := sha256.Sum256([]byte(text))
-	return answer{text: text, hash: "sha256:" + hex.EncodeToString(sum[:])}
+	return answer{text: text, hash: digest.Bytes([]byte(text))}
 }
 
 // answerOf reads run's answer from its bundle's files (or the answer

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
+	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/seedrng"
@@ -473,7 +472,7 @@ func readFacts(files runFiles) (bundleFacts, error) {
 		return f, err
 	}
 	f.stdout = out
-	f.outputHash = digest(out)
+	f.outputHash = digest.Bytes(out)
 	return f, nil
 }
 
@@ -495,15 +494,9 @@ func openedFacts(b *bundle.Bundle, files runFiles) (bundleFacts, error) {
 	} else if _, link := b.Manifest.Dal.Symlinks[stdout]; link {
 		return f, fmt.Errorf("the bundle's %s is a symbolic link, not the run's output", stdout)
 	} else {
-		f.outputHash = digest(nil)
+		f.outputHash = digest.Bytes(nil)
 	}
 	return f, nil
-}
-
-// digest is the "sha256:<hex>" of data, as a bundle manifest writes it.
-func digest(data []byte) string {
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func readJSON(files runFiles, rel string, v any) error {
