@@ -106,7 +106,7 @@ func Merge(ctx context.Context, dirs []string, out string, mo MergeOptions) (*Re
 	// for their verification.
 	linked := make(chan error, 1)
 	if !mo.Copy {
-		go func() { linked <- linkRuns(shards, out) }()
+		go func() { linked <- linkRuns(ctx, shards, out) }()
 	}
 	err = verifyRuns(ctx, shards, mo)
 	if !mo.Copy {
@@ -151,12 +151,30 @@ func readShards(dirs []string, key ed25519.PublicKey) (shards []shardDir, err er
 			closeShards(shards)
 		}
 	}()
-	for _, d := range dirs {
-		s, err := readShard(d, key)
+	// Each shard file is read and decoded on a CPU of its own (a shard
+	// of 1,000 runs is ~0.5 MB of JSON); the error is the first
+	// directory's, whatever the scheduling.
+	read := make([]shardDir, len(dirs))
+	errs := make([]error, len(dirs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for k, d := range dirs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			read[k], errs[k] = readShard(d, key)
+		})
+	}
+	wg.Wait()
+	for k := range dirs {
+		if errs[k] == nil {
+			shards = append(shards, read[k])
+		}
+	}
+	for _, err := range errs {
 		if err != nil {
 			return shards, err
 		}
-		shards = append(shards, s)
 	}
 	first := shards[0]
 	seen := map[int]shardDir{}
@@ -510,7 +528,7 @@ func (d *outDir) discard() {
 // linkRuns makes out/runs/NNN a symbolic link to each run's bundle in its
 // shard, relative when it can be, so that moving the shards and out
 // together keeps the links.
-func linkRuns(shards []shardDir, out string) error {
+func linkRuns(ctx context.Context, shards []shardDir, out string) error {
 	runs, err := safefs.Open(filepath.Join(out, "runs"))
 	if err != nil {
 		return fmt.Errorf("merge: %w", err)
@@ -529,6 +547,9 @@ func linkRuns(shards []shardDir, out string) error {
 			to = rel
 		}
 		for _, r := range s.file.Runs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			name := path.Base(r.Bundle)
 			if err := runs.Symlink(filepath.Join(to, "runs", name), name); err != nil {
 				return fmt.Errorf("merge: placing run %d's bundle into %s: %w", r.Index, out, err)
