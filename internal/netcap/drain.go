@@ -78,15 +78,19 @@ func (c *clientConn) drained(ctx context.Context) bool {
 		last     peerState
 		progress = time.Now()
 		pause    time.Duration
-		// arrived: an earlier answer showed every byte written received.
-		// Only then is an answer's unread count to be believed: the
-		// kernel reads it (rcv_nxt - copied_seq, unlocked) before it
-		// locks the socket for tcp_info's bytes_received, so bytes that
-		// reach the socket in between (a delivery deferred to softirq,
-		// or held in the backlog while the client is inside a socket
-		// call) are counted as received but not as unread, and the
-		// client would get them together with the next piece.
-		arrived bool
+		// arrived: every byte written is known to have reached the
+		// client's socket before the next answer is asked for. Only then
+		// is an answer's unread count to be believed: the kernel reads
+		// it (rcv_nxt - copied_seq, unlocked) before it locks the socket
+		// for tcp_info's bytes_received, so bytes that reach the socket
+		// in between (a delivery deferred to softirq, or held in the
+		// backlog while the client is inside a socket call) are counted
+		// as received but not as unread, and the client would get them
+		// together with the next piece. It is known when the client's
+		// socket acknowledged them all (our send queue is empty: one
+		// ioctl, the usual case on loopback), or when an earlier answer
+		// showed them received.
+		arrived = c.peer.acked()
 	)
 	for i := 0; ; i++ {
 		st, ok := c.peer.state()

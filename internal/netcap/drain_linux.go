@@ -43,7 +43,8 @@ type diagSock struct {
 // peerSocket asks about the client's end of one connection.
 type peerSocket struct {
 	s   *diagSock
-	req []byte // the netlink request, sequence number aside
+	req []byte          // the netlink request, sequence number aside
+	own syscall.RawConn // our end
 	// beforeQuery, when set (by a test), is called before each question
 	// is sent.
 	beforeQuery func()
@@ -102,7 +103,7 @@ func (d *diagSet) watch(c net.Conn) *peerSocket {
 	copy(id[20:36], dst)
 	binary.NativeEndian.PutUint32(id[40:], ^uint32(0)) // INET_DIAG_NOCOOKIE
 	binary.NativeEndian.PutUint32(id[44:], ^uint32(0))
-	return &peerSocket{s: s, req: req}
+	return &peerSocket{s: s, req: req, own: rc}
 }
 
 // sock returns the diag socket of the namespace nsfd (-1: ours), opened
@@ -264,6 +265,19 @@ func (p *peerSocket) state() (peerState, bool) {
 			return st, ok
 		}
 	}
+}
+
+// acked reports whether the client's socket has acknowledged every byte
+// written to our end (SIOCOUTQ: none unacknowledged): it acknowledges
+// bytes once they are in its receive queue, counted in its rcv_nxt.
+func (p *peerSocket) acked() bool {
+	n := -1
+	p.own.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
+			n = v
+		}
+	})
+	return n == 0
 }
 
 // parseDiag reads the answer to request seq: done once it was found (an
