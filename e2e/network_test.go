@@ -529,41 +529,52 @@ except OSError as e:
 // TestNetworkClients is the client matrix of issue 13: each client stack
 // makes two plain calls, one streamed (printing every read, so that read
 // boundaries show) and one tool call against testdata/llm_server.py (gzip
-// for clients that accept it), over HTTP and HTTPS with a private CA;
-// recorded in strict mode, the server stopped, then replayed twice with
-// none of the agent's variables set: the output is the recorded one byte
-// for byte, the verdict EXACT, no secret in the bundle.
+// for clients that accept it), over HTTP and HTTPS with a private CA; the
+// OpenAI SDKs (Node and Go) and the AI SDK do the same over the Responses
+// API, and the OpenAI SDKs close a Responses stream after its first text
+// delta while the server still holds it open. Each is recorded in strict
+// mode, the server stopped, then replayed twice with none of the agent's
+// variables set: the output is the recorded one byte for byte, the
+// verdict EXACT, no secret in the bundle.
 func TestNetworkClients(t *testing.T) {
 	t.Parallel()
 	testdata, _ := filepath.Abs("testdata")
 	clients := filepath.Join(testdata, "clients")
 	nodeDir := filepath.Join(testdata, "node-openai")
-	for _, m := range []string{"openai", "axios", "undici", "@anthropic-ai/sdk"} {
+	for _, m := range []string{"openai", "axios", "undici", "@anthropic-ai/sdk", "ai", "@ai-sdk/openai", "@langchain/openai"} {
 		if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", m)); err != nil {
 			t.Fatalf("the npm package %s is not installed: run scripts/test-deps.sh (make test does)", m)
 		}
 	}
+	openaigo := buildOpenAIGo(t)
 	py := func(script string) []string { return []string{"/usr/bin/python3", filepath.Join(clients, script)} }
 	node := func(script string) []string { return []string{"node", filepath.Join(nodeDir, "clients", script)} }
 	type client struct {
 		name  string
 		argv  []string
-		reads int // at least this many "read:" lines: one per event of the stream
-		want  string
+		reads int      // at least this many "read:" lines: one per event of the stream
+		want  []string // in the recorded output
 	}
+	const closedEarly = "early event: response.output_text.delta \"reply\"\nclosed early\n"
 	matrix := []client{
-		{"urllib", py("urllib_agent.py"), 7, "plain: reply 1 to: hello ce: None"},
-		{"requests", py("requests_agent.py"), 7, "plain: reply 1 to: hello ce: gzip"},
-		{"httpx", py("httpx_agent.py"), 7, "plain: reply 1 to: hello ce: gzip"},
-		{"httpx-async", py("httpx_async_agent.py"), 7, "plain: reply 1 to: hello ce: gzip"},
-		{"aiohttp", py("aiohttp_agent.py"), 7, "plain: reply 1 to: hello ce: gzip"},
-		{"fetch", node("fetch.js"), 7, "plain: reply 1 to: hello ce: gzip"},
-		{"undici", node("undici.js"), 7, "plain: reply 1 to: hello ce: gzip"},
-		{"axios", node("axios.js"), 7, "plain: reply 1 to: hello"},
-		{"openai-node", node("openai.js"), 0, "plain: reply 1 to: hello"},
-		{"anthropic-node", node("anthropic.js"), 0, "plain: reply 1 to: hello"},
-		{"go-net-http", []string{bin.goclient}, 7, "plain: reply 1 to: hello uncompressed: true"},
-		{"curl", []string{"sh", filepath.Join(clients, "curl_agent.sh")}, 0, "ce: gzip"},
+		{"urllib", py("urllib_agent.py"), 7, []string{"plain: reply 1 to: hello ce: None"}},
+		{"requests", py("requests_agent.py"), 7, []string{"plain: reply 1 to: hello ce: gzip"}},
+		{"httpx", py("httpx_agent.py"), 7, []string{"plain: reply 1 to: hello ce: gzip"}},
+		{"httpx-async", py("httpx_async_agent.py"), 7, []string{"plain: reply 1 to: hello ce: gzip"}},
+		{"aiohttp", py("aiohttp_agent.py"), 7, []string{"plain: reply 1 to: hello ce: gzip"}},
+		{"fetch", node("fetch.js"), 7, []string{"plain: reply 1 to: hello ce: gzip"}},
+		{"undici", node("undici.js"), 7, []string{"plain: reply 1 to: hello ce: gzip"}},
+		{"axios", node("axios.js"), 7, []string{"plain: reply 1 to: hello"}},
+		{"openai-node", node("openai.js"), 0, []string{"plain: reply 1 to: hello", "responses plain: reply 5 to: hello",
+			"responses event: 12 response.completed", "responses tool: get_weather", strings.ReplaceAll(closedEarly, `"`, "")}},
+		{"anthropic-node", node("anthropic.js"), 0, []string{"plain: reply 1 to: hello"}},
+		{"ai-sdk", node("aisdk.js"), 0, []string{"plain: reply 1 to: hello", "text part: \" please\"", "responses plain: reply 5 to: hello",
+			"responses text part: \" please\""}},
+		{"langchain", node("langchain.js"), 0, []string{"plain: reply 1 to: hello", "chunk: \" please\""}},
+		{"go-net-http", []string{bin.goclient}, 7, []string{"plain: reply 1 to: hello uncompressed: true"}},
+		{"openai-go", []string{openaigo}, 0, []string{"plain: reply 1 to: hello", "responses plain: reply 5 to: hello",
+			"responses event: 12 response.completed", "responses tool: get_weather", closedEarly}},
+		{"curl", []string{"sh", filepath.Join(clients, "curl_agent.sh")}, 0, []string{"ce: gzip"}},
 	}
 	for _, c := range matrix {
 		for _, useTLS := range []bool{false, true} {
@@ -592,8 +603,13 @@ func TestNetworkClients(t *testing.T) {
 				args := []string{"record", "--allow-loopback", "127.0.0.1:" + itoa(srv.port), "--out", out,
 					"--keep-env", "OPENAI_API_KEY", "--keep-env", "ANTHROPIC_API_KEY", "--keep-env", "LLM_BASE", "--keep-env", "ANTHROPIC_BASE_URL", "--"}
 				rec := dalIn(t, ws, env, append(args, c.argv...)...)
-				if rec.code != 0 || !strings.Contains(rec.stdout, c.want) || !strings.Contains(rec.stdout, "get_weather") {
-					t.Fatalf("record: exit %d, want %q in\nstdout %s\nstderr %s", rec.code, c.want, rec.stdout, rec.stderr)
+				for _, w := range append(c.want, "get_weather") {
+					if rec.code != 0 || !strings.Contains(rec.stdout, w) {
+						t.Fatalf("record: exit %d, want %q in\nstdout %s\nstderr %s", rec.code, w, rec.stdout, rec.stderr)
+					}
+				}
+				if strings.Contains(rec.stdout, "closed early") {
+					checkClosedEarly(t, filepath.Join(out, "network.har"))
 				}
 				if n := strings.Count(rec.stdout, "\nread:"); n < c.reads {
 					t.Errorf("record: the stream came in %d reads, want at least %d (one per event):\n%s", n, c.reads, rec.stdout)
@@ -620,4 +636,54 @@ func TestNetworkClients(t *testing.T) {
 			})
 		}
 	}
+}
+
+// buildOpenAIGo builds testdata/openaigo, a module of its own (the
+// official Go SDK stays out of dal's go.mod), its dependencies pinned by
+// its go.sum and fetched through the Go module proxy when not in the
+// module cache (scripts/test-deps.sh downloads them).
+func buildOpenAIGo(t *testing.T) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "openaigo")
+	cmd := exec.Command("go", "build", "-o", exe, ".")
+	cmd.Dir = filepath.Join("testdata", "openaigo")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build testdata/openaigo (scripts/test-deps.sh fetches its modules): %v\n%s", err, out)
+	}
+	return exe
+}
+
+// checkClosedEarly: the stream the agent closed after its first text
+// delta is recorded as closed by the client, cut short, with no error.
+func checkClosedEarly(t *testing.T, harPath string) {
+	t.Helper()
+	var h struct {
+		Log struct {
+			Entries []struct {
+				Request struct {
+					PostData struct{ Text string } `json:"postData"`
+				} `json:"request"`
+				Dal struct {
+					Error        string `json:"error"`
+					ClientClosed *struct {
+						Chunks    int  `json:"chunks"`
+						Truncated bool `json:"truncated"`
+					} `json:"client_closed"`
+				} `json:"_dal"`
+			} `json:"entries"`
+		} `json:"log"`
+	}
+	if err := json.Unmarshal(mustRead(t, harPath), &h); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range h.Log.Entries {
+		if strings.Contains(e.Request.PostData.Text, "close early") {
+			if c := e.Dal.ClientClosed; e.Dal.Error != "" || c == nil || !c.Truncated || c.Chunks != 5 {
+				t.Errorf("the stream closed early is recorded with error %q, client_closed %+v (want 5 chunks, truncated)", e.Dal.Error, c)
+			}
+			return
+		}
+	}
+	t.Errorf("no recorded request says \"close early\"")
 }

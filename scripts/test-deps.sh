@@ -50,13 +50,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# npm packages of the end-to-end tests (the openai, @anthropic-ai/sdk, axios
-# and undici clients of the network tests), pinned by their
-# package-lock.json: installed again whenever the lock file changed.
+# npm packages of the end-to-end tests (the openai, @anthropic-ai/sdk, ai,
+# @ai-sdk/openai, @langchain/openai, axios and undici clients of the
+# network tests), pinned by their package-lock.json: installed again
+# whenever the lock file changed.
 for d in e2e/testdata/*/; do
   [ -f "$d/package-lock.json" ] || continue
   if ! cmp -s "$d/package-lock.json" "$d/node_modules/.dal-installed-lock" 2>/dev/null; then
     npm ci --prefix "$d" --no-audit --no-fund --loglevel=error
     cp "$d/package-lock.json" "$d/node_modules/.dal-installed-lock"
   fi
+done
+
+# The Go modules of the end-to-end tests' own modules (the official Go
+# SDK's agent, e2e/testdata/openaigo), pinned by their go.sum, fetched
+# through the Go module proxy into the module cache.
+for d in e2e/testdata/*/; do
+  [ -f "$d/go.mod" ] || continue
+  (cd "$d" && go mod download)
 done

@@ -2,7 +2,11 @@
 
 POST /v1/chat/completions, plain and streamed (SSE, every event flushed as
 its own HTTP chunk), with usage, and a tool call when the request offers
-tools; POST /v1/messages, Anthropic's messages API, alike. Every reply is
+tools; POST /v1/responses, OpenAI's Responses API, alike (streamed as
+typed events, response.output_text.delta and so on; the input "close
+early" gets its first delta and then a stream held open until the client
+goes, as a model still generating); POST /v1/messages, Anthropic's
+messages API, alike. Every reply is
 numbered so identical requests get different answers. Requires
 "Authorization: Bearer <key>" or "x-api-key: <key>" (the key is
 --key-value) and sets a session cookie. --cert/--key serve HTTPS; --gzip
@@ -58,6 +62,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(401, {"error": {"message": "bad key"}})
         if self.path == "/v1/messages":
             return self._messages(json.loads(raw))
+        if self.path == "/v1/responses":
+            return self._responses(json.loads(raw))
         if self.path != "/v1/chat/completions":
             return self._json(404, {"error": {"message": "not found"}})
         req = json.loads(raw)
@@ -111,6 +117,71 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def _events(self, events):
+        """Sends (name, data) server-sent events, each its own HTTP chunk."""
+        for name, data in events:
+            b = ("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+            self.wfile.flush()
+
+    def _responses(self, req):
+        """OpenAI's Responses API: plain, a function call, or streamed."""
+        n = next_n()
+        last = req["input"]
+        if not isinstance(last, str):
+            last = last[-1]["content"]
+            if not isinstance(last, str):
+                last = " ".join(p.get("text", "") for p in last)
+        text = "reply %d to: %s" % (n, last)
+        model = req.get("model", "test-model")
+        usage = {"input_tokens": 5 + len(last.split()), "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": len(text.split()), "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": 5 + len(last.split()) + len(text.split())}
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        item = {"type": "message", "id": "msg_%d" % n, "status": "completed", "role": "assistant", "content": [part]}
+        if req.get("tools") and not req.get("stream"):
+            item = {"type": "function_call", "id": "fc_%d" % n, "call_id": "call_%d" % n, "name": req["tools"][0]["name"],
+                    "arguments": json.dumps({"city": "Paris", "n": n}), "status": "completed"}
+        resp = {"id": "resp_%d" % n, "object": "response", "created_at": 1767225600, "status": "completed",
+                "error": None, "incomplete_details": None, "instructions": None, "max_output_tokens": None,
+                "model": model, "output": [item], "parallel_tool_calls": True, "previous_response_id": None,
+                "reasoning": {"effort": None, "summary": None}, "store": True, "temperature": 1.0,
+                "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": req.get("tools") or [],
+                "top_p": 1.0, "truncation": "disabled", "usage": usage, "user": None, "metadata": {}}
+        if not req.get("stream"):
+            return self._json(200, resp)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        start = dict(resp, status="in_progress", output=[], usage=None)
+        ids = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+        events = [("response.created", {"response": start}), ("response.in_progress", {"response": start}),
+                  ("response.output_item.added", {"output_index": 0, "item": dict(item, status="in_progress", content=[])}),
+                  ("response.content_part.added", dict(ids, part=dict(part, text="")))]
+        words = text.split(" ")
+        for i, w in enumerate(words):
+            events.append(("response.output_text.delta", dict(ids, delta=w if i == 0 else " " + w, logprobs=[])))
+            if last == "close early":
+                break
+        else:
+            events += [("response.output_text.done", dict(ids, text=text, logprobs=[])),
+                       ("response.content_part.done", dict(ids, part=part)),
+                       ("response.output_item.done", {"output_index": 0, "item": item}),
+                       ("response.completed", {"response": resp})]
+        self._events([(name, dict({"type": name, "sequence_number": i}, **data)) for i, (name, data) in enumerate(events)])
+        if last == "close early":
+            # A model still generating: nothing more until the client goes.
+            try:
+                while self.connection.recv(1):
+                    pass
+            except OSError:
+                pass
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
     def _messages(self, req):
         """Anthropic's messages API: plain, a tool use, or streamed."""
         n = next_n()
@@ -143,10 +214,7 @@ class Handler(BaseHTTPRequestHandler):
                    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                       "usage": {"output_tokens": usage["output_tokens"]}}),
                    ("message_stop", {"type": "message_stop"})]
-        for name, data in events:
-            b = ("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
-            self.wfile.flush()
+        self._events(events)
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 

@@ -1,4 +1,6 @@
-// The official openai SDK: two plain calls, a streamed one event by event, a tool call.
+// The official openai SDK: chat completions (two plain calls, a streamed
+// one event by event, a tool call), then the Responses API alike, and a
+// Responses stream the agent closes after its first text delta.
 const { OpenAI } = require('openai');
 const { BASE, KEY, TOOLS, fail } = require('./common');
 (async () => {
@@ -14,4 +16,22 @@ const { BASE, KEY, TOOLS, fail } = require('./common');
   const t = await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'weather?' }], tools: TOOLS });
   const f = t.choices[0].message.tool_calls[0].function;
   console.log('tool:', f.name, f.arguments);
+
+  for (const input of ['hello', 'again']) {
+    const r = await client.responses.create({ model: 'test-model', input });
+    console.log('responses plain:', r.output_text);
+  }
+  const rs = await client.responses.create({ model: 'test-model', input: [{ role: 'user', content: 'stream please' }], stream: true });
+  for await (const ev of rs) console.log('responses event:', ev.sequence_number, ev.type, ev.delta ?? '');
+  const rt = await client.responses.create({
+    model: 'test-model', input: 'weather?',
+    tools: [{ type: 'function', name: 'get_weather', parameters: TOOLS[0].function.parameters, strict: false }],
+  });
+  console.log('responses tool:', rt.output[0].name, rt.output[0].arguments);
+  const early = await client.responses.create({ model: 'test-model', input: 'close early', stream: true });
+  for await (const ev of early) {
+    console.log('early event:', ev.type, ev.delta ?? '');
+    if (ev.type === 'response.output_text.delta') break; // closes the stream
+  }
+  console.log('closed early');
 })().catch(fail);
