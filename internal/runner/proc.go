@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dal-runtime/dal/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
 
@@ -108,16 +109,15 @@ func signalTree(agent int, group bool) int {
 }
 
 // IsTerminal reports whether f, a reader or a writer, is a terminal: an
-// *os.File on which the TCGETS ioctl succeeds. It is dal-exec's one
-// terminal check (the agent's stdin decides its process group here; the
-// command line draws a progress bar only on a terminal).
+// *os.File that [termsafe.IsTerminal] says is one (the agent's stdin
+// decides its process group here; the command line draws a progress bar
+// only on a terminal).
 func IsTerminal(f any) bool {
 	file, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
-	return err == nil
+	return termsafe.IsTerminal(int(file.Fd()))
 }
 
 // cleanupTree kills and reaps whatever the agent left behind once it has

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/dal-runtime/dal/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,19 +43,13 @@ type terminal struct {
 	over  bool          // restored for good: never raw again
 }
 
-// isTerminal reports whether fd is a terminal.
-func isTerminal(fd int) bool {
-	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	return err == nil
-}
-
 // openTerminal allocates a pty in the sandbox's devpts when one of fds 0,
 // 1 and 2 is a terminal, with the caller's modes and window size; nil
 // when none is.
 func openTerminal() (*terminal, error) {
 	ref := -1
 	for _, fd := range []int{0, 1, 2} {
-		if isTerminal(fd) {
+		if termsafe.IsTerminal(fd) {
 			ref = fd
 			break
 		}
@@ -66,7 +61,7 @@ func openTerminal() (*terminal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: allocate the agent's terminal: %v", err)
 	}
-	t := &terminal{master: master, peer: -1, caller: -1, input: isTerminal(0), done: make(chan struct{})}
+	t := &terminal{master: master, peer: -1, caller: -1, input: termsafe.IsTerminal(0), done: make(chan struct{})}
 	if err := unix.IoctlSetPointerInt(master, unix.TIOCSPTLCK, 0); err != nil {
 		t.close()
 		return nil, fmt.Errorf("sandbox: unlock the agent's terminal: %v", err)
@@ -82,12 +77,12 @@ func openTerminal() (*terminal, error) {
 	}
 	t.resize(ref)
 	for _, fd := range []int{1, 2, 0} {
-		if isTerminal(fd) && writable(fd) {
+		if termsafe.IsTerminal(fd) && writable(fd) {
 			t.caller = fd
 			break
 		}
 	}
-	t.rawOutput = isTerminal(1) && isTerminal(2)
+	t.rawOutput = termsafe.IsTerminal(1) && termsafe.IsTerminal(2)
 	return t, nil
 }
 
@@ -104,7 +99,7 @@ func (t *terminal) files() []uintptr {
 		return out
 	}
 	for i := range out {
-		if isTerminal(i) {
+		if termsafe.IsTerminal(i) {
 			out[i] = uintptr(t.peer)
 		}
 	}
@@ -139,7 +134,7 @@ func (t *terminal) start() {
 // resize copies the window size of the caller's terminal on fd to the
 // pty, which signals the agent's foreground group.
 func (t *terminal) resize(fd int) {
-	if !isTerminal(fd) {
+	if !termsafe.IsTerminal(fd) {
 		fd = t.caller
 	}
 	if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
@@ -265,7 +260,7 @@ func (t *terminal) close() {
 func foreground(fd int) bool {
 	pg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 	if errors.Is(err, unix.ENOTTY) {
-		return isTerminal(fd)
+		return termsafe.IsTerminal(fd)
 	}
 	return err == nil && pg == unix.Getpgrp()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/dal-runtime/dal/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,7 +91,7 @@ func agentTiocsti([]string) int {
 		unix.Fstat(fd, &st)
 		fmt.Printf("rdev %d: %d:%d\n", fd, st.Dev, st.Rdev)
 	}
-	if isTerminal(0) {
+	if termsafe.IsTerminal(0) {
 		unix.SetNonblock(0, true)
 		buf := make([]byte, 64)
 		n, err := unix.Read(0, buf)
