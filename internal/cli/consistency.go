@@ -96,8 +96,9 @@ majority needs more than half of the runs (failed runs count), plurality the mos
 answer; a tie for the lead is never a decision. A run whose answer cannot be read failed.
 
 --shard K/N records runs K, K+N, ... only (seeds depend on the run index alone) and writes
-DIR/shard.json instead of a report; dal-exec consistency merge --report OUT DIR... checks the
-shards' bundles and writes the report one machine would have written (docs/consistency.md).
+DIR/shard.json, signed with --key in DIR/shard.sig, instead of a report; dal-exec consistency
+merge --report OUT DIR... checks the shards and their bundles and writes the report one machine
+would have written (docs/consistency.md).
 
 Exits 0 when the runs reach a consensus, 1 when they do not, 2 when dal-exec itself fails;
 a shard exits 0 once its runs are recorded.

@@ -18,17 +18,19 @@ func ConsistencyMergeCommand() *ucli.Command {
 		Name:      "merge",
 		Usage:     "join the shards of an evaluation (--shard K/N) into the report one machine would have written",
 		ArgsUsage: "--report OUT DIR...",
-		Description: `Reads DIR/shard.json of every shard, checks that they are all the shards of one evaluation
-(command, mode, seeds, strategy, answer source, verify and score commands, dal version; each
-shard once, none missing), opens every run's bundle (signature and files) and checks it against
-its shard's record (the seed of its run index, command, mode, exit code, duration, tokens,
-stdout, answer). Then it links OUT/runs/NNN to the bundles (symbolic links; --copy hard-links
-or copies them so that OUT stands alone) and writes OUT/report.json,
-report.md and report.html, byte for byte what one machine's evaluation of the same runs writes.
-Anything wrong refuses the merge with one sentence naming the shard and run, and writes nothing.
+		Description: `Reads DIR/shard.json of every shard and checks it against DIR/shard.sig (signed with the
+key of the shard's runs), checks that they are all the shards of one evaluation (command, mode,
+seeds, strategy, answer source, verify and score commands, dal version; each shard once, none
+missing), opens every run's bundle (signature and files) and checks it against its shard's
+record (the seed of its run index, command, mode, exit code, duration, tokens, stdout, answer).
+No symbolic link inside a shard directory is followed. Then it links OUT/runs/NNN to the bundles
+(symbolic links; --copy hard-links or copies them so that OUT stands alone) and writes
+OUT/report.json, report.md and report.html, byte for byte what one machine's evaluation of the
+same runs writes. Anything wrong refuses the merge with one sentence naming the shard and run,
+and writes nothing.
 
 The results of --verify, --score and --answer commands come from the shards (they are not run
-again); --key makes merge accept only bundles signed by that key.
+again); --key makes merge accept only shards and bundles signed by that key.
 
 Exits 0 when the runs reach a consensus, 1 when they do not, 2 when the merge is refused.
 
@@ -41,7 +43,7 @@ Examples:
 			&ucli.BoolFlag{Name: "copy", EnvVars: []string{"DAL_MERGE_COPY"},
 				Usage: "hard-link (or copy) the bundles into OUT/runs instead of linking to the shards' (OUT then stands alone)"},
 			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_MERGE_KEY"},
-				Usage: "accept only run bundles signed by this key (a .pub file or the signing key itself)"},
+				Usage: "accept only shards and run bundles signed by this key (a .pub file or the signing key itself)"},
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 0 {
