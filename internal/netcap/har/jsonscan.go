@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // span is a JSON value at path, b[start:end].
@@ -163,12 +164,29 @@ func (s *scanner) str() (string, bool) {
 	return "", false
 }
 
+// unquoteJSON reads a JSON string literal as encoding/json does. Most
+// have no escapes and are valid UTF-8: they read as they are, without
+// the decoder (which costs ~1 µs a string).
 func unquoteJSON(b []byte) (string, bool) {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && plainJSONString(b[1:n-1]) {
+		return string(b[1 : n-1]), true
+	}
 	var u string
 	if err := json.Unmarshal(b, &u); err != nil {
 		return "", false
 	}
 	return u, true
+}
+
+// plainJSONString reports whether b, between a string's quotes, needs no
+// decoding: no escape, quote or control character, and valid UTF-8.
+func plainJSONString(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // memberPath appends a member to a JSONPath: $.a, or $["a b"] when the
