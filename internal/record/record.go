@@ -382,25 +382,11 @@ func (r *recording) capture() error {
 		return fmt.Errorf("capture the run's file changes: %w", err)
 	}
 	r.changes = dropOwn(changes, excluded(r.ws, r.out))
-	for _, u := range uncaptured {
-		fmt.Fprintf(r.spec.Log, "dal: the agent made a %s at %s: not captured (a bundle holds files, directories and symlinks only)\n", u.Kind, termsafe.Line(u.Path))
-	}
-	for _, c := range r.changes {
-		if len(c.Stripped) > 0 {
-			fmt.Fprintf(r.spec.Log, "dal: %s had %s, removed: a run's output never carries privileges\n", termsafe.Line(c.Path), strings.Join(c.Stripped, " and "))
-		}
-	}
 	denied, err := sandbox.Denied(r.cfg)
 	if err != nil {
 		return err
 	}
-	for _, d := range denied {
-		if d.Path == "" { // a refused call, e.g. io_uring_setup
-			fmt.Fprintf(r.spec.Log, "dal: the agent called %s, which the sandbox refuses\n", d.Op)
-			continue
-		}
-		fmt.Fprintf(r.spec.Log, "dal: the agent tried to write outside the workspace (%s %s): refused, read-only\n", d.Op, termsafe.Line(d.Path))
-	}
+	r.reportCapture(uncaptured, denied)
 	if err := sandbox.Export(r.cfg, r.changes, filepath.Join(r.w.Dir(), "fs-diff"), filepath.Join(r.w.Dir(), "fs-pre")); err != nil {
 		return fmt.Errorf("store the run's file changes: %w", err)
 	}
@@ -418,6 +404,27 @@ func (r *recording) capture() error {
 		r.env.Network = &r.nw.env
 	}
 	return nil
+}
+
+// reportCapture says on dal's log what the capture left out or changed:
+// fifos, sockets and devices, privilege bits, and the calls and writes
+// the sandbox refused.
+func (r *recording) reportCapture(uncaptured []sandbox.Uncaptured, denied []sandbox.DeniedWrite) {
+	for _, u := range uncaptured {
+		fmt.Fprintf(r.spec.Log, "dal: the agent made a %s at %s: not captured (a bundle holds files, directories and symlinks only)\n", u.Kind, termsafe.Line(u.Path))
+	}
+	for _, c := range r.changes {
+		if len(c.Stripped) > 0 {
+			fmt.Fprintf(r.spec.Log, "dal: %s had %s, removed: a run's output never carries privileges\n", termsafe.Line(c.Path), strings.Join(c.Stripped, " and "))
+		}
+	}
+	for _, d := range denied {
+		if d.Path == "" { // a refused call, e.g. io_uring_setup
+			fmt.Fprintf(r.spec.Log, "dal: the agent called %s, which the sandbox refuses\n", d.Op)
+			continue
+		}
+		fmt.Fprintf(r.spec.Log, "dal: the agent tried to write outside the workspace (%s %s): refused, read-only\n", d.Op, termsafe.Line(d.Path))
+	}
 }
 
 func (r *recording) applyDir() string { return filepath.Join(r.stage, "apply") }

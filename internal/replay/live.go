@@ -129,85 +129,112 @@ func (s staged) has(rel string) bool {
 // The clock is not compared: with the network live its readings follow
 // the new answers' timing.
 func (r *replaying) compareLive(ctx context.Context, dir string) (*Verdict, error) {
-	s := staged{dir}
-	var env record.RunEnv
-	b, err := s.read("env.json")
-	if err == nil {
-		err = json.Unmarshal(b, &env)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the new bundle's env.json: %w", err)
-	}
-	got, err := sandbox.ReadChanges(filepath.Join(dir, "fs-diff", "changes.json"))
+	got, err := readLive(dir)
 	if err != nil {
 		return nil, err
 	}
 	v := &Verdict{Bundle: r.o.Bundle, RecordMS: r.env.DurationMS, State: r.v.State, Live: true}
 	recOut, _ := r.b.ReadFile("logs/stdout")
 	recErr, _ := r.b.ReadFile("logs/stderr")
-	gotOut, _ := s.read("logs/stdout")
-	gotErr, _ := s.read("logs/stderr")
-	code := env.ExitCode
+	code := got.env.ExitCode
 	v.Components = append(v.Components,
 		Component{Name: "exit_code", Compared: true, Match: code == r.env.ExitCode,
 			First: ifNot(code == r.env.ExitCode, fmt.Sprintf("exit code %d, the recording has %d", code, r.env.ExitCode))},
-		Component{Name: "stdout", Compared: true, Match: string(recOut) == string(gotOut), First: FirstLineDiff(recOut, gotOut)},
-		Component{Name: "stderr", Compared: true, Match: string(recErr) == string(gotErr), First: FirstLineDiff(recErr, gotErr)},
-		compareFS(r.changes, got, "recording", "replay"),
+		Component{Name: "stdout", Compared: true, Match: string(recOut) == string(got.stdout), First: FirstLineDiff(recOut, got.stdout)},
+		Component{Name: "stderr", Compared: true, Match: string(recErr) == string(got.stderr), First: FirstLineDiff(recErr, got.stderr)},
+		compareFS(r.changes, got.changes, "recording", "replay"),
 	)
 	recIts, _, err := marks.Read(filepath.Dir(r.b.File("iterations")), marks.Iteration)
 	if err != nil {
 		return nil, err
 	}
-	gotIts, _, err := marks.Read(dir, marks.Iteration)
+	if len(recIts) > 0 || len(got.its) > 0 {
+		v.Components = append(v.Components, compareIterations(recIts, got.its, "recording", "replay"))
+	}
+	v.Components = append(v.Components, liveRequests(r.recHAR, got.har, r.env.Network != nil))
+	pc, want, gotPs, err := r.livePrompts(got.dir)
 	if err != nil {
 		return nil, err
-	}
-	if len(recIts) > 0 || len(gotIts) > 0 {
-		v.Components = append(v.Components, compareIterations(recIts, gotIts, "recording", "replay"))
-	}
-	gotHAR := &har.Log{}
-	if s.has("network.har") {
-		if gotHAR, err = har.ReadFile(filepath.Join(dir, "network.har")); err != nil {
-			return nil, err
-		}
-	}
-	v.Components = append(v.Components, liveRequests(r.recHAR, gotHAR, r.env.Network != nil))
-	var want, gotPs []*prompts.Prompt
-	pc := Component{Name: "prompts", Compared: r.b.Has("prompts/0001.json"), Match: true}
-	if pc.Compared {
-		if want, err = prompts.ReadDir(r.b.File("prompts")); err != nil {
-			return nil, err
-		}
-		if s.has("prompts/0001.json") {
-			if gotPs, err = prompts.ReadDir(filepath.Join(dir, "prompts")); err != nil {
-				return nil, err
-			}
-		}
-		if d := prompts.Diff(want, gotPs); d != "" {
-			pc.Match, pc.First = false, d
-		}
 	}
 	v.Components = append(v.Components, pc)
 	spec := r.o.Match
 	v.settle(ctx, spec, func(name string) (match.Result, bool) {
 		switch name {
 		case "stdout":
-			return spec.Compare(ctx, name, "", recOut, gotOut), true
+			return spec.Compare(ctx, name, "", recOut, got.stdout), true
 		case "stderr":
-			return spec.Compare(ctx, name, "", recErr, gotErr), true
+			return spec.Compare(ctx, name, "", recErr, got.stderr), true
 		case "fs_diff":
-			return matchFS(ctx, spec, r.changes, got,
+			return matchFS(ctx, spec, r.changes, got.changes,
 				func(p string) ([]byte, error) { return r.b.ReadFile("fs-diff/files/" + sandbox.MirrorPath(p)) },
-				func(p string) ([]byte, error) { return s.read("fs-diff/files/" + sandbox.MirrorPath(p)) }), true
+				func(p string) ([]byte, error) { return got.dir.read("fs-diff/files/" + sandbox.MirrorPath(p)) }), true
 		case "prompts":
 			return matchPrompts(ctx, spec, want, gotPs), true
 		case "iterations":
-			return matchIterations(spec, recIts, gotIts), true
+			return matchIterations(spec, recIts, got.its), true
 		}
 		return match.Result{}, false
 	})
 	return v, nil
+}
+
+// liveRun is what the new bundle of a live re-execution holds, read
+// before its commit.
+type liveRun struct {
+	dir            staged
+	env            record.RunEnv
+	changes        []sandbox.Change
+	stdout, stderr []byte
+	its            []*marks.Mark
+	har            *har.Log
+}
+
+// readLive reads the staged new bundle in dir.
+func readLive(dir string) (*liveRun, error) {
+	l := &liveRun{dir: staged{dir}, har: &har.Log{}}
+	b, err := l.dir.read("env.json")
+	if err == nil {
+		err = json.Unmarshal(b, &l.env)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the new bundle's env.json: %w", err)
+	}
+	if l.changes, err = sandbox.ReadChanges(filepath.Join(dir, "fs-diff", "changes.json")); err != nil {
+		return nil, err
+	}
+	l.stdout, _ = l.dir.read("logs/stdout")
+	l.stderr, _ = l.dir.read("logs/stderr")
+	if l.its, _, err = marks.Read(dir, marks.Iteration); err != nil {
+		return nil, err
+	}
+	if l.dir.has("network.har") {
+		if l.har, err = har.ReadFile(filepath.Join(dir, "network.har")); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// livePrompts compares the LLM calls of the new bundle s with the
+// recorded ones, when the recording made any, and returns both lists for
+// a relaxed comparison.
+func (r *replaying) livePrompts(s staged) (c Component, want, got []*prompts.Prompt, err error) {
+	c = Component{Name: "prompts", Compared: r.b.Has("prompts/0001.json"), Match: true}
+	if !c.Compared {
+		return c, nil, nil, nil
+	}
+	if want, err = prompts.ReadDir(r.b.File("prompts")); err != nil {
+		return c, nil, nil, err
+	}
+	if s.has("prompts/0001.json") {
+		if got, err = prompts.ReadDir(filepath.Join(s.dir, "prompts")); err != nil {
+			return c, nil, nil, err
+		}
+	}
+	if d := prompts.Diff(want, got); d != "" {
+		c.Match, c.First = false, d
+	}
+	return c, want, got, nil
 }
 
 // liveRequests compares the request sequence of a live re-execution with

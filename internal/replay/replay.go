@@ -214,24 +214,37 @@ func (r *replaying) prepareWorkspace() error {
 	r.cleanup = append(r.cleanup, held.Release)
 	r.cfg = record.SandboxConfig(ws, filepath.Join(r.stage, "sandbox"))
 	if _, err := os.Stat(ws); err == nil {
-		preLayer := filepath.Join(r.stage, "pre-layer")
-		state, err := sandbox.Restore(ws, r.b.File("fs-pre"), r.changes, preLayer)
-		switch {
-		case err == nil:
-			r.v.State = state
-			if state == "post-run" {
-				r.cfg.Lower = []string{preLayer, ws}
-			}
-		case r.env.SelfContained:
-			r.v.State = "self-contained"
-			r.cfg.Lower = []string{r.b.File("workspace")}
-		default:
-			return runner.UsageError{Err: fmt.Errorf("%w; replay needs the workspace at its recorded pre- or post-run state: run dal-exec revert %s, or record with --self-contained", err, r.o.Bundle)}
-		}
-		return nil
+		return r.restoreOver()
 	}
+	return r.selfContainedAt()
+}
+
+// restoreOver rebuilds the pre-run state over the existing workspace: as
+// it is when it is at its pre-run state, under a layer of pre-images when
+// at its post-run state, else from the bundle's own copy when it has one.
+func (r *replaying) restoreOver() error {
+	preLayer := filepath.Join(r.stage, "pre-layer")
+	state, err := sandbox.Restore(r.ws, r.b.File("fs-pre"), r.changes, preLayer)
+	switch {
+	case err == nil:
+		r.v.State = state
+		if state == "post-run" {
+			r.cfg.Lower = []string{preLayer, r.ws}
+		}
+	case r.env.SelfContained:
+		r.v.State = "self-contained"
+		r.cfg.Lower = []string{r.b.File("workspace")}
+	default:
+		return runner.UsageError{Err: fmt.Errorf("%w; replay needs the workspace at its recorded pre- or post-run state: run dal-exec revert %s, or record with --self-contained", err, r.o.Bundle)}
+	}
+	return nil
+}
+
+// selfContainedAt shows the bundle's own copy of the workspace at the
+// recorded path, which does not exist here.
+func (r *replaying) selfContainedAt() error {
 	if !r.env.SelfContained {
-		return runner.UsageError{Err: fmt.Errorf("the recorded workspace %s does not exist here and %s is not self-contained: pass --workspace, or record with --self-contained", ws, r.o.Bundle)}
+		return runner.UsageError{Err: fmt.Errorf("the recorded workspace %s does not exist here and %s is not self-contained: pass --workspace, or record with --self-contained", r.ws, r.o.Bundle)}
 	}
 	r.v.State = "self-contained"
 	r.cfg.Lower = []string{r.b.File("workspace")}
@@ -239,6 +252,7 @@ func (r *replaying) prepareWorkspace() error {
 	// again after the run (close removes the stage; this is the one path
 	// outside it). Only the last component is created: a replay never
 	// makes directories anywhere a bundle names.
+	ws := r.ws
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		return fmt.Errorf("create the mount point %s for the self-contained workspace: %w", ws, err)
 	}
@@ -284,6 +298,28 @@ func (r *replaying) buildSandbox() error {
 	if r.o.Stdout != nil {
 		r.spec.Stdout = multi(&r.stdout, r.o.Stdout)
 	}
+	if err := r.offlineNetwork(); err != nil {
+		return err
+	}
+	maps.Copy(r.spec.Env, r.keptEnv())
+	marksDir, marksMount, err := rundir.ForSandbox(r.stage)
+	if err != nil {
+		return err
+	}
+	r.marks = marksDir
+	r.cfg.Mounts = append(r.cfg.Mounts, marksMount)
+	maps.Copy(r.spec.Env, rundir.Vars(marks.SandboxDir, r.ws))
+	r.cfg.Virtual = record.VirtualConfig(&r.spec)
+	record.WrapInSandbox(&r.spec, &r.cfg)
+	return nil
+}
+
+// offlineNetwork gives the sandbox a network namespace of its own in
+// which only dal's proxy answers, from the bundle, whatever the
+// recording's mode; the agent gets the proxy's variables when the
+// recording captured its network.
+func (r *replaying) offlineNetwork() error {
+	env := &r.env
 	var nopts record.NetworkOptions
 	mirrored := []string{}
 	if env.Network != nil {
@@ -307,16 +343,6 @@ func (r *replaying) buildSandbox() error {
 	if env.Network != nil {
 		maps.Copy(r.spec.Env, nw.Vars())
 	}
-	maps.Copy(r.spec.Env, r.keptEnv())
-	marksDir, marksMount, err := rundir.ForSandbox(r.stage)
-	if err != nil {
-		return err
-	}
-	r.marks = marksDir
-	r.cfg.Mounts = append(r.cfg.Mounts, marksMount)
-	maps.Copy(r.spec.Env, rundir.Vars(marks.SandboxDir, r.ws))
-	r.cfg.Virtual = record.VirtualConfig(&r.spec)
-	record.WrapInSandbox(&r.spec, &r.cfg)
 	return nil
 }
 
