@@ -385,7 +385,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/
 // goBench runs the Go micro-benchmarks of the hot paths.
 func goBench() []bench.Figure {
 	figs := goBenchRun("300ms", "3", ".", "./agent", "./vclock", "./seedrng", "./internal/wire", "./internal/daemon")
-	figs = append(figs, goBenchRun("3x", "1", "Analyse10kRecordedRuns", "./internal/consistency")...)
+	figs = append(figs, goBenchRun("3x", "1", "Analyse10kRecordedRuns|Merge10kRunsFrom10Shards", "./internal/consistency")...)
 	return append(figs, goBenchRun("10x", "1", "Revert", "./internal/sandbox")...)
 }
 
@@ -442,6 +442,16 @@ func goBenchRun(benchtime, count, pattern string, pkgs ...string) []bench.Figure
 			f.Name = "go BenchmarkAnalyse10kRecordedRuns (consistency report over 10,000 recorded bundles)"
 			f.Value = fmt.Sprintf("%.2f s", v/1e9)
 			f.Target, f.Verdict = "under 1 s", verdict(v < 1e9)
+		case "BenchmarkMerge10kRunsFrom10Shards/merge":
+			f.Name = "go BenchmarkMerge10kRunsFrom10Shards (consistency merge: 10 shards of 1,000 signed bundles verified, linked, reported)"
+			f.Value = fmt.Sprintf("%.2f s", v/1e9)
+			if b := base("BenchmarkMerge10kRunsFrom10Shards/open"); b > 0 {
+				f.Baseline, f.Cost = fmt.Sprintf("bundle.Open of the 10,000 bundles one after the other, %.2f s", b/1e9), bench.CostTime
+				f.SetRatios(bench.Div(parseFloats(a.ns), parseFloats(runs["BenchmarkMerge10kRunsFrom10Shards/open"].ns)))
+			}
+			f.Target, f.Verdict = "under 2 s", verdict(v < 2e9)
+		case "BenchmarkMerge10kRunsFrom10Shards/open":
+			continue
 		case "BenchmarkRevertLargeWorkspace":
 			f.Name = "go BenchmarkRevertLargeWorkspace (1 GiB workspace, 10 changed files)"
 			f.Target = "p95 at most 50 ms"
