@@ -164,13 +164,20 @@ var (
 	native  = loopVariant{name: "native"}
 	inBox   = loopVariant{name: "sandbox", sandbox: true}
 	layered = loopVariant{name: "layer", sandbox: true, virt: strictLayer}
+	// slowLayer is strict mode without dal's vDSO: every read a round
+	// trip to the supervisor (the path before it).
+	slowLayer = loopVariant{name: "layer_novdso", sandbox: true, virt: func() sysvirt.Config {
+		c := strictLayer
+		c.NoVDSO = true
+		return c
+	}()}
 )
 
-// BenchmarkVirtClockRead: clock_gettime(CLOCK_REALTIME) answered by the
-// supervisor, against the vDSO (native and in a plain sandbox) and
-// libfaketime when installed.
+// BenchmarkVirtClockRead: clock_gettime(CLOCK_REALTIME) served by dal's
+// vDSO in strict mode, against the supervisor's round trip, the kernel's
+// vDSO (native and in a plain sandbox) and libfaketime when installed.
 func BenchmarkVirtClockRead(b *testing.B) {
-	variants := []loopVariant{native, inBox, layered}
+	variants := []loopVariant{native, inBox, layered, slowLayer}
 	if lib := faketimeLibrary(); lib != "" {
 		variants = append(variants, loopVariant{name: "faketime", env: []string{"LD_PRELOAD=" + lib, "FAKETIME=@2026-01-01 00:00:00"}})
 	}
@@ -189,7 +196,7 @@ func faketimeLibrary() string {
 // BenchmarkVirtGetrandom16: getrandom of 16 bytes from the process's
 // stream, against the kernel's.
 func BenchmarkVirtGetrandom16(b *testing.B) {
-	benchLoop(b, "getrandom", []loopVariant{native, inBox, layered})
+	benchLoop(b, "getrandom", []loopVariant{native, inBox, layered, slowLayer})
 }
 
 // BenchmarkVirtUnhandledGetppid: a call the layer does not handle pays
@@ -209,8 +216,10 @@ func TestVirtLoopIsServed(t *testing.T) {
 	t.Parallel()
 	bin := buildLoop(t)
 	// 3 reads on the virtual clock: nanoseconds 1000 + 2000 + 3000.
-	if _, out := runLoop(t, bin, "clock", 3, layered); strings.TrimSpace(out) != "6000" {
-		t.Errorf("3 clock reads under the layer sum to %q ns, want 6000", strings.TrimSpace(out))
+	for _, v := range []loopVariant{layered, slowLayer} {
+		if _, out := runLoop(t, bin, "clock", 3, v); strings.TrimSpace(out) != "6000" {
+			t.Errorf("3 clock reads under the %s sum to %q ns, want 6000", v.name, strings.TrimSpace(out))
+		}
 	}
 	_, a := runLoop(t, bin, "getrandom", 50, layered)
 	_, b := runLoop(t, bin, "getrandom", 50, layered)

@@ -18,6 +18,10 @@ type Config struct {
 	EpochNS   int64  `json:"epoch_ns,omitempty"`
 	MonoNS    int64  `json:"mono_ns,omitempty"`
 	QuantumNS int64  `json:"quantum_ns,omitempty"`
+	// NoVDSO serves strict mode's clock reads and getrandom through the
+	// supervisor only, as seeded mode does, instead of dal's vDSO: the
+	// slow path, kept for comparison (benchmarks).
+	NoVDSO bool `json:"no_vdso,omitempty"`
 }
 
 // Enabled reports whether c serves anything.

@@ -41,6 +41,13 @@ type proc struct {
 	threads int
 	execs   int
 	rng     *seedrng.Stream
+	// page is the address of the data pages of dal's vDSO in the process
+	// (0: none, its clock is base + reads×quantum alone); seen is how
+	// many of the vDSO's reads were counted; seq is the pages' sequence
+	// count (fast.go).
+	page uint64
+	seen uint64
+	seq  byte
 }
 
 // New returns a supervisor for cfg.
@@ -147,13 +154,15 @@ func clockKind(id int32) byte {
 	return 0
 }
 
-// now reads p's clock of kind k, advancing it by the quantum when tick.
+// now reads p's clock of kind k through its task tid, advancing it by the
+// quantum when tick. With dal's vDSO the reads it served count too.
 // Callers hold mu.
-func (s *Supervisor) now(p *proc, k byte, tick bool) int64 {
+func (s *Supervisor) now(p *proc, tid int, k byte, tick bool) int64 {
 	if tick {
 		p.reads++
+		s.syncPage(p, tid)
 	}
-	t := p.base + p.reads*s.cfg.QuantumNS
+	t := p.base + (p.reads+s.pageReads(p, tid))*s.cfg.QuantumNS
 	if k == 'r' {
 		return s.cfg.EpochNS + t
 	}
@@ -225,7 +234,7 @@ func (s *Supervisor) readClock(n *Notif, k byte) (int64, bool) {
 		return 0, false
 	}
 	s.served("clock")
-	return s.now(p, k, true), true
+	return s.now(p, int(n.Pid), k, true), true
 }
 
 // put writes b at addr in the caller's memory (nothing at a NULL addr),
@@ -314,11 +323,9 @@ func (s *Supervisor) getrandom(n *Notif) {
 		return
 	}
 	size = min(size, maxRandom)
-	if p.rng == nil {
-		p.rng = seedrng.Derive(s.cfg.Seed, p.stream+"/getrandom")
-	}
-	b := p.rng.Bytes(int(size))
+	b := s.rng(p).Bytes(int(size))
 	s.served("random")
+	s.refill(p, int(n.Pid))
 	s.mu.Unlock()
 	if buf == 0 && size > 0 {
 		s.fail(n, unix.EFAULT)
@@ -330,6 +337,14 @@ func (s *Supervisor) getrandom(n *Notif) {
 }
 
 const grndInsecure = 0x4
+
+// rng is p's getrandom stream. Callers hold mu.
+func (s *Supervisor) rng(p *proc) *seedrng.Stream {
+	if p.rng == nil {
+		p.rng = seedrng.Derive(s.cfg.Seed, p.stream+"/getrandom")
+	}
+	return p.rng
+}
 
 // sleep serves nanosleep and clock_nanosleep.
 func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
@@ -354,7 +369,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
 	}
 	s.mu.Lock()
 	if flags&unix.TIMER_ABSTIME != 0 {
-		d -= s.now(p, k, false)
+		d -= s.now(p, int(n.Pid), k, false)
 	}
 	if d <= 0 {
 		s.served("sleep")
@@ -363,7 +378,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
 		return
 	}
 	if p.threads <= 1 {
-		p.base += d
+		s.setBase(p, int(n.Pid), p.base+d)
 		s.served("sleep")
 		s.mu.Unlock()
 		s.reply(n, 0)
@@ -444,7 +459,7 @@ func (s *Supervisor) translate(n *Notif, k byte, addr uint64) {
 		Continue(s.fd, n.ID) // the kernel reports the bad timespec
 		return
 	}
-	left := abs - s.now(p, k, false)
+	left := abs - s.now(p, int(n.Pid), k, false)
 	s.served("deadline")
 	s.mu.Unlock()
 	if Valid(s.fd, n.ID) {

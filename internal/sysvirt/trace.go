@@ -30,14 +30,22 @@ func (s *Supervisor) Trace(agent int) int {
 	fresh := map[int]bool{}
 	seen := map[int]bool{agent: true}
 	started := false
+	// Stops seen while dal injected calls into a task, for the loop.
+	var queued []stop
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return 127
+		var pid int
+		if len(queued) > 0 {
+			pid, ws, queued = queued[0].pid, queued[0].ws, queued[1:]
+		} else {
+			var err error
+			pid, err = unix.Wait4(-1, &ws, unix.WALL, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return 127
+			}
 		}
 		if ws.Exited() || ws.Signaled() {
 			s.exited(pid)
@@ -58,15 +66,18 @@ func (s *Supervisor) Trace(agent int) int {
 			if old, err := unix.PtraceGetEventMsg(pid); err == nil && int(old) != pid {
 				s.threadGone(int(old))
 			}
-			s.exec(pid)
-			unix.PtraceCont(pid, 0)
+			if in := s.exec(pid); in.gone != nil {
+				queued = append(queued, stop{pid, *in.gone})
+			} else {
+				unix.PtraceCont(pid, in.sig)
+			}
 		case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXIT:
 			s.exiting(pid)
 			unix.PtraceCont(pid, 0)
 		case sig == unix.SIGTRAP && (ws.TrapCause() == unix.PTRACE_EVENT_FORK ||
 			ws.TrapCause() == unix.PTRACE_EVENT_VFORK || ws.TrapCause() == unix.PTRACE_EVENT_CLONE):
 			if child, err := unix.PtraceGetEventMsg(pid); err == nil {
-				s.spawned(pid, int(child))
+				s.spawned(pid, int(child), ws.TrapCause() == unix.PTRACE_EVENT_VFORK)
 				if !seen[int(child)] {
 					fresh[int(child)] = true
 				}
@@ -81,10 +92,19 @@ func (s *Supervisor) Trace(agent int) int {
 				s.counts.note("dal could not follow the agent's processes (ptrace options: %v): its children get real clock and random values", err)
 				s.mu.Unlock()
 			}
-			s.exec(pid)
-			unix.PtraceCont(pid, 0)
+			if in := s.exec(pid); in.gone != nil {
+				queued = append(queued, stop{pid, *in.gone})
+			} else {
+				unix.PtraceCont(pid, in.sig)
+			}
 		case sig == unix.SIGSTOP && (fresh[pid] || !seen[pid]):
-			// A new task's initial stop.
+			// A new task's initial stop. It may come before its
+			// parent's fork or clone event: name it now, from /proc,
+			// so it never runs unnamed (or on its parent's vDSO
+			// pages).
+			if !fresh[pid] {
+				s.spawnedEarly(pid)
+			}
 			delete(fresh, pid)
 			seen[pid] = true
 			unix.PtraceCont(pid, 0)
@@ -101,11 +121,21 @@ func (s *Supervisor) Trace(agent int) int {
 	}
 }
 
+// stop is a wait status of task pid.
+type stop struct {
+	pid int
+	ws  unix.WaitStatus
+}
+
 // spawned names a new task of parent's: a thread joins its process, a
-// process gets the next child stream.
-func (s *Supervisor) spawned(parent, child int) {
+// process gets the next child stream. vfork says the event was a vfork's.
+// It may run twice for a task (spawnedEarly): the second does nothing.
+func (s *Supervisor) spawned(parent, child int, vfork bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, known := s.threads[child]; known {
+		return
+	}
 	p := s.lookup(parent)
 	if p == nil {
 		return
@@ -118,6 +148,9 @@ func (s *Supervisor) spawned(parent, child int) {
 		return
 	}
 	p.spawned++
+	// A point of the parent's own run, as its system calls are: its
+	// vDSO's reads so far count, and its next image starts from them.
+	s.harvest(p, parent)
 	c := s.newProc(child, p.stream+"."+strconv.Itoa(p.spawned))
 	c.parent = p.tgid
 	// A child starts where its parent's sleeps and waits had brought
@@ -125,6 +158,35 @@ func (s *Supervisor) spawned(parent, child int) {
 	// parent looked at the clock (a shimmed runtime's own bookkeeping
 	// does, and varies).
 	c.base = p.base
+	s.forked(p, c, sharesMemory(parent, child, vfork))
+}
+
+// spawnedEarly names new task tid, stopped before its first instruction,
+// whose parent's event has not been seen yet: its parent is its thread
+// group's leader (a thread) or its parent process.
+func (s *Supervisor) spawnedEarly(tid int) {
+	g, ppid := tgidOf(tid), parentOf(tid)
+	switch {
+	case g > 0 && g != tid:
+		s.spawned(g, tid, false)
+	case ppid > 0:
+		s.spawned(ppid, tid, false)
+	}
+}
+
+// parentOf reads a task's parent process id from /proc; 0 when it is gone.
+func parentOf(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("PPid:")); ok {
+			n, _ := strconv.Atoi(string(bytes.TrimSpace(v)))
+			return n
+		}
+	}
+	return 0
 }
 
 // exiting hands the time of a process that ends to its parent when the
@@ -136,6 +198,9 @@ func (s *Supervisor) spawned(parent, child int) {
 func (s *Supervisor) exiting(tid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p := s.lookup(tid); p != nil {
+		s.harvest(p, tid)
+	}
 	p := s.procs[tid]
 	if p == nil || p.parent == 0 {
 		return
@@ -144,7 +209,7 @@ func (s *Supervisor) exiting(tid int) {
 	if parent == nil || parent.base >= p.base || !idle(parent.tgid) {
 		return
 	}
-	parent.base = p.base
+	s.setBase(parent, parent.tgid, p.base)
 }
 
 // idle reports whether no thread of process tgid is running.
@@ -204,8 +269,8 @@ const (
 )
 
 // exec edits the auxiliary vector of pid's new image, stopped before its
-// first instruction.
-func (s *Supervisor) exec(pid int) {
+// first instruction, and says how the task goes on.
+func (s *Supervisor) exec(pid int) injected {
 	s.mu.Lock()
 	p := s.lookup(pid)
 	if p == nil {
@@ -222,17 +287,20 @@ func (s *Supervisor) exec(pid int) {
 	s.counts.Processes++
 	stream, k := p.stream, p.execs
 	s.mu.Unlock()
-	if err := s.patchAuxv(pid, stream, k); err != nil {
+	var in injected
+	if err := s.patchAuxv(pid, stream, k, &in); err != nil && in.gone == nil {
 		s.mu.Lock()
 		s.counts.Unpatched++
 		s.counts.note("dal could not edit a new program's auxiliary vector (%v): its vDSO clock reads are real", err)
 		s.mu.Unlock()
 	}
+	return in
 }
 
-// patchAuxv hides the vDSO and reseeds AT_RANDOM. The initial stack is
-// argc, argv[], NULL, envp[], NULL, then the (type, value) pairs.
-func (s *Supervisor) patchAuxv(pid int, stream string, k int) error {
+// patchAuxv gives the new image dal's vDSO (strict mode) or hides the
+// kernel's, and reseeds AT_RANDOM. The initial stack is argc, argv[],
+// NULL, envp[], NULL, then the (type, value) pairs.
+func (s *Supervisor) patchAuxv(pid int, stream string, k int, in *injected) error {
 	sp, err := stackPointer(pid)
 	if err != nil {
 		return err
@@ -280,16 +348,29 @@ func (s *Supervisor) patchAuxv(pid int, stream string, k int) error {
 			}
 			return nil
 		case atSysinfoEhdr:
-			// Hidden in seeded mode too: glibc 2.41+ and Go 1.24+ draw
-			// getrandom's bytes in the vDSO.
-			{
-				var b [8]byte
-				binary.LittleEndian.PutUint64(b[:], atIgnore)
-				if err := writeMem(pid, at, b[:]); err != nil {
+			// In strict mode the image gets dal's vDSO. Otherwise the
+			// kernel's is hidden, in seeded mode too: glibc 2.41+ and
+			// Go 1.24+ draw getrandom's bytes in the vDSO.
+			var b [16]byte
+			binary.LittleEndian.PutUint64(b[:], atIgnore)
+			if s.fast() {
+				ehdr, err := s.newImage(pid, val, in)
+				if err == errGone {
 					return err
 				}
-				hidVDSO = true
+				if err == nil {
+					binary.LittleEndian.PutUint64(b[:], atSysinfoEhdr)
+					binary.LittleEndian.PutUint64(b[8:], ehdr)
+				} else {
+					s.mu.Lock()
+					s.counts.note("dal could not give a program its vDSO (%v): its clock reads and getrandom take the slow path", err)
+					s.mu.Unlock()
+				}
 			}
+			if err := writeMem(pid, at, b[:]); err != nil {
+				return err
+			}
+			hidVDSO = true
 		case atRandom:
 			if s.cfg.Random && val != 0 {
 				b := seedrng.Derive(s.cfg.Seed, stream+"/at_random."+strconv.Itoa(k)).Bytes(16)

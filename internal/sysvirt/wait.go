@@ -352,7 +352,7 @@ func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
 		return
 	}
 	s.mu.Lock()
-	p.base += w.timeout
+	s.setBase(p, w.pid, p.base+w.timeout)
 	if count != "" {
 		s.served(count)
 	}
