@@ -137,6 +137,15 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 			b.Syscalls[name] += uint64(n)
 		}
 	}
+	if in.virt != nil {
+		// And the calls it made processes run to map its vDSO, which
+		// the programs never made.
+		for name, n := range in.virt.Injected {
+			if c, ok := b.Syscalls[name]; ok {
+				b.Syscalls[name] = c - min(c, uint64(n))
+			}
+		}
+	}
 	b.Events = in.trace.Events
 	b.DroppedEvents = in.trace.Drops
 	for name, n := range in.trace.Syscalls {
