@@ -370,6 +370,24 @@ func TestMergeRefuses(t *testing.T) {
 	}
 }
 
+// TestMergeRefusedKeepsEmptyOut: a refused merge into an existing empty
+// directory leaves it there, empty (the links made while the bundles were
+// verified are gone).
+func TestMergeRefusedKeepsEmptyOut(t *testing.T) {
+	t.Parallel()
+	d := shards(t, 6, 2, mixedAgent, defaultEnv)
+	if err := os.WriteFile(filepath.Join(d[1], "runs", "006", "logs", "stdout"), []byte("tampered\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := Merge(context.Background(), d, out, MergeOptions{}); err == nil || !strings.Contains(err.Error(), "run 6") {
+		t.Fatalf("merge of a tampered run: %v", err)
+	}
+	if ents, err := os.ReadDir(out); err != nil || len(ents) > 0 {
+		t.Fatalf("a refused merge left %v in %s (%v)", ents, out, err)
+	}
+}
+
 func TestMergeIntoNonEmpty(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
