@@ -51,6 +51,11 @@ type Counts struct {
 	// itself: they never reached the kernel's syscall entry, where the
 	// eBPF tracer counts, and are added to its counts.
 	Calls map[string]int64 `json:"calls,omitempty"`
+	// Injected counts, by system call name, the calls the supervisor made
+	// a process run to map dal's vDSO (mmap, mprotect at each exec): the
+	// eBPF tracer counts them, the program never made them, and they are
+	// taken off its counts.
+	Injected map[string]int64 `json:"injected,omitempty"`
 	// Notes are one-line explanations of escapes (a kernel without a
 	// feature, an image that could not be edited).
 	Notes []string `json:"notes,omitempty"`

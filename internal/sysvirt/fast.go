@@ -123,13 +123,18 @@ func (s *Supervisor) newImage(pid int, kernelEhdr uint64, in *injected) (uint64,
 	p.seen, p.page, p.seq = 0, 0, 0
 	header := s.pageHeader(p)
 	s.mu.Unlock()
-	page, err := mapVDSO(pid, kernelEhdr, header, in)
+	page, calls, err := mapVDSO(pid, kernelEhdr, header, in)
+	s.mu.Lock()
+	for _, nr := range calls {
+		s.counts.add(&s.counts.Injected, callName(nr), 1)
+	}
+	if err == nil {
+		p.page = page
+	}
+	s.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	p.page = page
-	s.mu.Unlock()
 	return page + vdso.DataSize, nil
 }
 
@@ -156,6 +161,14 @@ func sharesMemory(a, b int, vfork bool) bool {
 		return vfork
 	}
 	return r == 0
+}
+
+// fromVDSO reports whether n was made by dal's vDSO in p: its instruction
+// pointer lies in the image. A program's own calls (glibc 2.36 makes
+// getrandom's) leave the pages alone and cost what they did without them.
+func (s *Supervisor) fromVDSO(p *proc, n *Notif) bool {
+	text := p.page + vdso.DataSize
+	return p.page != 0 && n.IP >= text && n.IP <= text+uint64(len(vdsoImage))
 }
 
 // refill gives p's vDSO getrandom a full buffer when its current one has

@@ -94,6 +94,10 @@ func callName(nr int) string {
 		return "poll"
 	case sysSelect:
 		return "select"
+	case unix.SYS_MMAP:
+		return "mmap"
+	case unix.SYS_MPROTECT:
+		return "mprotect"
 	}
 	return "syscall_" + strconv.Itoa(nr)
 }

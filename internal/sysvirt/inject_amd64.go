@@ -100,23 +100,28 @@ func inject(pid int, saved *unix.PtraceRegs, insn uint64, in *injected, nr uint6
 // its first instruction: anonymous private memory (so a fork copies it and
 // threads share it) holding the data pages then the image, the image made
 // read-only and executable. kernelEhdr is the kernel's vDSO, whose syscall
-// instruction runs the injected calls. It returns the data pages' address.
-func mapVDSO(pid int, kernelEhdr uint64, header []byte, in *injected) (uint64, error) {
+// instruction runs the injected calls. It returns the data pages' address
+// and the calls that ran.
+func mapVDSO(pid int, kernelEhdr uint64, header []byte, in *injected) (uint64, []int, error) {
 	var saved unix.PtraceRegs
 	if err := unix.PtraceGetRegs(pid, &saved); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if saved.Cs != 0x33 {
-		return 0, errors.New("not a 64-bit program")
+		return 0, nil, errors.New("not a 64-bit program")
 	}
 	insn, err := syscallInsn(pid, kernelEhdr)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	var calls []int
 	text := uint64(len(vdsoImage)+4095) &^ 4095
 	size := vdso.DataSize + text
 	addr, err := inject(pid, &saved, insn, in, unix.SYS_MMAP, 0, size,
 		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
+	if err == nil {
+		calls = append(calls, unix.SYS_MMAP)
+	}
 	if err == nil && addr < 0 && addr > -4096 {
 		err = unix.Errno(-addr)
 	}
@@ -129,18 +134,21 @@ func mapVDSO(pid int, kernelEhdr uint64, header []byte, in *injected) (uint64, e
 	if err == nil {
 		var r int64
 		r, err = inject(pid, &saved, insn, in, unix.SYS_MPROTECT, uint64(addr)+vdso.DataSize, text, unix.PROT_READ|unix.PROT_EXEC)
+		if err == nil {
+			calls = append(calls, unix.SYS_MPROTECT)
+		}
 		if err == nil && r != 0 {
 			err = unix.Errno(-r)
 		}
 	}
 	if in.gone != nil {
-		return 0, errGone
+		return 0, calls, errGone
 	}
 	if rerr := unix.PtraceSetRegs(pid, &saved); rerr != nil && err == nil {
 		err = rerr
 	}
 	if err != nil {
-		return 0, err
+		return 0, calls, err
 	}
-	return uint64(addr), nil
+	return uint64(addr), calls, nil
 }

@@ -17,6 +17,6 @@ type injected struct {
 	gone *unix.WaitStatus
 }
 
-func mapVDSO(pid int, kernelEhdr uint64, header []byte, in *injected) (uint64, error) {
-	return 0, errors.New("dal has no vDSO for arm64")
+func mapVDSO(pid int, kernelEhdr uint64, header []byte, in *injected) (uint64, []int, error) {
+	return 0, nil, errors.New("dal has no vDSO for arm64")
 }

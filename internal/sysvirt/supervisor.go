@@ -66,6 +66,8 @@ func (s *Supervisor) Counts() Counts {
 	c.Served = cloneMap(c.Served)
 	c.Real = cloneMap(c.Real)
 	c.Escapes = cloneMap(c.Escapes)
+	c.Calls = cloneMap(c.Calls)
+	c.Injected = cloneMap(c.Injected)
 	c.Notes = append([]string(nil), c.Notes...)
 	return c
 }
@@ -325,7 +327,9 @@ func (s *Supervisor) getrandom(n *Notif) {
 	size = min(size, maxRandom)
 	b := s.rng(p).Bytes(int(size))
 	s.served("random")
-	s.refill(p, int(n.Pid))
+	if s.fromVDSO(p, n) {
+		s.refill(p, int(n.Pid))
+	}
 	s.mu.Unlock()
 	if buf == 0 && size > 0 {
 		s.fail(n, unix.EFAULT)
