@@ -69,7 +69,7 @@ func (s *Supervisor) Trace(agent int) int {
 			if in := s.exec(pid); in.gone != nil {
 				queued = append(queued, stop{pid, *in.gone})
 			} else {
-				unix.PtraceCont(pid, in.sig)
+				resume(pid, in.sig)
 			}
 		case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXIT:
 			s.exiting(pid)
@@ -95,7 +95,7 @@ func (s *Supervisor) Trace(agent int) int {
 			if in := s.exec(pid); in.gone != nil {
 				queued = append(queued, stop{pid, *in.gone})
 			} else {
-				unix.PtraceCont(pid, in.sig)
+				resume(pid, in.sig)
 			}
 		case sig == unix.SIGSTOP && (fresh[pid] || !seen[pid]):
 			// A new task's initial stop. It may come before its
@@ -119,6 +119,17 @@ func (s *Supervisor) Trace(agent int) int {
 			unix.PtraceCont(pid, int(sig))
 		}
 	}
+}
+
+// resume lets task pid, stopped at its exec, go on; sig is a signal it
+// received while dal injected calls into it, raised again (a restart from
+// an event stop may drop a signal given to it), and delivered through its
+// own signal stop.
+func resume(pid, sig int) {
+	if sig != 0 {
+		unix.Tgkill(pid, pid, unix.Signal(sig))
+	}
+	unix.PtraceCont(pid, 0)
 }
 
 // stop is a wait status of task pid.
