@@ -65,10 +65,12 @@ $(GOIMPORTS):
 	GOBIN=$(CURDIR)/$(dir $(GOIMPORTS)) $(GO) install golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
 
 # Rebuilds the committed eBPF object, its Go bindings and the syscall tables
-# (needs clang-14 and llvm-14: apt-get install clang-14 llvm-14). CI checks
-# that regeneration changes nothing: make generate && git diff --exit-code.
+# (needs clang-14 and llvm-14: apt-get install clang-14 llvm-14), and dal's
+# vDSO (gcc). CI checks that regeneration changes nothing: make generate &&
+# git diff --exit-code.
 generate:
 	$(GO) generate ./ebpf/
+	$(GO) generate ./internal/sysvirt/vdso/
 
 # Every fuzz target of the module, FUZZTIME each (default 10s): make fuzz
 # [FUZZTIME=1m] [FUZZ='har|wire']. See scripts/fuzz.sh.
