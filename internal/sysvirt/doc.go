@@ -34,8 +34,9 @@
 // does — __vdso_clock_gettime, __vdso_gettimeofday, __vdso_time,
 // __vdso_clock_getres, __vdso_getcpu (and the unprefixed aliases) — and
 // __vdso_getrandom, all versioned LINUX_2.6, with DT_HASH and DT_GNU_HASH:
-// glibc (dynamic and -static), musl and the Go runtime, which parses the
-// vDSO itself, take it for the kernel's.
+// glibc (dynamic and -static) and the Go runtime, which parses the vDSO
+// itself, take it for the kernel's (tested). musl's loader, which needs
+// DT_HASH, should too; there is no musl here to test it with.
 //
 // At the exec stop the supervisor maps three data pages and the image into
 // the stopped task: it injects mmap (anonymous, private) and mprotect (the
@@ -73,13 +74,17 @@
 //   - clock_gettime(CLOCK_REALTIME): 13–48 ns through dal's vDSO, against
 //     12.6–16.8 µs through the supervisor (NoVDSO), 27–29 ns native and
 //     62–70 ns under libfaketime. It beats the kernel's vDSO: no TSC read.
-//   - getrandom(16) from C: 10–23 µs either way, against 0.5 µs native:
+//   - getrandom(16) from C: 10–18 µs either way (NoVDSO 11–17 µs), against
+//     0.5–1.0 µs native:
 //     glibc 2.36 makes the system call, a seccomp round trip (whose floor
 //     here is 4.5 µs with both ends on one CPU). Issue 14's 2 µs is met
 //     only where the C library calls the vDSO (glibc 2.41+).
 //   - In a Go program (CGO_ENABLED=0, 200,000 calls, wall time of a strict
 //     record less a run of none): time.Now about 30 ns against 19.3 µs,
-//     crypto/rand.Read of 16 bytes about 0.2 µs against 9.9 µs.
+//     crypto/rand.Read of 16 bytes about 0.2 µs against 9.9 µs. A channel
+//     ping-pong runs 2.1x `dal-exec run` under record (21.7x before): what
+//     remains is the runtime's timed waits and sleeps, which still go to
+//     the supervisor (BenchmarkGoroutineHeavyUnderTheLayer in e2e).
 //   - A call the layer does not handle (getppid): 1.04–1.96x native, the
 //     filter's cost, as before.
 //
