@@ -25,6 +25,7 @@ type Supervisor struct {
 	procs   map[int]*proc // by thread-group id
 	threads map[int]int   // thread id → thread-group id
 	counts  Counts
+	pidfds  pidfds // the timed waits' (pidfd.go)
 }
 
 // proc is one process (thread group) and its stream.

@@ -260,6 +260,7 @@ func (s *Supervisor) exited(tid int) {
 		p.threads--
 		if tid == g {
 			delete(s.procs, g)
+			s.pidfds.drop(p)
 		}
 	}
 }
@@ -289,6 +290,7 @@ func (s *Supervisor) exec(pid int) injected {
 	}
 	p.execs++
 	p.threads = 1
+	s.pidfds.drop(p)
 	for tid, g := range s.threads {
 		if g == p.tgid && tid != pid {
 			delete(s.threads, tid)

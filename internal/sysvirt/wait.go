@@ -184,13 +184,16 @@ func (s *Supervisor) serveWait(w *waitCall) {
 	}
 	s.mu.Lock()
 	p := s.caller(w.n)
-	s.mu.Unlock()
-	if p == nil {
-		Continue(s.fd, w.n.ID)
-		return
+	pidfd := -1
+	if p != nil {
+		pidfd = s.pidfds.get(p)
 	}
-	pidfd, err := unix.PidfdOpen(p.tgid, 0)
-	if err != nil {
+	stale := s.pidfds.takeStale()
+	s.mu.Unlock()
+	for _, fd := range stale {
+		unix.Close(fd)
+	}
+	if pidfd < 0 {
 		Continue(s.fd, w.n.ID)
 		return
 	}
@@ -198,11 +201,12 @@ func (s *Supervisor) serveWait(w *waitCall) {
 		watch []unix.PollFd
 		dups  []int
 	)
+	// closeAll closes the duplicates; the pidfd is the cache's until the
+	// wait becomes real and takes a copy of its own.
 	closeAll := func() {
 		for _, d := range dups {
 			unix.Close(d)
 		}
-		unix.Close(pidfd)
 	}
 	dup := func(fd int) (int, bool) {
 		d, err := unix.PidfdGetfd(pidfd, fd, 0)
@@ -264,11 +268,19 @@ func (s *Supervisor) serveWait(w *waitCall) {
 		s.expire(w, p, "wait")
 		return
 	}
+	// The wait is real: it goes on past this notification, on a
+	// goroutine of its own, with a pidfd of its own (see pidfds).
+	if pidfd = dupPidfd(pidfd); pidfd < 0 {
+		closeAll()
+		Continue(s.fd, w.n.ID)
+		return
+	}
 	s.mu.Lock()
 	s.real("wait_outstanding")
 	s.mu.Unlock()
 	fd, id := s.fd, w.n.ID
 	go func() {
+		defer unix.Close(pidfd)
 		defer closeAll()
 		deadline := time.Now().Add(time.Duration(w.timeout))
 		for {
