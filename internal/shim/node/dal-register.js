@@ -20,7 +20,7 @@
 //            draws too (draws.fetch); reading past the end is drift
 //
 // In every mode but default, child_process children are named before they
-// start (ChildProcess.prototype.spawn, see patchSpawn). At exit the shim
+// start (the process_wrap handle's spawn, see patchSpawn). At exit the shim
 // flushes what it buffered and sends `report`.
 //
 // Nothing here may break the agent: a dald that cannot be reached leaves the

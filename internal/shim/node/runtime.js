@@ -109,13 +109,11 @@ function start(say, KEY) {
   let timers;
   let timersPromises;
   let util;
-  let childProcess;
   if (virtualized) {
     crypto = require('crypto');
     timers = require('timers');
     timersPromises = require('timers/promises');
     util = require('util');
-    childProcess = require('child_process');
     Object.assign(native, {
       perfNow: performance.now.bind(performance),
       timeOrigin: performance.timeOrigin,
@@ -134,7 +132,7 @@ function start(say, KEY) {
     installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, post, drift, say });
     installProcessTimes(state);
     installRandom(state, { native, crypto, call, post, drift });
-    patchSpawn(childProcess, call, say);
+    patchSpawn(call, say);
     if (mode === 'strict') {
       // The connect request of the dald connection is the shim's own, not the agent's I/O.
       const ignore = (name) => name === 'PipeConnectWrap' && client.connecting;
@@ -490,28 +488,29 @@ function patchAtomicsWait(clock, native) {
 
 // ---------------------------------------------------------------- children
 
-// patchSpawn names children before they start. ChildProcess.prototype.spawn
-// is the one path of spawn, exec, execFile and fork: it receives the final
-// environment as options.envPairs ("K=V" strings). The shim reserves the next
-// child name with the `spawn` op and sets DAL_STREAM to it, so names follow
-// spawn order even when children start concurrently. When a custom env
-// dropped the variables that keep a child shimmed (DAL_SOCKET, DAL_SESSION,
+// patchSpawn names children before they start. Every asynchronous child
+// (spawn, exec, execFile, fork) is started by the spawn method of a
+// process_wrap Process handle, which receives the final environment as
+// options.envPairs ("K=V" strings). The shim reserves the next child name
+// with the `spawn` op and sets DAL_STREAM to it, so names follow spawn order
+// even when children start concurrently. When a custom env dropped the
+// variables that keep a child shimmed (DAL_SOCKET, DAL_SESSION,
 // DAL_SESSION_TOKEN, NODE_OPTIONS, PYTHONPATH), they are added back from
 // this process's environment, as the Python shim does.
 //
-// spawnSync/execSync/execFileSync do not go through ChildProcess: their
+// The handle class is replaced in the process_wrap binding, which
+// node:child_process reads when it loads: so child_process (~1.1 ms) is not
+// loaded here, and a program that imports it, as a CommonJS or an ES module,
+// gets the replaced class. Were it loaded already, its ChildProcess.prototype
+// .spawn is wrapped instead (the same options reach both).
+//
+// spawnSync/execSync/execFileSync do not go through a Process handle: their
 // children say hello with the parent's DAL_STREAM and dald grants the next
 // child name in hello order. They are sequential (the parent blocks until the
 // child exits), so that order is the spawn order too.
-function patchSpawn(childProcess, call, say) {
-  const proto = childProcess.ChildProcess && childProcess.ChildProcess.prototype;
-  if (!proto || typeof proto.spawn !== 'function') {
-    say('child_process.ChildProcess.prototype.spawn is missing: children are named in hello order');
-    return;
-  }
+function patchSpawn(call, say) {
   const PROPAGATE = ['DAL_SOCKET', 'DAL_SESSION', 'DAL_SESSION_TOKEN', 'NODE_OPTIONS', 'PYTHONPATH'];
-  const originalSpawn = proto.spawn;
-  proto.spawn = function spawn(options) {
+  function nameChild(options) {
     try {
       const pairs = options && options.envPairs;
       if (Array.isArray(pairs)) {
@@ -528,6 +527,39 @@ function patchSpawn(childProcess, call, say) {
     } catch (e) {
       say(`could not name a child process (${e.message}); it is named in hello order`);
     }
+  }
+
+  if (!process.moduleLoadList.includes('NativeModule internal/child_process')) {
+    let binding;
+    const saved = process.noDeprecation; // as in wire.js: no DEP0111 warning on the agent's stderr
+    try {
+      process.noDeprecation = true;
+      binding = process.binding('process_wrap');
+    } catch {
+      binding = null;
+    } finally {
+      process.noDeprecation = saved;
+    }
+    const Native = binding && binding.Process;
+    if (typeof Native === 'function' && typeof Native.prototype.spawn === 'function') {
+      binding.Process = class Process extends Native {
+        spawn(options) {
+          nameChild(options);
+          return super.spawn(options);
+        }
+      };
+      if (binding.Process !== Native) return;
+    }
+  }
+  const childProcess = require('child_process');
+  const proto = childProcess.ChildProcess && childProcess.ChildProcess.prototype;
+  if (!proto || typeof proto.spawn !== 'function') {
+    say('child_process.ChildProcess.prototype.spawn is missing: children are named in hello order');
+    return;
+  }
+  const originalSpawn = proto.spawn;
+  proto.spawn = function spawn(options) {
+    nameChild(options);
     return originalSpawn.call(this, options);
   };
 }

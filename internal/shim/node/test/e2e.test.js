@@ -103,6 +103,48 @@ a.stdout.on('data', (d) => { out += d; });
 a.on('close', () => finish(0, out));
 cp.exec('"' + process.execPath + '" -e "' + code + '"', (err, stdout) => finish(1, err ? String(err) : stdout));
 `,
+  // parent.js as an ES module: child_process imported, not required
+  'parent.mjs': String.raw`
+import { spawn, exec } from 'node:child_process';
+const code = 'console.log(process.env.DAL_STREAM)';
+const results = [];
+let done = 0;
+function finish(i, out) {
+  results[i] = out.trim();
+  if (++done === 2) console.log(JSON.stringify({ parent: process.env.DAL_STREAM, children: results }));
+}
+const a = spawn(process.execPath, ['-e', code]);
+let out = '';
+a.stdout.on('data', (d) => { out += d; });
+a.on('close', () => finish(0, out));
+exec('"' + process.execPath + '" -e "' + code + '"', (err, stdout) => finish(1, err ? String(err) : stdout));
+`,
+  // a CommonJS agent that never requires crypto, then imports it
+  'import-crypto.js': String.raw`
+(async () => {
+  const c = await import('node:crypto');
+  const { randomBytes, randomUUID } = await import('crypto');
+  console.log(JSON.stringify({
+    bytes: c.randomBytes(16).toString('hex'),
+    named: randomBytes(16).toString('hex'),
+    uuid: randomUUID(),
+    viaDefault: c.default.randomInt(2 ** 47),
+    web: Buffer.from(c.webcrypto.getRandomValues(new Uint8Array(16))).toString('hex'),
+  }));
+})();
+`,
+  // an ES module agent importing crypto's functions by name
+  'import-crypto.mjs': String.raw`
+import { randomBytes, randomUUID, randomInt } from 'node:crypto';
+import crypto from 'node:crypto';
+console.log(JSON.stringify({
+  bytes: randomBytes(16).toString('hex'),
+  uuid: randomUUID(),
+  int: randomInt(2 ** 47),
+  viaDefault: crypto.randomBytes(16).toString('hex'),
+  global: Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(16))).toString('hex'),
+}));
+`,
   // 100000 reads of each clock, then the shim's counters
   'reads.js': String.raw`
 let x = 0;
@@ -223,6 +265,22 @@ test('a Node parent spawning two Node children gets streams 0.1 and 0.2', () => 
   assert.strictEqual(got.parent, '0');
   assert.deepStrictEqual(got.children, ['0.1', '0.2']);
 });
+
+test('an ES module parent importing child_process names its children 0.1 and 0.2', () => {
+  const got = JSON.parse(ok([], [fixture('parent.mjs')]));
+  assert.strictEqual(got.parent, '0');
+  assert.deepStrictEqual(got.children, ['0.1', '0.2']);
+});
+
+for (const agent of ['import-crypto.js', 'import-crypto.mjs']) {
+  test(`${agent}: node:crypto imported by ${agent.endsWith('.mjs') ? 'an ES module' : 'a CommonJS agent'} draws from the seed`, () => {
+    const a = JSON.parse(ok(['--seed', '3'], [fixture(agent)]));
+    const b = JSON.parse(ok(['--seed', '3'], [fixture(agent)]));
+    const c = JSON.parse(ok(['--seed', '4'], [fixture(agent)]));
+    assert.deepStrictEqual(a, b, 'the same seed gives the same values');
+    for (const k of Object.keys(a)) assert.notStrictEqual(a[k], c[k], `another seed changes ${k}`);
+  });
+}
 
 test('clock reads make no round trip in strict mode', () => {
   const { stats } = JSON.parse(ok([], [fixture('reads.js')]));
