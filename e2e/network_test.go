@@ -531,8 +531,10 @@ except OSError as e:
 // boundaries show) and one tool call against testdata/llm_server.py (gzip
 // for clients that accept it), over HTTP and HTTPS with a private CA; the
 // OpenAI SDKs (Node and Go) and the AI SDK do the same over the Responses
-// API, and the OpenAI SDKs close a Responses stream after its first text
-// delta while the server still holds it open. Each is recorded in strict
+// API. Every client closes a stream after its first text delta while the
+// server still holds it open (a chat completion; Anthropic's SDK a
+// messages stream; the OpenAI SDKs a Responses stream too): recorded as
+// closed by the client with what it had read. Each is recorded in strict
 // mode, the server stopped, then replayed twice with none of the agent's
 // variables set: the output is the recorded one byte for byte, the
 // verdict EXACT, no secret in the bundle.
@@ -565,15 +567,16 @@ func TestNetworkClients(t *testing.T) {
 		{"fetch", node("fetch.js"), 7, []string{"plain: reply 1 to: hello ce: gzip"}},
 		{"undici", node("undici.js"), 7, []string{"plain: reply 1 to: hello ce: gzip"}},
 		{"axios", node("axios.js"), 7, []string{"plain: reply 1 to: hello"}},
-		{"openai-node", node("openai.js"), 0, []string{"plain: reply 1 to: hello", "responses plain: reply 5 to: hello",
-			"responses event: 12 response.completed", "responses tool: get_weather", strings.ReplaceAll(closedEarly, `"`, "")}},
+		{"openai-node", node("openai.js"), 0, []string{"plain: reply 1 to: hello", "responses plain: reply 6 to: hello",
+			"responses event: 12 response.completed", "responses tool: get_weather", `early chunk: {"content":"reply","role":"assistant"}`,
+			strings.ReplaceAll(closedEarly, `"`, "")}},
 		{"anthropic-node", node("anthropic.js"), 0, []string{"plain: reply 1 to: hello"}},
 		{"ai-sdk", node("aisdk.js"), 0, []string{"plain: reply 1 to: hello", "text part: \" please\"", "responses plain: reply 5 to: hello",
 			"responses text part: \" please\""}},
 		{"langchain", node("langchain.js"), 0, []string{"plain: reply 1 to: hello", "chunk: \" please\""}},
 		{"go-net-http", []string{bin.goclient}, 7, []string{"plain: reply 1 to: hello uncompressed: true"}},
-		{"openai-go", []string{openaigo}, 0, []string{"plain: reply 1 to: hello", "responses plain: reply 5 to: hello",
-			"responses event: 12 response.completed", "responses tool: get_weather", closedEarly}},
+		{"openai-go", []string{openaigo}, 0, []string{"plain: reply 1 to: hello", "responses plain: reply 6 to: hello",
+			"responses event: 12 response.completed", "responses tool: get_weather", `early chunk: "reply"`, closedEarly}},
 		{"curl", []string{"sh", filepath.Join(clients, "curl_agent.sh")}, 0, []string{"ce: gzip"}},
 	}
 	for _, c := range matrix {
@@ -603,13 +606,16 @@ func TestNetworkClients(t *testing.T) {
 				args := []string{"record", "--allow-loopback", "127.0.0.1:" + itoa(srv.port), "--out", out,
 					"--keep-env", "OPENAI_API_KEY", "--keep-env", "ANTHROPIC_API_KEY", "--keep-env", "LLM_BASE", "--keep-env", "ANTHROPIC_BASE_URL", "--"}
 				rec := dalIn(t, ws, env, append(args, c.argv...)...)
-				for _, w := range append(c.want, "get_weather") {
+				for _, w := range append(c.want, "get_weather", "closed early") {
 					if rec.code != 0 || !strings.Contains(rec.stdout, w) {
 						t.Fatalf("record: exit %d, want %q in\nstdout %s\nstderr %s", rec.code, w, rec.stdout, rec.stderr)
 					}
 				}
-				if strings.Contains(rec.stdout, "closed early") {
-					checkClosedEarly(t, filepath.Join(out, "network.har"))
+				checkClosedEarly(t, filepath.Join(out, "network.har"))
+				for _, bad := range []string{"certificate", "context canceled", "killed", "signal"} {
+					if strings.Contains(rec.stderr, bad) {
+						t.Errorf("record: dal's log mentions %q:\n%s", bad, rec.stderr)
+					}
 				}
 				if n := strings.Count(rec.stdout, "\nread:"); n < c.reads {
 					t.Errorf("record: the stream came in %d reads, want at least %d (one per event):\n%s", n, c.reads, rec.stdout)
@@ -654,14 +660,16 @@ func buildOpenAIGo(t *testing.T) string {
 	return exe
 }
 
-// checkClosedEarly: the stream the agent closed after its first text
-// delta is recorded as closed by the client, cut short, with no error.
+// checkClosedEarly: each stream the agent closed after its first text
+// delta is recorded as closed by the client, cut short, with no error,
+// having had the events the server sent before it held the stream open.
 func checkClosedEarly(t *testing.T, harPath string) {
 	t.Helper()
 	var h struct {
 		Log struct {
 			Entries []struct {
 				Request struct {
+					URL      string                `json:"url"`
 					PostData struct{ Text string } `json:"postData"`
 				} `json:"request"`
 				Dal struct {
@@ -677,13 +685,19 @@ func checkClosedEarly(t *testing.T, harPath string) {
 	if err := json.Unmarshal(mustRead(t, harPath), &h); err != nil {
 		t.Fatal(err)
 	}
+	events := map[string]int{"/v1/chat/completions": 1, "/v1/responses": 5, "/v1/messages": 3}
+	n := 0
 	for _, e := range h.Log.Entries {
-		if strings.Contains(e.Request.PostData.Text, "close early") {
-			if c := e.Dal.ClientClosed; e.Dal.Error != "" || c == nil || !c.Truncated || c.Chunks != 5 {
-				t.Errorf("the stream closed early is recorded with error %q, client_closed %+v (want 5 chunks, truncated)", e.Dal.Error, c)
-			}
-			return
+		if !strings.Contains(e.Request.PostData.Text, "close early") {
+			continue
+		}
+		n++
+		u, _ := url.Parse(e.Request.URL)
+		if c, want := e.Dal.ClientClosed, events[u.Path]; e.Dal.Error != "" || c == nil || !c.Truncated || c.Chunks != want {
+			t.Errorf("the stream of %s closed early is recorded with error %q, client_closed %+v (want %d chunks, truncated)", u.Path, e.Dal.Error, c, want)
 		}
 	}
-	t.Errorf("no recorded request says \"close early\"")
+	if n == 0 {
+		t.Errorf("no recorded request says \"close early\"")
+	}
 }

@@ -3,10 +3,11 @@
 POST /v1/chat/completions, plain and streamed (SSE, every event flushed as
 its own HTTP chunk), with usage, and a tool call when the request offers
 tools; POST /v1/responses, OpenAI's Responses API, alike (streamed as
-typed events, response.output_text.delta and so on; the input "close
-early" gets its first delta and then a stream held open until the client
-goes, as a model still generating); POST /v1/messages, Anthropic's
-messages API, alike. Every reply is
+typed events, response.output_text.delta and so on); POST /v1/messages,
+Anthropic's messages API, alike. A streamed request whose last message is
+"close early" gets the events up to its first text delta and then a
+stream held open until the client goes, as a model still generating
+(chat completions: 1 event; Responses: 5; messages: 3). Every reply is
 numbered so identical requests get different answers. Requires
 "Authorization: Bearer <key>" or "x-api-key: <key>" (the key is
 --key-value) and sets a session cookie. --cert/--key serve HTTPS; --gzip
@@ -110,10 +111,14 @@ class Handler(BaseHTTPRequestHandler):
             events.append({"id": "chatcmpl-%d" % n, "object": "chat.completion.chunk", "created": 1767225600,
                            "model": req.get("model", "test-model"), "choices": [], "usage": usage})
         frames = ["data: %s\n\n" % json.dumps(e) for e in events] + ["data: [DONE]\n\n"]
+        if last == "close early":
+            frames = frames[:1]
         for f in frames:
             b = f.encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
             self.wfile.flush()
+        if last == "close early":
+            return self._hold()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
@@ -123,6 +128,15 @@ class Handler(BaseHTTPRequestHandler):
             b = ("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
             self.wfile.flush()
+
+    def _hold(self):
+        """A model still generating: nothing more until the client goes."""
+        try:
+            while self.connection.recv(1):
+                pass
+        except OSError:
+            pass
+        self.close_connection = True
 
     def _responses(self, req):
         """OpenAI's Responses API: plain, a function call, or streamed."""
@@ -171,14 +185,7 @@ class Handler(BaseHTTPRequestHandler):
                        ("response.completed", {"response": resp})]
         self._events([(name, dict({"type": name, "sequence_number": i}, **data)) for i, (name, data) in enumerate(events)])
         if last == "close early":
-            # A model still generating: nothing more until the client goes.
-            try:
-                while self.connection.recv(1):
-                    pass
-            except OSError:
-                pass
-            self.close_connection = True
-            return
+            return self._hold()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
@@ -210,6 +217,9 @@ class Handler(BaseHTTPRequestHandler):
         for i, w in enumerate(text.split(" ")):
             events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                    "delta": {"type": "text_delta", "text": w if i == 0 else " " + w}}))
+            if last == "close early":
+                self._events(events)
+                return self._hold()
         events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
                    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                       "usage": {"output_tokens": usage["output_tokens"]}}),

@@ -1,5 +1,6 @@
 """aiohttp (Debian's python3-aiohttp): two plain calls, a streamed one chunk by chunk (with aiohttp's
-end-of-chunk flag, so the last, empty chunk shows), a tool call."""
+end-of-chunk flag, so the last, empty chunk shows), a tool call, a stream closed (r.close()) after its
+first read."""
 import asyncio
 import os
 
@@ -25,5 +26,10 @@ async def main():
                           json={"model": "test-model", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS}) as r:
             call = (await r.json())["choices"][0]["message"]["tool_calls"][0]["function"]
             print("tool:", call["name"], call["arguments"])
+        async with s.post(BASE + "/chat/completions", headers=H, json={"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "close early"}]}) as r:
+            b, end = await r.content.readchunk()
+            print("early read:", repr(b), end)
+            r.close()
+        print("closed early")
 
 asyncio.run(main())

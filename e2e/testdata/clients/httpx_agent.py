@@ -1,4 +1,5 @@
-"""httpx (Debian's python3-httpx), sync: two plain calls, a streamed one read by read, a tool call."""
+"""httpx (Debian's python3-httpx), sync: two plain calls, a streamed one read by read, a tool call, a
+stream closed after its first read."""
 import os
 
 import httpx
@@ -20,3 +21,8 @@ with httpx.Client(timeout=30) as c:
                json={"model": "test-model", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS})
     call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
     print("tool:", call["name"], call["arguments"])
+    with c.stream("POST", BASE + "/chat/completions", headers=H, json={"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "close early"}]}) as r:
+        for b in r.iter_raw():
+            print("early read:", repr(b))
+            break
+    print("closed early")

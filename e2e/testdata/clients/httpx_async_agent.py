@@ -1,4 +1,5 @@
-"""httpx (Debian's python3-httpx), async: two plain calls, a streamed one read by read, a tool call."""
+"""httpx (Debian's python3-httpx), async: two plain calls, a streamed one read by read, a tool call, a
+stream closed after its first read."""
 import asyncio
 import os
 
@@ -23,5 +24,10 @@ async def main():
                          json={"model": "test-model", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS})
         call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
         print("tool:", call["name"], call["arguments"])
+        async with c.stream("POST", BASE + "/chat/completions", headers=H, json={"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "close early"}]}) as r:
+            async for b in r.aiter_raw():
+                print("early read:", repr(b))
+                break
+        print("closed early")
 
 asyncio.run(main())

@@ -1,4 +1,5 @@
-"""requests (Debian's python3-requests): two plain calls, a streamed one read by read, a tool call."""
+"""requests (Debian's python3-requests): two plain calls, a streamed one read by read, a tool call, a
+stream closed (r.close()) after its first read."""
 import os
 
 import requests
@@ -20,3 +21,7 @@ r = s.post(BASE + "/chat/completions", headers=H, timeout=30,
            json={"model": "test-model", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS})
 call = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]
 print("tool:", call["name"], call["arguments"], "ce:", r.headers.get("Content-Encoding"))
+r = s.post(BASE + "/chat/completions", headers=H, timeout=30, stream=True, json={"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "close early"}]})
+print("early read:", repr(next(r.iter_content(chunk_size=None))))
+r.close()
+print("closed early")

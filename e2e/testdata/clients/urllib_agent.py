@@ -1,4 +1,5 @@
-"""urllib.request: two plain calls, a streamed one read by read, a tool call."""
+"""urllib.request: two plain calls, a streamed one read by read, a tool call, a stream closed after its
+first read."""
 import json
 import os
 import urllib.request
@@ -25,3 +26,7 @@ while True:
 r = post({"model": "test-model", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS})
 call = json.loads(r.read())["choices"][0]["message"]["tool_calls"][0]["function"]
 print("tool:", call["name"], call["arguments"])
+r = post({"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "close early"}]})
+print("early read:", repr(r.read1(65536)))
+r.close()
+print("closed early")

@@ -1,7 +1,7 @@
 // Command goclient is an agent using Go's net/http without dal's agent
 // package: two plain chat completions, a streamed one read by read, a
-// tool call, against $LLM_BASE (SSL_CERT_FILE is trusted, as Go does on
-// Linux).
+// tool call and a stream closed after its first read, against $LLM_BASE
+// (SSL_CERT_FILE is trusted, as Go does on Linux).
 //
 // Its transport has no dial or handshake timeouts: under the syscall
 // layer's virtual clock, net/http's default 30 s dial deadline expired
@@ -79,4 +79,15 @@ func main() {
 	}
 	f := t.Choices[0].Message.ToolCalls[0].Function
 	fmt.Println("tool:", f.Name, f.Arguments)
+
+	// A stream the server holds open after its first event: read that,
+	// then close the body (the transport closes the connection).
+	resp = post(`{"model":"test-model","stream":true,"messages":[{"role":"user","content":"close early"}]}`)
+	n, err := resp.Body.Read(buf)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("early read: %q\n", buf[:n])
+	resp.Body.Close()
+	fmt.Println("closed early")
 }

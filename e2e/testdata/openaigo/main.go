@@ -1,8 +1,9 @@
 // Command openaigo is an agent using the official Go SDK,
 // github.com/openai/openai-go (a module of its own, so that dal's go.mod
 // does not depend on it): chat completions (two plain calls, a streamed
-// one event by event, a tool call), then the Responses API alike, and a
-// Responses stream it closes after the first text delta; against
+// one event by event, a tool call, a stream closed after its first
+// event), then the Responses API alike, and a Responses stream it closes
+// after the first text delta; against
 // $LLM_BASE with $OPENAI_API_KEY (SSL_CERT_FILE is trusted, as Go does on
 // Linux).
 package main
@@ -56,6 +57,16 @@ func main() {
 	}
 	f := t.Choices[0].Message.ToolCalls[0].Function
 	fmt.Println("tool:", f.Name, f.Arguments)
+	ce := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: "test-model", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("close early")}})
+	for ce.Next() {
+		fmt.Printf("early chunk: %q\n", ce.Current().Choices[0].Delta.Content)
+		break
+	}
+	if err := ce.Err(); err != nil {
+		fail(err)
+	}
+	ce.Close()
 
 	input := func(s string) responses.ResponseNewParamsInputUnion {
 		return responses.ResponseNewParamsInputUnion{OfString: openai.String(s)}

@@ -1,7 +1,7 @@
 // Vercel's AI SDK (ai + @ai-sdk/openai): generateText twice, streamText
 // printing every text part, a tool call, over chat completions; then
 // generateText and streamText over the Responses API (the provider's
-// default).
+// default); a chat stream aborted after its first text part.
 const { generateText, streamText, tool, jsonSchema } = require('ai');
 const { createOpenAI } = require('@ai-sdk/openai');
 const { BASE, KEY, fail } = require('./common');
@@ -21,4 +21,13 @@ const { BASE, KEY, fail } = require('./common');
   console.log('responses plain:', r.text);
   const rs = streamText({ model: openai('test-model'), prompt: 'stream please', maxRetries: 0, onError: ({ error }) => fail(error) });
   for await (const part of rs.textStream) console.log('responses text part:', JSON.stringify(part));
+
+  const abort = new AbortController();
+  const es = streamText({ model: openai.chat('test-model'), prompt: 'close early', maxRetries: 0, abortSignal: abort.signal });
+  for await (const part of es.textStream) {
+    console.log('early text part:', JSON.stringify(part));
+    abort.abort();
+    break;
+  }
+  console.log('closed early');
 })().catch(fail);

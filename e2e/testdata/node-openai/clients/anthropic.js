@@ -1,5 +1,6 @@
 // The official @anthropic-ai/sdk against the messages API: two plain
-// calls, a streamed one event by event, a tool use.
+// calls, a streamed one event by event, a tool use, a stream left after
+// its first text delta.
 const Anthropic = require('@anthropic-ai/sdk');
 const { fail } = require('./common');
 (async () => {
@@ -15,4 +16,10 @@ const { fail } = require('./common');
     tools: [{ name: 'get_weather', description: 'weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }],
   });
   console.log('tool:', t.content[0].name, JSON.stringify(t.content[0].input));
+  const e = await client.messages.create({ model: 'test-model', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'close early' }] });
+  for await (const ev of e) {
+    console.log('early event:', ev.type, JSON.stringify(ev.delta ?? {}));
+    if (ev.type === 'content_block_delta') break; // aborts the request
+  }
+  console.log('closed early');
 })().catch(fail);

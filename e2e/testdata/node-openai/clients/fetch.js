@@ -1,5 +1,6 @@
-// Node's global fetch: two plain calls, a streamed one read by read, a tool call.
-const { BASE, H, plain, stream, tool, fail } = require('./common');
+// Node's global fetch: two plain calls, a streamed one read by read, a tool
+// call, a stream cancelled after its first read.
+const { BASE, H, plain, stream, early, tool, fail } = require('./common');
 const url = BASE + '/chat/completions';
 (async () => {
   for (const text of ['hello', 'again']) {
@@ -17,4 +18,8 @@ const url = BASE + '/chat/completions';
   const t = await (await fetch(url, { method: 'POST', headers: H, body: tool })).json();
   const f = t.choices[0].message.tool_calls[0].function;
   console.log('tool:', f.name, f.arguments);
+  const e = (await fetch(url, { method: 'POST', headers: H, body: early })).body.getReader();
+  console.log('early read:', JSON.stringify(new TextDecoder().decode((await e.read()).value)));
+  await e.cancel();
+  console.log('closed early');
 })().catch(fail);

@@ -1,6 +1,7 @@
 // The official openai SDK: chat completions (two plain calls, a streamed
-// one event by event, a tool call), then the Responses API alike, and a
-// Responses stream the agent closes after its first text delta.
+// one event by event, a tool call, a stream closed after its first
+// event), then the Responses API alike, and a Responses stream the agent
+// closes after its first text delta.
 const { OpenAI } = require('openai');
 const { BASE, KEY, TOOLS, fail } = require('./common');
 (async () => {
@@ -16,6 +17,11 @@ const { BASE, KEY, TOOLS, fail } = require('./common');
   const t = await client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'weather?' }], tools: TOOLS });
   const f = t.choices[0].message.tool_calls[0].function;
   console.log('tool:', f.name, f.arguments);
+  const ce = await client.chat.completions.create({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'close early' }] });
+  for await (const chunk of ce) {
+    console.log('early chunk:', JSON.stringify(chunk.choices[0].delta));
+    break; // aborts the request
+  }
 
   for (const input of ['hello', 'again']) {
     const r = await client.responses.create({ model: 'test-model', input });

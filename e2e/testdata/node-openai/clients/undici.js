@@ -1,6 +1,7 @@
-// undici's request: two plain calls, a streamed one read by read, a tool call.
+// undici's request: two plain calls, a streamed one read by read, a tool
+// call, a stream left after its first read.
 const { request } = require('undici');
-const { BASE, H, plain, stream, tool, fail } = require('./common');
+const { BASE, H, plain, stream, early, tool, fail } = require('./common');
 const url = BASE + '/chat/completions';
 (async () => {
   for (const text of ['hello', 'again']) {
@@ -15,4 +16,10 @@ const url = BASE + '/chat/completions';
   const t = await (await request(url, { method: 'POST', headers: H, body: tool })).body.json();
   const f = t.choices[0].message.tool_calls[0].function;
   console.log('tool:', f.name, f.arguments);
+  const e = await request(url, { method: 'POST', headers: H, body: early });
+  for await (const chunk of e.body) {
+    console.log('early read:', JSON.stringify(chunk.toString()));
+    break; // destroys the body, and the connection with it
+  }
+  console.log('closed early');
 })().catch(fail);
