@@ -197,81 +197,151 @@ func (s *Supervisor) serveWait(w *waitCall) {
 		Continue(s.fd, w.n.ID)
 		return
 	}
-	var (
-		watch []unix.PollFd
-		dups  []int
-	)
-	// closeAll closes the duplicates; the pidfd is the cache's until the
-	// wait becomes real and takes a copy of its own.
-	closeAll := func() {
-		for _, d := range dups {
-			unix.Close(d)
-		}
+	l := look(w, p.tgid, pidfd)
+	switch l.verdict {
+	case waitKernel, waitReady:
+		// Ready now: the call returns at once and time does not move.
+		// Or a descriptor is not one: the kernel says so.
+		l.close()
+		Continue(s.fd, w.n.ID)
+	case waitExpire:
+		l.close()
+		s.expire(w, p, "wait")
+	case waitReal:
+		s.waitReal(w, p, l)
 	}
-	dup := func(fd int) (int, bool) {
-		d, err := unix.PidfdGetfd(pidfd, fd, 0)
-		if err != nil {
-			return -1, false
-		}
-		dups = append(dups, d)
-		return d, true
-	}
+}
+
+// waitVerdict is what a look at a wait decides.
+type waitVerdict int
+
+const (
+	waitKernel waitVerdict = iota // a descriptor is not one: the kernel answers
+	waitReady                     // something is ready: the call returns at once
+	waitExpire                    // nothing can end it but the timeout: jump
+	waitReal                      // wait for real, looking again (waitReal)
+)
+
+// waitLook is one look at a wait: the caller's waited descriptors
+// duplicated into the supervisor (watch), which close releases.
+//
+// The copies are taken for this call only, through the process's pidfd,
+// by number: a number names whatever file the process has under it now,
+// so a number closed and reused since the last call is judged as its new
+// file, never as the old one.
+type waitLook struct {
+	verdict waitVerdict
+	watch   []unix.PollFd
+	dups    []int
+	// pidfd is the process's: the cache's while the notification is
+	// being served, then the real wait's own copy.
+	pidfd int
+	w     *waitCall
+	tgid  int
+}
+
+// look duplicates w's descriptors from process tgid through pidfd and
+// judges the wait: ready, expire (no outstanding I/O and every other
+// thread blocked) or real.
+func look(w *waitCall, tgid, pidfd int) *waitLook {
+	l := &waitLook{pidfd: pidfd, w: w, tgid: tgid}
 	if w.epoll >= 0 {
-		d, ok := dup(w.epoll)
+		d, ok := l.dup(w.epoll)
 		if !ok {
-			closeAll()
-			Continue(s.fd, w.n.ID) // not an fd: the kernel says so
-			return
+			return l
 		}
-		watch = append(watch, unix.PollFd{Fd: int32(d), Events: unix.POLLIN})
+		l.watch = append(l.watch, unix.PollFd{Fd: int32(d), Events: unix.POLLIN})
 	} else {
 		for i, fd := range w.fds {
-			d, ok := dup(fd)
+			d, ok := l.dup(fd)
 			if !ok {
-				closeAll()
-				Continue(s.fd, w.n.ID) // POLLNVAL or EBADF: the kernel answers
-				return
+				return l // POLLNVAL or EBADF
 			}
-			watch = append(watch, unix.PollFd{Fd: int32(d), Events: w.events[i]})
+			l.watch = append(l.watch, unix.PollFd{Fd: int32(d), Events: w.events[i]})
 		}
 	}
-	// outstanding reads the waited descriptors again each time: another
-	// thread may have added one to the epoll set since.
-	outstanding := func() bool {
-		if w.epoll >= 0 {
-			for _, fd := range epollMembers(p.tgid, w.epoll) {
-				if outstandingFD(p.tgid, fd, dup) {
-					return true
-				}
-			}
-			return false
-		}
-		for i, fd := range w.fds {
-			if outstandingFD(p.tgid, fd, func(int) (int, bool) { return int(watch[i].Fd), true }) {
-				return true
-			}
-		}
-		return false
-	}
-	if n, _ := unix.Poll(watch, 0); n > 0 {
-		// Ready now: the call returns at once and time does not move.
-		closeAll()
-		Continue(s.fd, w.n.ID)
-		return
+	if n, _ := unix.Poll(l.watch, 0); n > 0 {
+		l.verdict = waitReady
+		return l
 	}
 	// Time jumps only when nothing can end the wait but the timeout: no
 	// outstanding I/O, and no other thread of the process running (it
 	// could be about to register a socket, as Go's runtime does while its
 	// netpoller waits, or to wake the waiter).
-	if !outstanding() && quiescent(p.tgid, w.pid) {
-		closeAll()
-		s.expire(w, p, "wait")
-		return
+	if l.canJump() {
+		l.verdict = waitExpire
+		return l
 	}
-	// The wait is real: it goes on past this notification, on a
-	// goroutine of its own, with a pidfd of its own (see pidfds).
-	if pidfd = dupPidfd(pidfd); pidfd < 0 {
-		closeAll()
+	l.verdict = waitReal
+	return l
+}
+
+// dup copies the caller's descriptor fd, kept until close.
+func (l *waitLook) dup(fd int) (int, bool) {
+	d, err := unix.PidfdGetfd(l.pidfd, fd, 0)
+	if err != nil {
+		return -1, false
+	}
+	l.dups = append(l.dups, d)
+	return d, true
+}
+
+// close releases the copies (not the pidfd: see waitReal).
+func (l *waitLook) close() {
+	for _, d := range l.dups {
+		unix.Close(d)
+	}
+	l.dups = nil
+}
+
+// canJump reports whether no waited descriptor is outstanding I/O and
+// every thread of the process but the caller is blocked.
+func (l *waitLook) canJump() bool {
+	return !l.outstanding() && quiescent(l.tgid, l.w.pid)
+}
+
+// outstanding reads the waited descriptors again each time: another
+// thread may have added one to the epoll set since.
+func (l *waitLook) outstanding() bool {
+	if l.w.epoll < 0 {
+		for i, fd := range l.w.fds {
+			if outstandingFD(l.tgid, fd, func(int) (int, bool) { return int(l.watch[i].Fd), true }) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, fd := range epollMembers(l.tgid, l.w.epoll) {
+		// A member's copy lives for the one look: kept, it would hold
+		// the file open after the process closed it.
+		probe := -1
+		out := outstandingFD(l.tgid, fd, func(fd int) (int, bool) {
+			d, err := unix.PidfdGetfd(l.pidfd, fd, 0)
+			if err != nil {
+				return -1, false
+			}
+			probe = d
+			return d, true
+		})
+		if probe >= 0 {
+			unix.Close(probe)
+		}
+		if out {
+			return true
+		}
+	}
+	return false
+}
+
+// waitReal waits for real on a goroutine of its own, for at most w's
+// timeout, looking again every recheck; it takes ownership of l. An epoll
+// wait looks at the set's members again, through a pidfd of its own (see
+// pidfds); a poll or select has its copies and needs none.
+func (s *Supervisor) waitReal(w *waitCall, p *proc, l *waitLook) {
+	if w.epoll < 0 {
+		l.pidfd = -1
+	} else if l.pidfd = dupPidfd(l.pidfd); l.pidfd < 0 {
+		l.close()
 		Continue(s.fd, w.n.ID)
 		return
 	}
@@ -280,8 +350,10 @@ func (s *Supervisor) serveWait(w *waitCall) {
 	s.mu.Unlock()
 	fd, id := s.fd, w.n.ID
 	go func() {
-		defer unix.Close(pidfd)
-		defer closeAll()
+		defer l.close()
+		if l.pidfd >= 0 {
+			defer unix.Close(l.pidfd)
+		}
 		deadline := time.Now().Add(time.Duration(w.timeout))
 		for {
 			left := time.Until(deadline)
@@ -289,7 +361,7 @@ func (s *Supervisor) serveWait(w *waitCall) {
 				s.expire(w, p, "")
 				return
 			}
-			n, err := unix.Poll(watch, int(min(left, recheck).Milliseconds())+1)
+			n, err := unix.Poll(l.watch, int(min(left, recheck).Milliseconds())+1)
 			if !Valid(fd, id) {
 				return
 			}
@@ -297,7 +369,7 @@ func (s *Supervisor) serveWait(w *waitCall) {
 				Continue(fd, id)
 				return
 			}
-			if !outstanding() && quiescent(p.tgid, w.pid) {
+			if l.canJump() {
 				s.expire(w, p, "wait")
 				return
 			}
