@@ -357,7 +357,7 @@ func BenchmarkGoroutineHeavyUnderTheLayer(b *testing.B) {
 		}
 		return d
 	}
-	for _, work := range [][]string{{"pingpong", "100000"}, {"timers", "1000"}} {
+	for _, work := range [][]string{{"pingpong", "1000000"}, {"timers", "1000"}} {
 		b.Run(work[0], func(b *testing.B) {
 			var run, rec time.Duration
 			for b.Loop() {
