@@ -82,9 +82,19 @@
 //   - In a Go program (CGO_ENABLED=0, 200,000 calls, wall time of a strict
 //     record less a run of none): time.Now about 30 ns against 19.3 µs,
 //     crypto/rand.Read of 16 bytes about 0.2 µs against 9.9 µs. A channel
-//     ping-pong runs 2.1x `dal-exec run` under record (21.7x before): what
-//     remains is the runtime's timed waits and sleeps, which still go to
-//     the supervisor (BenchmarkGoroutineHeavyUnderTheLayer in e2e).
+//     ping-pong of 1,000,000 round trips runs 0.84–1.09x `dal-exec run`
+//     under record (21.7x before dal's vDSO): it makes no timed wait at
+//     all (none counted in a million round trips; sysmon's 76 sleeps), so
+//     waits are not its cost (BenchmarkGoroutineHeavyUnderTheLayer in
+//     e2e; at 100,000 round trips, 34 ms of work, its 1.96x was a strict
+//     record's start-up noise, ±30 ms).
+//   - A timed wait that is ready at once (a Python loop of poll() on a
+//     readable socketpair, 20,000 calls against 10, CPU time of the whole
+//     tree, median of 5): 16.5 µs against 1.0 µs native and 21.9 µs
+//     before the waits kept their pidfd. The seccomp round trip alone (a
+//     build that lets every wait through unlooked-at) is 13.5 µs, so the
+//     look — reading the poll array, one pidfd_getfd, poll and close per
+//     descriptor, about 1.7 µs a system call here — is the last 3 µs.
 //   - A call the layer does not handle (getppid): 1.04–1.96x native, the
 //     filter's cost, as before.
 //
@@ -130,7 +140,10 @@
 // as running), t jumps by the timeout and the call times out at once;
 // otherwise the wait is real, for at most the timeout, looking again every
 // 2 ms, and t jumps by the timeout when it expires or as soon as the
-// condition holds. The second half matters to Go: its netpoller waits with
+// condition holds. Readiness is judged on copies of the waited descriptors
+// taken for that call (pidfd_getfd through a pidfd the supervisor keeps
+// per process until its exec or exit), so a number reused for another file
+// is judged as that file, and no copy keeps a file open past the call. The second half matters to Go: its netpoller waits with
 // the next timer's deadline while another thread registers a socket it is
 // connecting, and jumping then would time the dial out. A wait that sets a
 // signal mask (ppoll, pselect6, epoll_pwait with a mask) runs as the kernel

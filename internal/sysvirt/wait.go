@@ -177,6 +177,23 @@ func (s *Supervisor) serveSelect(w *waitCall, nfds int, r, wr, e, tv uint64, pse
 
 // serveWait applies the outstanding-I/O rule to w: see the package
 // documentation.
+//
+// Which waits come here is the filter's choice: poll, epoll_wait and
+// epoll_pwait only with a positive timeout (a register the filter reads;
+// zero and infinite ones run in the kernel at the filter's cost alone);
+// ppoll, pselect6, select and epoll_pwait2 whenever their timeout pointer
+// is not NULL, since the filter cannot follow it (a zero one is let
+// through below).
+//
+// Why every such wait is looked at, even one on a connected socket of a
+// single-threaded process, which could look like the kernel's own wait:
+// such a poll can never jump while it waits (its one thread is blocked,
+// so its descriptors and their kinds cannot change under it, unless
+// another process shares its descriptor table), but when
+// nothing comes the rule still moves the clock by the timeout as it
+// expires, where the kernel's wait would return 0 with the clock
+// unchanged. Answering CONTINUE at once would change what a program's
+// clock reads after a timeout, so it is not done.
 func (s *Supervisor) serveWait(w *waitCall) {
 	if w.timeout <= 0 || !s.cfg.Clock {
 		Continue(s.fd, w.n.ID)
