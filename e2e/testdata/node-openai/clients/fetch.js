@@ -1,6 +1,8 @@
 // Node's global fetch: two plain calls, a streamed one read by read, a tool
-// call, a stream cancelled after its first read.
-const { BASE, H, plain, stream, early, tool, fail } = require('./common');
+// call, a stream cancelled after its first read; then a plain call, a
+// stream, a tool call and a stream cancelled after its first text delta
+// over the Responses API and over Anthropic's messages API.
+const { BASE, H, APIS, plain, stream, early, tool, fail } = require('./common');
 const url = BASE + '/chat/completions';
 (async () => {
   for (const text of ['hello', 'again']) {
@@ -21,5 +23,23 @@ const url = BASE + '/chat/completions';
   const e = (await fetch(url, { method: 'POST', headers: H, body: early })).body.getReader();
   console.log('early read:', JSON.stringify(new TextDecoder().decode((await e.read()).value)));
   await e.cancel();
+  for (const [api, a] of Object.entries(APIS)) {
+    const call = (body) => fetch(a.url, { method: 'POST', headers: a.headers, body: JSON.stringify(body) });
+    console.log(api, 'plain:', a.text(await (await call(a.plain('hello'))).json()));
+    const s = (await call(a.stream)).body.getReader();
+    for (;;) {
+      const { value, done } = await s.read();
+      if (done) break;
+      console.log(api, 'read:', JSON.stringify(new TextDecoder().decode(value)));
+    }
+    console.log(api, 'tool:', a.call(await (await call(a.tool)).json()));
+    const e = (await call(a.early)).body.getReader();
+    for (let got = ''; !/[._]delta\b/.test(got);) { // to the first text delta
+      const read = new TextDecoder().decode((await e.read()).value);
+      console.log(api, 'early read:', JSON.stringify(read));
+      got += read;
+    }
+    await e.cancel();
+  }
   console.log('closed early');
 })().catch(fail);
