@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -41,7 +42,10 @@ func TestVirtVDSODrawsTheSupervisorsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "gorand")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	// The go tool of the toolchain that built this test, not one on PATH:
+	// the rootless run (e2e/rootless_test.go) has only /usr/local/bin,
+	// /usr/bin and /bin there.
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
 	if out, err := build.CombinedOutput(); err != nil {
