@@ -8,11 +8,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/sandbox"
 )
@@ -320,5 +322,67 @@ with urllib.request.urlopen(req, timeout=30) as r:
 	rep := dalIn(t, ws, []string{env[0], "OPENAI_API_KEY=", "LLM_BASE_URL="}, "replay", out)
 	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
 		t.Fatalf("replay: %d %s %s", rep.code, rep.stdout, rep.stderr)
+	}
+}
+
+// A Unix socket is reached through the file system whatever the network
+// namespace: on 2ce7ff2 a recorded agent talked to a host listener under
+// /run. Now host sockets in /run, /var/tmp and anywhere else on the host
+// tree are out of reach; syscalls.json lists the attempt on a socket outside
+// the sandbox's private directories as a network escape and not the
+// sandbox's own (a missing /run/nscd/socket, as curl tries).
+func TestHostUnixSocketsAreUnreachable(t *testing.T) {
+	t.Parallel()
+	var socks []string
+	for _, parent := range []string{"/run", "/var/cache"} {
+		dir, err := os.MkdirTemp(parent, "dal-e2e-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		p := filepath.Join(dir, "svc.sock")
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			l.SetDeadline(time.Now())
+			if c, err := l.Accept(); err == nil {
+				c.Close()
+				t.Errorf("the host listener at %s accepted a connection from the recorded agent", p)
+			}
+			l.Close()
+		})
+		socks = append(socks, p)
+	}
+	ws := t.TempDir()
+	agent := `import socket, sys
+for p in sys.argv[1:] + ["/var/run/nscd/socket"]:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(p); s.send(b"escaped\n"); print(p, "CONNECTED")
+    except OSError as e:
+        print(p, "refused")
+`
+	os.WriteFile(filepath.Join(ws, "agent.py"), []byte(agent), 0o644)
+	out := filepath.Join(t.TempDir(), "b")
+	r := dalIn(t, ws, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--out", out, "--", "python3", "agent.py", socks[0], socks[1])
+	if r.code != 0 {
+		t.Fatalf("record: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "CONNECTED") || strings.Count(r.stdout, "refused") != 3 {
+		t.Errorf("the agent's connects:\n%s", r.stdout)
+	}
+	var escaped []string
+	for _, e := range readBoundary(t, out).Escapes {
+		if e.Category == "network" {
+			escaped = append(escaped, e.Detail)
+		}
+	}
+	if len(escaped) != 1 || !strings.Contains(escaped[0], "unix:"+socks[1]) || !strings.Contains(escaped[0], "outside the sandbox's private directories") {
+		t.Errorf("network escapes %q, want only the attempt on %s", escaped, socks[1])
+	}
+	if strings.Contains(r.stderr, "no route") {
+		t.Errorf("record blames a route for a Unix socket:\n%s", r.stderr)
 	}
 }

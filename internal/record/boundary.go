@@ -10,6 +10,7 @@ import (
 	"github.com/dal-runtime/dal/ebpf"
 	"github.com/dal-runtime/dal/internal/boundary"
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/vclock"
@@ -23,6 +24,10 @@ type boundaryInput struct {
 	network    *NetworkEnv
 	exchanges  int
 	daldSocket string // dal's own socket: the shims' connections to it are dal's
+	// The sandbox's workspace and whether it had private /tmp, /run...:
+	// a Unix socket there is one the agent bound itself.
+	workspace  string
+	privateTmp bool
 	// virt is the syscall layer's configuration and counts (nil: it was
 	// off or left nothing).
 	virt    *sysvirt.Counts
@@ -171,15 +176,16 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 			b.Escapes = append(b.Escapes, boundary.Escape{Category: string(ebpf.Random), PID: e.PID,
 				Detail: fmt.Sprintf("read %s directly: its bytes are neither seeded nor logged", e.Detail)})
 		case "connect", "sendto":
-			if ours(e.Detail, in.daldSocket, mirrored) {
+			if ours(e.Detail, in, mirrored) {
 				continue
 			}
-			what := "connected to"
-			if in.network != nil && in.network.Captured {
-				what = "tried to reach (blocked: no route out of the sandbox)"
+			detail := fmt.Sprintf("connected to %s around dal's proxy", e.Detail)
+			if strings.HasPrefix(e.Detail, "unix:") {
+				detail = fmt.Sprintf("connected or tried to connect to %s, a Unix socket outside the sandbox's private directories (the host's sockets bound before the run are masked)", e.Detail)
+			} else if in.network != nil && in.network.Captured {
+				detail = fmt.Sprintf("tried to reach (blocked: no route out of the sandbox) %s around dal's proxy", e.Detail)
 			}
-			b.Escapes = append(b.Escapes, boundary.Escape{Category: string(ebpf.Network), PID: e.PID,
-				Detail: fmt.Sprintf("%s %s around dal's proxy", what, e.Detail)})
+			b.Escapes = append(b.Escapes, boundary.Escape{Category: string(ebpf.Network), PID: e.PID, Detail: detail})
 		case "exec":
 			execs = append(execs, e)
 		}
@@ -227,13 +233,25 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 	return b
 }
 
-// ours reports whether a connection destination is dal's own: its socket,
-// its proxy or a mirrored loopback service.
-func ours(dest, daldSocket string, mirrored map[string]bool) bool {
-	if u, ok := strings.CutPrefix(dest, "unix:"); ok {
-		return daldSocket != "" && u == daldSocket
+// ours reports whether a connection destination is dal's own or the
+// sandbox's: dal's socket, its proxy, a mirrored loopback service, or a
+// Unix socket in a directory private to the sandbox or in the workspace
+// (whose overlay refuses connects to the host's sockets), which only the
+// agent can have bound.
+func ours(dest string, in boundaryInput, mirrored map[string]bool) bool {
+	u, ok := strings.CutPrefix(dest, "unix:")
+	if !ok {
+		return mirrored[dest]
 	}
-	return mirrored[dest]
+	if in.daldSocket != "" && u == in.daldSocket {
+		return true
+	}
+	if !filepath.IsAbs(u) {
+		return false
+	}
+	u = filepath.Clean(u)
+	return (in.privateTmp && sandbox.UnderPrivateDir(u)) ||
+		(in.workspace != "" && (u == in.workspace || strings.HasPrefix(u, in.workspace+"/")))
 }
 
 func unservedEffect(category string) string {

@@ -448,7 +448,8 @@ func (r *recording) writeRecords() error {
 		return err
 	}
 	in := boundaryInput{trace: r.res.Trace, clock: r.res.Clock, mode: r.spec.Mode, network: r.env.Network,
-		exchanges: r.exchanges(), daldSocket: r.res.Env["DAL_SOCKET"], virtCfg: r.cfg.Virtual}
+		exchanges: r.exchanges(), daldSocket: r.res.Env["DAL_SOCKET"], virtCfg: r.cfg.Virtual,
+		workspace: r.cfg.Workspace, privateTmp: r.cfg.PrivateTmp}
 	if c, ok, err := sandbox.Virtualized(r.cfg); err != nil {
 		return err
 	} else if ok {

@@ -28,6 +28,10 @@ func mountAll(sp *spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("sandbox: make the mounts private: %v", err)
 	}
+	sockets, err := hostSockets(sp.HostPID)
+	if err != nil {
+		return err
+	}
 	ovl, err := overlay(sp)
 	if err != nil {
 		return err
@@ -78,6 +82,10 @@ func mountAll(sp *spec) error {
 				return fmt.Errorf("sandbox: mount a private /tmp: %v", err)
 			}
 		}
+		if err := mountPrivateDirs(); err != nil {
+			closeDevices(devs)
+			return err
+		}
 	}
 	if err := mountDev(devs, sp.Virtual); err != nil {
 		return err
@@ -99,7 +107,7 @@ func mountAll(sp *spec) error {
 		}
 		unix.Close(a.fd)
 	}
-	return nil
+	return maskSockets(sockets, sp)
 }
 
 // bind clones source (with its submounts when recursive) as a detached

@@ -41,7 +41,8 @@ type Config struct {
 	// private /tmp an empty file is made to mount it on. Each must exist
 	// when [Command] is called.
 	Sockets []string
-	// PrivateTmp mounts a fresh tmpfs on /tmp and /dev/shm.
+	// PrivateTmp mounts a fresh tmpfs on /tmp, /var/tmp, /run, /var/run
+	// and /dev/shm.
 	PrivateTmp bool
 	// Lower, when set, are the overlay's lower layers, top first, instead
 	// of Workspace itself (which stays the mount point). Replay uses it to
@@ -135,6 +136,7 @@ type spec struct {
 	WritableBinds []string       `json:"writable_binds"`
 	Sockets       []string       `json:"sockets"`
 	PrivateTmp    bool           `json:"private_tmp"`
+	HostPID       int            `json:"host_pid"` // dal-exec: its /proc/PID/net/unix lists the host's sockets
 	Argv          []string       `json:"argv"`
 	Dir           string         `json:"dir"`
 	Quiet         []string       `json:"quiet"`
@@ -221,7 +223,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		}
 	}
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
-		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, PrivateTmp: cfg.PrivateTmp, Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
+		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
 		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless()}
 	if cfg.Policy != nil {
 		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
