@@ -2,11 +2,15 @@ package netcap
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/netcap/har"
 )
 
 // Read boundaries.
@@ -66,13 +70,42 @@ func clientOf(c net.Conn) *clientConn {
 	}
 }
 
-// drained waits until the client has read every byte written to c, the
-// connection is gone, or ctx ends. It returns false when the client read
-// nothing for drainPatience: the caller stops waiting for it.
-func (c *clientConn) drained(ctx context.Context) bool {
+// drain is what waiting for the client to read found out.
+type drain int
+
+const (
+	// drainRead: the client read every byte written to its connection
+	// (it may have closed it since).
+	drainRead drain = iota
+	// drainLeft: it closed its connection without reading them all.
+	drainLeft
+	// drainBlind: it cannot be told: the client's socket cannot be
+	// watched, it read nothing for drainPatience, or the proxy is
+	// shutting down.
+	drainBlind
+)
+
+// drained waits until the client has read every byte written to c, or
+// is known to have closed its connection without reading them all. It
+// gives up (drainBlind) when the client read nothing for drainPatience
+// or ctx ends (the proxy shutting down: not the request's context, which
+// ends when the client closes, for then it is still to be found out
+// whether it read everything first).
+//
+// A client's close is told apart this way: its socket, while it is found
+// with its tcp_info (open, or closed and still finishing: FIN_WAIT),
+// counts what it received and left unread; a closed socket never takes
+// more bytes (data arriving after close is answered with a reset). Once
+// it is gone (or a time-wait socket without tcp_info), our end says how
+// it closed: a FIN, sent only by a socket closed with nothing unread,
+// that acknowledged every byte we wrote (our end in CLOSE_WAIT with an
+// empty send queue) means the client had read them all; a reset (our
+// end in CLOSE), or a FIN that left bytes unacknowledged, means it had
+// not.
+func (c *clientConn) drained(ctx context.Context) drain {
 	c.once.Do(func() { c.peer = c.diag.watch(c.Conn) })
 	if c.peer == nil {
-		return true
+		return drainBlind
 	}
 	var (
 		last     peerState
@@ -94,12 +127,23 @@ func (c *clientConn) drained(ctx context.Context) bool {
 	)
 	for i := 0; ; i++ {
 		st, ok := c.peer.state()
-		if !ok {
-			return true
-		}
-		if st.received >= c.written.Load() {
+		switch {
+		case !ok:
+			return drainBlind
+		case st.gone:
+			switch c.peer.ours() {
+			case endRead:
+				return drainRead
+			case endUnread:
+				return drainLeft
+			case endUnknown:
+				return drainBlind
+			}
+			// endOpen: the client's FIN or reset has not reached our end
+			// yet (it waits in our socket's backlog): ask again.
+		case st.received >= c.written.Load():
 			if arrived && st.unread == 0 {
-				return true
+				return drainRead
 			}
 			if !arrived {
 				arrived = true
@@ -109,10 +153,10 @@ func (c *clientConn) drained(ctx context.Context) bool {
 		if st != last {
 			last, progress = st, time.Now()
 		} else if time.Since(progress) > drainPatience {
-			return false
+			return drainBlind
 		}
 		if ctx.Err() != nil {
-			return true
+			return drainBlind
 		}
 		// The client is usually about to read: give way to other
 		// goroutines and threads a few times, then sleep on this thread
@@ -127,45 +171,133 @@ func (c *clientConn) drained(ctx context.Context) bool {
 	}
 }
 
+// How our end of a connection whose client's socket is gone says the
+// client closed it.
+const (
+	endOpen    = iota // no close seen yet
+	endRead           // a FIN acknowledging every byte written
+	endUnread         // a reset, or a FIN leaving bytes unacknowledged
+	endUnknown        // cannot be asked
+)
+
 // peerState is what the client's socket says.
 type peerState struct {
 	received uint64 // bytes it has received from dal, in order
 	unread   uint32 // of those, bytes the client has not read
+	// gone: the socket is closed and no longer says what it received
+	// (not found, or a time-wait socket).
+	gone bool
 }
+
+// errClientLeft is a piece not written because the client had closed its
+// connection without reading the piece before.
+var errClientLeft = errors.New("the client closed its connection")
 
 // streamWriter writes a streamed response to r piece by piece so that
 // every piece is a read of its own for the client: before a piece leaves
 // for the client's socket, the one before must have been read. Waiting
 // then, rather than right after each write, costs nothing when the next
 // piece comes later than the client reads (a model generating).
+//
+// It also counts the body bytes the client read: a piece counts once the
+// client is seen to have read it, not when it was handed to the
+// connection, for a client that reads a piece and closes may find the
+// next one in its socket or not, by a race. Where the client cannot be
+// watched, a piece counts once handed, and the count is not exact.
 type streamWriter struct {
-	rc      *http.ResponseController
-	ctx     context.Context
-	c       *clientConn
-	pending bool // a piece left that the client may not have read
+	rc *http.ResponseController
+	// base ends when the proxy shuts down (the request's context also
+	// ends when the client closes, when there is still to be found out
+	// what it read).
+	base context.Context
+	c    *clientConn // nil: not watched
+
+	pending     bool  // a piece left that the client may not have read
+	pendingBody int64 // the body bytes in it
+	read        int64 // body bytes the client read
+	exact       bool  // read counts what the client read, not what it was handed
+	left        bool  // the client closed its connection without reading everything
 }
 
-func newStreamWriter(w http.ResponseWriter, r *http.Request) *streamWriter {
-	s := &streamWriter{rc: http.NewResponseController(w), ctx: r.Context()}
-	if info, ok := r.Context().Value(connInfoKey{}).(*connInfo); ok {
-		s.c = info.client
+func newStreamWriter(w http.ResponseWriter, r *http.Request, base context.Context) *streamWriter {
+	s := &streamWriter{rc: http.NewResponseController(w), base: base}
+	if info, ok := r.Context().Value(connInfoKey{}).(*connInfo); ok && info.client != nil {
+		s.c, s.exact = info.client, true
 	}
 	return s
 }
 
-// flush sends what was written since the last flush, once the client has
-// read what went before.
-func (s *streamWriter) flush() error {
-	s.settle()
-	s.pending = true
-	return s.rc.Flush()
+// headers sends the response's headers as a piece of their own.
+func (s *streamWriter) headers() error {
+	s.pending, s.pendingBody = true, 0
+	if err := s.rc.Flush(); err != nil {
+		s.left = true
+		return err
+	}
+	return nil
 }
 
-// settle waits until the client has read what was sent; call it before
-// the response ends, so that its last chunk is a read of its own too.
+// write writes p to w and flushes it, once the client has read what went
+// before; errClientLeft when it closed its connection instead.
+func (s *streamWriter) write(w io.Writer, p []byte) error {
+	if s.settle(); s.left {
+		return errClientLeft
+	}
+	_, err := w.Write(p)
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	if err != nil {
+		s.left = true
+		return err
+	}
+	if s.c == nil {
+		s.read += int64(len(p)) // handed: all that can be known
+		return nil
+	}
+	s.pending, s.pendingBody = true, int64(len(p))
+	return nil
+}
+
+// settle waits until the client has read what was sent, or closed its
+// connection; call it before the response ends, so that its last chunk
+// is a read of its own too, and before counting what the client read.
 func (s *streamWriter) settle() {
-	if s.pending && s.c != nil && !s.c.drained(s.ctx) {
-		s.c = nil // it stopped reading: stop waiting for it
+	if !s.pending {
+		return
 	}
 	s.pending = false
+	if s.c == nil {
+		return
+	}
+	switch s.c.drained(s.base) {
+	case drainRead:
+		s.read += s.pendingBody
+	case drainLeft:
+		s.left = true
+	case drainBlind:
+		// It stopped reading, or cannot be watched: stop waiting for
+		// it, and count what is handed from now on.
+		s.read += s.pendingBody
+		s.c, s.exact = nil, false
+	}
+}
+
+// consumed returns the body bytes the client read, and whether that is
+// what it was seen to read (exact) rather than what it was handed.
+func (s *streamWriter) consumed() (int64, bool) {
+	s.settle()
+	return s.read, s.exact
+}
+
+// chunksWithin is how many of chunks lie wholly within the first n bytes
+// of their concatenation.
+func chunksWithin(chunks []har.Chunk, n int64) int {
+	var end int64
+	for i, c := range chunks {
+		if end += int64(len(c.Data)); end > n {
+			return i
+		}
+	}
+	return len(chunks)
 }

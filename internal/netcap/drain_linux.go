@@ -18,8 +18,19 @@ const (
 	inetDiagInfo     = 2 // INET_DIAG_INFO: struct tcp_info
 	sizeofDiagReq    = 56
 	sizeofDiagMsg    = 72
+	diagMsgStateOff  = 1
 	diagMsgRqueueOff = 56
-	tcpEstablished   = 1
+)
+
+// TCP states (include/net/tcp_states.h).
+const (
+	tcpEstablished = 1
+	tcpFinWait2    = 5
+	tcpTimeWait    = 6
+	tcpClose       = 7
+	tcpCloseWait   = 8
+	tcpLastAck     = 9
+	tcpClosing     = 11
 )
 
 // diagSet holds one sock_diag netlink socket per network namespace the
@@ -95,7 +106,7 @@ func (d *diagSet) watch(c net.Conn) *peerSocket {
 	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST)
 	b := req[unix.SizeofNlMsghdr:]
 	b[0], b[1], b[2] = family, unix.IPPROTO_TCP, 1<<(inetDiagInfo-1)
-	binary.NativeEndian.PutUint32(b[4:], 1<<tcpEstablished)
+	binary.NativeEndian.PutUint32(b[4:], ^uint32(0)) // in any state: closing too
 	id := b[8:]
 	binary.BigEndian.PutUint16(id[0:], uint16(remote.Port))
 	binary.BigEndian.PutUint16(id[2:], uint16(local.Port))
@@ -267,6 +278,33 @@ func (p *peerSocket) state() (peerState, bool) {
 	}
 }
 
+// ours says, once the client's socket is gone, how the client closed the
+// connection, as our end of it saw (see drained).
+func (p *peerSocket) ours() int {
+	end := endUnknown
+	p.own.Control(func(fd uintptr) {
+		ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return
+		}
+		switch ti.State {
+		case tcpEstablished:
+			end = endOpen
+		case tcpClose:
+			end = endUnread // reset
+		case tcpCloseWait, tcpLastAck, tcpClosing:
+			// A FIN came: did it acknowledge everything?
+			if n, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
+				end = endUnread
+				if n == 0 {
+					end = endRead
+				}
+			}
+		}
+	})
+	return end
+}
+
 // acked reports whether the client's socket has acknowledged every byte
 // written to our end (SIOCOUTQ: none unacknowledged): it acknowledges
 // bytes once they are in its receive queue, counted in its rcv_nxt.
@@ -296,11 +334,16 @@ func parseDiag(b []byte, seq uint32) (st peerState, done, ok bool) {
 			continue // the answer to an earlier, abandoned request
 		}
 		switch {
+		case typ == unix.NLMSG_ERROR && len(msg) >= 4 && int32(binary.NativeEndian.Uint32(msg)) == -int32(unix.ENOENT):
+			// No such socket: the client's is closed and gone.
+			st.gone = true
+			return st, true, true
 		case typ == unix.NLMSG_ERROR || typ == unix.NLMSG_DONE:
 			return st, true, false
 		case typ != unix.SOCK_DIAG_BY_FAMILY || len(msg) < sizeofDiagMsg:
 			continue
 		}
+		state := msg[diagMsgStateOff]
 		st.unread = binary.NativeEndian.Uint32(msg[diagMsgRqueueOff:])
 		for a := msg[sizeofDiagMsg:]; len(a) >= 4; {
 			al := int(binary.NativeEndian.Uint16(a[0:]))
@@ -315,6 +358,11 @@ func parseDiag(b []byte, seq uint32) (st peerState, done, ok bool) {
 				return st, true, true
 			}
 			a = a[min(nlAlign(al), len(a)):]
+		}
+		if state == tcpTimeWait || state == tcpFinWait2 || state == tcpClose {
+			// A time-wait socket (which has no tcp_info): the client's
+			// closed without anything unread.
+			return peerState{gone: true}, true, true
 		}
 		return st, true, false // no tcp_info: cannot tell
 	}

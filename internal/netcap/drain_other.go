@@ -25,3 +25,4 @@ func (*diagSet) close()                      {}
 func (*diagSet) adopt(*os.File) error        { return nil }
 func (*peerSocket) state() (peerState, bool) { return peerState{}, false }
 func (*peerSocket) acked() bool              { return false }
+func (*peerSocket) ours() int                { return endUnknown }

@@ -69,8 +69,8 @@ func TestDrainedSeesBytesArrivingDuringTheQuestion(t *testing.T) {
 		t.Fatal(err)
 	}
 	readExactly(t, cfd, len(one))
-	if !c.drained(context.Background()) {
-		t.Fatal("drained: false for a client that read everything")
+	if d := c.drained(context.Background()); d != drainRead {
+		t.Fatalf("drained: %v for a client that read everything", d)
 	}
 
 	// The client sends from a missing page and blocks, its socket locked.
@@ -102,7 +102,7 @@ func TestDrainedSeesBytesArrivingDuringTheQuestion(t *testing.T) {
 		}
 	}
 	type result struct {
-		drained bool
+		drained drain
 		unread  int
 	}
 	done := make(chan result, 1)
@@ -137,8 +137,8 @@ func TestDrainedSeesBytesArrivingDuringTheQuestion(t *testing.T) {
 	case <-again:
 	}
 	readExactly(t, cfd, len(two))
-	if r := <-done; !r.drained || r.unread != 0 {
-		t.Errorf("drained %v with %d bytes unread, want true once the client read the second piece", r.drained, r.unread)
+	if r := <-done; r.drained != drainRead || r.unread != 0 {
+		t.Errorf("drained %v with %d bytes unread, want drainRead once the client read the second piece", r.drained, r.unread)
 	}
 }
 

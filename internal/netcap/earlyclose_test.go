@@ -80,7 +80,7 @@ func TestEarlyCloseStream(t *testing.T) {
 		t.Fatalf("record: the client read %q", got)
 	}
 	x := rec.one()
-	if x.Error != "" || x.ClientClosed == nil || *x.ClientClosed != (har.ClientClose{Bytes: int64(len(first)), Chunks: 1, Truncated: true}) {
+	if x.Error != "" || x.ClientClosed == nil || *x.ClientClosed != (har.ClientClose{Bytes: int64(len(first)), Chunks: 1, Read: true, Truncated: true}) {
 		t.Fatalf("record: error %q client closed %+v", x.Error, x.ClientClosed)
 	}
 	if x.Response == nil || len(x.Response.Chunks) != 1 || string(x.Response.Body) != first {

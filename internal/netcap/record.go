@@ -86,9 +86,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	w.WriteHeader(resp.StatusCode)
 	var sw *streamWriter // nil: not streamed
 	if streamed {
-		sw = newStreamWriter(w, r)
-		sw.flush() // the headers; a failure shows at the first write
-		defer sw.settle()
+		sw = newStreamWriter(w, r, p.base)
+		sw.headers() // a failure shows at the first write
 	}
 	var res relayed
 	switch {
@@ -99,7 +98,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	default:
 		res = relay(w, sw, resp.Body, resp.ContentLength, streamed, headersAt)
 	}
-	reusable = res.readErr == nil && res.writeErr == nil
+	if sw != nil {
+		sw.settle() // the last piece: read, or left in the socket of a client that closed
+	}
+	reusable = res.readErr == nil && res.writeErr == nil && (sw == nil || !sw.left)
 	x.Receive = time.Since(headersAt)
 	x.Response.Body = res.body
 	x.Response.Chunks = res.chunks
@@ -107,12 +109,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	case res.readErr != nil && p.base.Err() != nil:
 		x.Error = "dal shut down during the response"
 		panic(http.ErrAbortHandler)
-	case res.writeErr != nil || (res.readErr != nil && r.Context().Err() != nil):
+	case res.writeErr != nil || (res.readErr != nil && r.Context().Err() != nil) || (sw != nil && sw.left):
 		// An ordinary event (a client that stops at "data: [DONE]", a
 		// cancelled stream): recorded with how far it got, replayed alike.
 		x.ClientClosed = &har.ClientClose{Bytes: res.delivered, Truncated: !res.complete}
 		if streamed {
-			x.ClientClosed.Chunks = res.deliveredChunks
+			x.ClientClosed.Bytes, x.ClientClosed.Read = sw.consumed()
+			x.ClientClosed.Chunks = chunksWithin(res.chunks, x.ClientClosed.Bytes)
 		}
 	case res.readErr != nil:
 		x.Error = "reading the response body from upstream: " + res.readErr.Error()
@@ -235,15 +238,10 @@ func relay(w io.Writer, sw *streamWriter, src io.Reader, size int64, streamed bo
 // the piece before, and flushed so that it is a read of its own.
 func writeFlush(w io.Writer, sw *streamWriter, p []byte) error {
 	if sw != nil {
-		sw.settle()
+		return sw.write(w, p)
 	}
-	if _, err := w.Write(p); err != nil {
-		return err
-	}
-	if sw != nil {
-		return sw.flush()
-	}
-	return nil
+	_, err := w.Write(p)
+	return err
 }
 
 // refuseDial answers a request whose upstream connection the guarded

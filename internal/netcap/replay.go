@@ -42,7 +42,7 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 
 	if served.HoldOpen && served.Status == 0 {
 		// The client left before the response arrived when recorded.
-		p.holdOpen(r, x, 0, 0)
+		p.holdOpen(r, x, &har.ClientClose{Truncated: true})
 	}
 	withBody := bodyAllowed(r.Method, served.Status)
 	var total int
@@ -70,15 +70,14 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 	w.WriteHeader(status)
 	var sw *streamWriter // nil: not streamed
 	if served.Streamed {
-		sw = newStreamWriter(w, r)
-		sw.flush() // the headers; a failure shows at the first write
+		sw = newStreamWriter(w, r, p.base)
+		sw.headers() // a failure shows at the first write
 	}
 
 	body := make([]byte, 0, total)
 	var (
 		chunks    []har.Chunk
 		delivered int64
-		pieces    int
 		gone      bool
 	)
 	start := time.Now()
@@ -104,10 +103,12 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 			break
 		}
 		delivered += int64(len(c.Data))
-		pieces++
 	}
-	if sw != nil && !gone && !served.HoldOpen {
-		sw.settle() // the last chunk is a read of its own too
+	if sw != nil {
+		// The last chunk is a read of its own too; a client the
+		// recording saw leave is seen to read it before it does.
+		sw.settle()
+		gone = gone || sw.left
 	}
 	x.Receive = time.Since(headersAt)
 	x.Response = &har.Response{
@@ -119,28 +120,31 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		Chunks:     chunks,
 		Streamed:   served.Streamed,
 	}
-	if !served.Streamed {
-		pieces = 0
+	// The client closed early: an ordinary event, as when recording,
+	// with what it read.
+	cc := &har.ClientClose{Bytes: delivered, Truncated: served.HoldOpen}
+	if sw != nil {
+		cc.Bytes, cc.Read = sw.consumed()
+		cc.Chunks = chunksWithin(chunks, cc.Bytes)
 	}
 	switch {
 	case served.HoldOpen:
 		if !gone {
 			http.NewResponseController(w).Flush()
 		}
-		p.holdOpen(r, x, delivered, pieces)
+		p.holdOpen(r, x, cc)
 	case gone:
-		// The client closed early: an ordinary event, as when recording.
-		x.ClientClosed = &har.ClientClose{Bytes: delivered, Chunks: pieces}
+		x.ClientClosed = cc
 	}
 }
 
 // holdOpen waits, with the response neither ended nor broken, until the
-// client closes the connection (it did so when recorded, having received
+// client closes the connection (it did so when recorded, having read
 // what was sent) or the proxy shuts down, then closes the connection.
 // The deferred recording of x still happens.
-func (p *Proxy) holdOpen(r *http.Request, x *har.Exchange, delivered int64, pieces int) {
+func (p *Proxy) holdOpen(r *http.Request, x *har.Exchange, cc *har.ClientClose) {
 	<-r.Context().Done()
-	x.ClientClosed = &har.ClientClose{Bytes: delivered, Chunks: pieces, Truncated: true}
+	x.ClientClosed = cc
 	x.Receive = time.Since(x.Started) - x.Send - x.Wait
 	panic(http.ErrAbortHandler)
 }

@@ -20,10 +20,13 @@
 // run (from 0, in the order requests arrived), via how the request reached
 // the proxy ("proxy", "connect", "transparent"), error why an exchange
 // failed (status 0 and no content when no response came). client_closed
-// {"bytes", "chunks", "truncated"} says the client closed its connection
-// before the whole response reached it, an ordinary event and not an
-// error: bytes and chunks are what dal had handed it (an upper bound on
-// what it read; chunks counts streamed pieces), truncated that the
+// {"bytes", "chunks", "read", "truncated"} says the client closed its
+// connection before the whole response reached it, an ordinary event and
+// not an error: bytes and chunks are the body bytes and streamed pieces
+// it had read when read is true (a stream, its client watched), else
+// what dal had handed it (an upper bound: older bundles, plain bodies,
+// a client dal could not watch; replay says so in a notice when it
+// serves such a stream), truncated that the
 // recorded body ends where dal stopped reading upstream (status 0 when
 // the client left before the response). Replay sends that much and waits
 // for the client to close ([Served.HoldOpen]). refused is the host address

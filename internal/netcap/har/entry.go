@@ -98,7 +98,7 @@ func FromExchange(x *Exchange, r *Redactor, keyHeaders ...string) (Entry, error)
 		Answered:   x.Answered,
 	}
 	if c := x.ClientClosed; c != nil {
-		dal.ClientClosed = &DalClientClose{Bytes: c.Bytes, Chunks: c.Chunks, Truncated: c.Truncated}
+		dal.ClientClosed = &DalClientClose{Bytes: c.Bytes, Chunks: c.Chunks, Read: c.Read, Truncated: c.Truncated}
 	}
 	if body != nil {
 		b, bounds := rd.redactBytes(body.data, respEdits, "response.body", body.bounds)

@@ -79,12 +79,13 @@ type Response struct {
 // ClientClose says how far a response had got when its client closed
 // the connection.
 type ClientClose struct {
-	// Bytes and Chunks are the body bytes and streamed pieces dal had
-	// handed to the client's connection when it saw the close: an upper
-	// bound on what the client read. Chunks is 0 for a response that was
-	// not streamed.
+	// Bytes and Chunks are the body bytes and streamed pieces the client
+	// read before it closed when Read is set (a stream whose client dal
+	// watched); otherwise what dal had handed to its connection, an
+	// upper bound. Chunks is 0 for a response that was not streamed.
 	Bytes  int64
 	Chunks int
+	Read   bool
 	// Truncated: dal stopped reading the response from upstream because
 	// the client had gone, so the recorded body ends there.
 	Truncated bool

@@ -196,6 +196,7 @@ type EntryDal struct {
 type DalClientClose struct {
 	Bytes     int64 `json:"bytes"`
 	Chunks    int   `json:"chunks"`
+	Read      bool  `json:"read,omitempty"`
 	Truncated bool  `json:"truncated,omitempty"`
 }
 

@@ -51,5 +51,7 @@
 // and the include_usage chunk; Responses output_text and
 // function_call_arguments deltas with response.completed's usage and
 // status; Anthropic message_start, text_delta and input_json_delta per
-// content block, and message_delta's stop_reason and output tokens.
+// content block, and message_delta's stop_reason and output tokens. Of a
+// stream the client closed early, only the chunks it had read count
+// (_dal.client_closed.chunks): the rest never reached the agent.
 package prompts

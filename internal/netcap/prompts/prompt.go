@@ -2,6 +2,7 @@ package prompts
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -128,6 +129,9 @@ func Extract(e *har.Entry) (*Prompt, bool) {
 	}
 
 	resp, err := e.ResponseBody()
+	if err == nil {
+		resp = given(e, resp)
+	}
 	if err != nil || len(resp) == 0 {
 		p.Stream = stream
 		return p, true
@@ -168,6 +172,30 @@ func Extract(e *har.Entry) (*Prompt, bool) {
 	p.SystemFingerprint = r.fingerprint
 	p.Chunks = r.chunks
 	return p, true
+}
+
+// given is the part of a stream's body the client had when it closed
+// the connection early (_dal.client_closed): its first chunks, as many
+// as it read. What dal read from the server after them never reached
+// the agent, and how much that was is a matter of timing. Other bodies
+// are returned whole.
+func given(e *har.Entry, body []byte) []byte {
+	if e.Dal == nil || e.Dal.ClientClosed == nil || !e.Dal.Streamed {
+		return body
+	}
+	n := 0
+	for _, c := range e.Dal.Chunks[:min(max(e.Dal.ClientClosed.Chunks, 0), len(e.Dal.Chunks))] {
+		size := len(c.Text)
+		if c.Encoding == "base64" {
+			b, err := base64.StdEncoding.DecodeString(c.Text)
+			if err != nil {
+				return body
+			}
+			size = len(b)
+		}
+		n += size
+	}
+	return body[:min(n, len(body))]
 }
 
 // result is what a response parser found.
