@@ -25,8 +25,9 @@
 //     nodev too), opens nothing;
 //   - mounts a private tmpfs on /tmp, /var/tmp, /run and /var/run
 //     ([Config.PrivateTmp]) and a fresh /proc for the new pid namespace with
-//     /proc/sys and friends read-only, and masks the host's other Unix
-//     sockets (unixsock.go);
+//     /proc/sys and friends read-only (with virtual randomness its
+//     kernel/random/uuid and boot_id come from the seed, procrandom.go),
+//     and masks the host's other Unix sockets (unixsock.go);
 //   - gives the sandbox a /dev of its own, as runc does: a read-only tmpfs
 //     holding the host's null, zero, full, random, urandom and tty nodes
 //     (each a bind of the node alone, read-only as a mount so the agent,

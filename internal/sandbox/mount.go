@@ -93,6 +93,11 @@ func mountAll(sp *spec) error {
 	if err := mountProc(); err != nil {
 		return err
 	}
+	if sp.Virtual.Random {
+		if err := seedProcRandom(sp.Virtual.Seed); err != nil {
+			return err
+		}
+	}
 	// Parents before children: a bind may sit inside the workspace or the
 	// workspace inside a bind.
 	sort.SliceStable(atts, func(i, j int) bool {
