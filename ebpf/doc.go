@@ -14,8 +14,9 @@
 //     or a Unix socket path ("unix:/path", "unix:@abstract"); and "sendto":
 //     the destination of sendto(2) with an address, once per session and
 //     destination (UDP streams do not flood the ring);
-//   - "random_device": open, openat, openat2 of "/dev/random" or
-//     "/dev/urandom" (the path as passed, compared in the kernel);
+//   - "random_device": open, openat, openat2 of "/dev/random",
+//     "/dev/urandom", "/proc/sys/kernel/random/uuid" or ".../boot_id" (the
+//     path as passed, compared in the kernel);
 //   - "exec": the file a counted process executed;
 //   - "write_outside": with SetWorkspace, an open for writing of an absolute
 //     path outside the workspace.

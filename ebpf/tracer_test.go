@@ -358,6 +358,9 @@ for _ in range(3):
         pass
 with open("/dev/urandom", "rb") as f:
     f.read(16)
+open("/proc/sys/kernel/random/uuid").read()
+open("/proc/sys/kernel/random/boot_id").read()
+open("/proc/sys/kernel/random/poolsize").read()
 open("inside.txt", "w").write("ok")
 open(%q, "w").write("out")
 open("/dev/null", "w").write("")
@@ -367,6 +370,8 @@ open("/dev/null", "w").write("")
 		{Kind: "connect", Detail: "10.255.255.1:80"},
 		{Kind: "sendto", Detail: "10.255.255.1:53"},
 		{Kind: "random_device", Detail: "/dev/urandom"},
+		{Kind: "random_device", Detail: "/proc/sys/kernel/random/uuid"},
+		{Kind: "random_device", Detail: "/proc/sys/kernel/random/boot_id"},
 		{Kind: "write_outside", Detail: outside},
 	}
 	var got []Event

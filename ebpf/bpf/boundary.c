@@ -2,7 +2,8 @@
 /*
  * dal's boundary tracer: counts the syscalls of tracked process trees per
  * session and syscall number, and sends the rare notable crossings (connect
- * destinations, opens of /dev/random and /dev/urandom, execs, writes outside
+ * destinations, opens of /dev/random, /dev/urandom and the kernel's UUIDs
+ * in /proc/sys/kernel/random, execs, writes outside
  * the workspace) to user space through a ring buffer. The package doc
  * (../doc.go) describes the semantics. This file carries no syscall numbers
  * and no kernel struct layout: the loader sets both from Go's syscall table
@@ -394,6 +395,21 @@ static __always_inline int is_random_device(const char *p)
 	return q[0] == 'r' && q[1] == 'a' && q[2] == 'n' && q[3] == 'd' && q[4] == 'o' && q[5] == 'm' && q[6] == 0;
 }
 
+/* "/proc/sys/kernel/random/uuid" (a new UUID at each read) or ".../boot_id",
+ * NUL-terminated: p holds at least 32 bytes. */
+static __always_inline int is_proc_random(const char *p)
+{
+	const char *dir = "/proc/sys/kernel/random/";
+#pragma unroll
+	for (int i = 0; i < 24; i++)
+		if (p[i] != dir[i])
+			return 0;
+	const char *q = p + 24;
+	if (q[0] == 'u' && q[1] == 'u' && q[2] == 'i' && q[3] == 'd' && q[4] == 0)
+		return 1;
+	return q[0] == 'b' && q[1] == 'o' && q[2] == 'o' && q[3] == 't' && q[4] == '_' && q[5] == 'i' && q[6] == 'd' && q[7] == 0;
+}
+
 /* Is this absolute path outside the session's workspace? A straight
  * comparison of the first 128 bytes, word by word: no branch, no loop for the
  * verifier to walk. The path is not resolved: ".." and symlinks are taken as
@@ -411,8 +427,8 @@ static __always_inline int outside(const struct event *e, const struct session *
 __attribute__((noinline)) int on_open(__u64 upath_addr, __u64 flags, __u32 session, __u32 slot, __u32 pid)
 {
 	const char *upath = (const char *)upath_addr;
-	char head[16];
-	if (bpf_probe_read_user_str(head, sizeof(head), upath) > 0 && is_random_device(head)) {
+	char head[32];
+	if (bpf_probe_read_user_str(head, sizeof(head), upath) > 0 && (is_random_device(head) || is_proc_random(head))) {
 		struct event *e = reserve(session, slot, pid, KIND_RANDOM_DEVICE);
 		if (e) {
 			__builtin_memcpy(e->path, head, sizeof(head));
