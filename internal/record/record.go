@@ -249,6 +249,9 @@ func (r *recording) cleanup() {
 	if r.logs != nil {
 		r.logs.close()
 	}
+	if r.nw != nil {
+		r.nw.stopWriteAhead() // before the staging goes: it writes there
+	}
 	if r.w != nil {
 		r.w.Abort() // a no-op after Commit
 	}
@@ -273,6 +276,9 @@ func (r *recording) buildSandbox() error {
 			return fmt.Errorf("network capture: %w", err)
 		}
 		r.nw = nw
+		if err := nw.WriteAhead(r.w.Dir()); err != nil {
+			return fmt.Errorf("network capture: %w", err)
+		}
 		nw.Configure(&r.cfg)
 		r.spec.Env = withVars(r.spec.Env, nw.Vars())
 	}

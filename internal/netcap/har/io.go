@@ -1,6 +1,7 @@
 package har
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,21 +21,86 @@ func Write(w io.Writer, log *Log) error {
 	if log == nil {
 		return errors.New("write network.har: no log")
 	}
+	entries := slices.Clone(log.Entries)
+	slices.SortStableFunc(entries, func(a, b Entry) int { return a.Seq() - b.Seq() })
+	enc := make([]EncodedEntry, len(entries))
+	for i := range entries {
+		var err error
+		if enc[i], err = EncodeEntry(&entries[i]); err != nil {
+			return fmt.Errorf("write network.har: %w", err)
+		}
+	}
+	return WriteEncoded(w, log, enc)
+}
+
+// EncodedEntry is an entry as [Write] puts it in a log: its indented JSON.
+// A recorder encodes entries one by one as exchanges finish
+// ([EncodeEntry]) and writes the log once with [WriteEncoded], which gives
+// the bytes [Write] gives for the same entries.
+type EncodedEntry struct {
+	json []byte
+}
+
+// entriesIndent is the indentation of log.entries' elements.
+const entriesIndent = "      "
+
+// EncodeEntry encodes e (absent arrays as []) for [WriteEncoded]. It does
+// not modify e.
+func EncodeEntry(e *Entry) (EncodedEntry, error) {
+	c := *e
+	fillArrays(&c)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent(entriesIndent, "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&c); err != nil {
+		return EncodedEntry{}, fmt.Errorf("entry %d: %w", e.Seq(), err)
+	}
+	return EncodedEntry{json: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}, nil
+}
+
+// WriteEncoded writes log as [Write] does, with entries in the order
+// given in place of log.Entries (which it ignores).
+func WriteEncoded(w io.Writer, log *Log, entries []EncodedEntry) error {
+	if log == nil {
+		return errors.New("write network.har: no log")
+	}
 	l := *log
-	l.Entries = slices.Clone(log.Entries)
-	if l.Entries == nil {
-		l.Entries = []Entry{}
-	}
-	slices.SortStableFunc(l.Entries, func(a, b Entry) int { return a.Seq() - b.Seq() })
-	for i := range l.Entries {
-		fillArrays(&l.Entries[i])
-	}
-	enc := json.NewEncoder(w)
+	l.Entries = []Entry{}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(struct {
 		Log *Log `json:"log"`
 	}{&l}); err != nil {
+		return fmt.Errorf("write network.har: %w", err)
+	}
+	out := buf.Bytes()
+	if len(entries) > 0 {
+		// The key, quotes unescaped, cannot be inside a string value, and
+		// the log's fields before it (version, creator, browser) have no
+		// such key: the first match is log.entries.
+		const empty = `"entries": []`
+		i := bytes.Index(out, []byte(empty))
+		if i < 0 {
+			return errors.New("write network.har: the log has no entries array")
+		}
+		var b bytes.Buffer
+		b.Grow(len(out) + len(entries)*(len(entries[0].json)+len(entriesIndent)+2))
+		b.Write(out[:i+len(empty)-1])
+		for j, e := range entries {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("\n" + entriesIndent)
+			b.Write(e.json)
+		}
+		b.WriteString("\n    ]")
+		b.Write(out[i+len(empty):])
+		out = b.Bytes()
+	}
+	if _, err := w.Write(out); err != nil {
 		return fmt.Errorf("write network.har: %w", err)
 	}
 	return nil

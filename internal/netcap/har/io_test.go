@@ -266,3 +266,51 @@ func TestSchemaRejects(t *testing.T) {
 	}
 	validate(t, edited(t, func(l map[string]any) { entryAt(l, 0)["_custom"] = map[string]any{"x": 1} }))
 }
+
+// Entries encoded one by one and written with WriteEncoded give the bytes
+// of the whole log encoded at once, indented, HTML unescaped (as Write
+// did before it was built on them): for no entry, one, several with
+// arrays left nil, a request body, a stream, a log comment and _dal.
+func TestWriteEncodedIsOneEncoding(t *testing.T) {
+	t.Parallel()
+	plain := mustEntry(t, exchange(0, jsonReq("POST", "http://h/v1/chat/completions", `{"q":"<a> & \"entries\": []"}`, "Authorization", "Bearer sk-0123456789"),
+		okResp("application/json", `{"ok":"<b>"}`)), nil)
+	stream := mustEntry(t, secretExchange(t, "gzip"), nil)
+	stream.Dal.Seq = 1
+	bare := Entry{Dal: &EntryDal{Seq: 2}}
+	for _, c := range []struct {
+		name    string
+		entries []Entry
+		comment string
+	}{
+		{"none", nil, ""},
+		{"one", []Entry{plain}, ""},
+		{"several", []Entry{plain, stream, bare}, `a "comment" with "entries": []`},
+	} {
+		l := NewLog(c.entries, "test")
+		l.Comment = c.comment
+		l.Dal.KeyHeaders = []string{"x-tenant"}
+		var want bytes.Buffer
+		whole := *l
+		whole.Entries = make([]Entry, len(l.Entries))
+		for i := range l.Entries {
+			whole.Entries[i] = l.Entries[i]
+			fillArrays(&whole.Entries[i])
+		}
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(struct {
+			Log *Log `json:"log"`
+		}{&whole}); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := Write(&got, l); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Errorf("%s: Write gives\n%s\nwant\n%s", c.name, got.Bytes(), want.Bytes())
+		}
+	}
+}

@@ -21,6 +21,13 @@ func Marshal(p *Prompt) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Dir is the bundle's directory of prompt files.
+const Dir = "prompts"
+
+// FileName is the name of the nth prompt file (n from 1): 0001.json, ...,
+// 9999.json, 10000.json.
+func FileName(n int) string { return fmt.Sprintf("%04d.json", n) }
+
 // Write writes ps into dir (created if needed) as 0001.json, 0002.json,
 // ... in seq order. It writes nothing for no prompts.
 func Write(dir string, ps []*Prompt) error {
@@ -37,7 +44,7 @@ func Write(dir string, ps []*Prompt) error {
 		if err != nil {
 			return fmt.Errorf("write prompts: %w", err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%04d.json", i+1)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, FileName(i+1)), b, 0o644); err != nil {
 			return fmt.Errorf("write prompts: %w", err)
 		}
 	}
