@@ -153,7 +153,6 @@ func relayChunked(w io.Writer, sw *streamWriter, c *upConn, headersAt time.Time)
 			if !write(buf[start:]) {
 				break
 			}
-			res.deliveredChunks++
 		} else {
 			buf = grow(buf, int(min(size, maxPrealloc)))
 			for left := size; left > 0; {
@@ -181,7 +180,6 @@ func relayChunked(w io.Writer, sw *streamWriter, c *upConn, headersAt time.Time)
 				break
 			}
 			marks = append(marks, mark{end: len(buf), at: time.Since(headersAt)})
-			res.deliveredChunks++
 		}
 		res.readErr = cr.end()
 	}

@@ -164,10 +164,10 @@ type relayed struct {
 	chunks   []har.Chunk // streamed only
 	readErr  error
 	writeErr error // the client's connection failed: it closed
-	// delivered and deliveredChunks count the body bytes and pieces
-	// written (and flushed) to the client without error.
-	delivered       int64
-	deliveredChunks int
+	// delivered counts the body bytes written (and flushed) to the
+	// client without error: what it was handed (a stream's streamWriter
+	// counts what it read).
+	delivered int64
 	// complete: the body was read from upstream to its end.
 	complete bool
 }
@@ -212,7 +212,6 @@ func relay(w io.Writer, sw *streamWriter, src io.Reader, size int64, streamed bo
 				break
 			}
 			res.delivered += int64(n)
-			res.deliveredChunks++
 		}
 		if err == io.EOF {
 			res.complete = true
