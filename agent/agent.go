@@ -90,7 +90,7 @@ func connect() *state {
 	if sock == "" || sess == "" {
 		return nil
 	}
-	c, rep, err := wire.Dial(sock, wire.Request{Role: wire.RoleShim, Session: sess, Token: os.Getenv(wire.EnvToken),
+	c, rep, err := wire.Dial(sock, wire.Request{Role: wire.RoleShim, Session: sess, Token: wire.Token(),
 		Stream: os.Getenv(wire.EnvStream), Runtime: runtime.Version()})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dal: this Go process runs without virtual time: %v\n", err)

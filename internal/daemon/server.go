@@ -283,21 +283,20 @@ func (s *Server) Clients() int {
 // newSession opens a session for the exec client peer, minting its id and
 // token.
 func (s *Server) newSession(req wire.Request, peer *unix.Ucred) (*session, error) {
-	var id [8]byte
 	token := make([]byte, wire.TokenLen)
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, fmt.Errorf("draw a session id: %w", err)
-	}
 	if _, err := rand.Read(token); err != nil {
 		return nil, fmt.Errorf("draw a session token: %w", err)
 	}
-	ss := newSession(hex.EncodeToString(id[:]), hex.EncodeToString(token), uint32(credUID(peer)), &s.lim, req)
 	s.mu.Lock()
 	if len(s.sessions) >= s.lim.Sessions {
 		s.mu.Unlock()
 		return nil, limitError(fmt.Sprintf("dald already has %d sessions open", len(s.sessions)), s.lim.Sessions, "max-sessions")
 	}
+	// Ids count sessions: the id grants nothing (the token does), and
+	// dal-exec's embedded dald gives its run the same id every time, so
+	// the agent's DAL_SESSION repeats.
 	s.nextNum++
+	ss := newSession(fmt.Sprintf("%016x", s.nextNum), hex.EncodeToString(token), uint32(credUID(peer)), &s.lim, req)
 	ss.num = s.nextNum
 	s.sessions[ss.id] = ss
 	s.mu.Unlock()

@@ -58,6 +58,14 @@ func mountAll(sp *spec) error {
 		}
 		atts = append(atts, a)
 	}
+	for _, m := range sp.SocketsAt {
+		a, err := bindSocket(m.Source)
+		if err != nil {
+			return err
+		}
+		a.target = filepath.Clean(m.Target)
+		atts = append(atts, a)
+	}
 	for _, m := range sp.Mounts {
 		a, err := bind(m.Source, m.Target, m.ReadOnly, false)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,10 @@ type Config struct {
 	// private /tmp an empty file is made to mount it on. Each must exist
 	// when [Command] is called.
 	Sockets []string
+	// SocketsAt are Unix sockets each shown at a target of its own
+	// (Source at Target), as Sockets are otherwise: record shows dald's at
+	// /run/dal/dald.sock, the same path in every run.
+	SocketsAt []Mount
 	// PrivateTmp mounts a fresh tmpfs on /tmp, /var/tmp, /run, /var/run
 	// and /dev/shm.
 	PrivateTmp bool
@@ -135,6 +140,7 @@ type spec struct {
 	Binds         []string       `json:"binds"`
 	WritableBinds []string       `json:"writable_binds"`
 	Sockets       []string       `json:"sockets"`
+	SocketsAt     []Mount        `json:"sockets_at"`
 	PrivateTmp    bool           `json:"private_tmp"`
 	HostPID       int            `json:"host_pid"` // dal-exec: its /proc/PID/net/unix lists the host's sockets
 	Argv          []string       `json:"argv"`
@@ -223,7 +229,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		}
 	}
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
-		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
+		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, SocketsAt: cfg.SocketsAt, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
 		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless()}
 	if cfg.Policy != nil {
 		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
@@ -326,7 +332,14 @@ func (cfg Config) check() error {
 			return fmt.Errorf("the bind path %s does not exist: create it first", b)
 		}
 	}
-	for _, p := range cfg.Sockets {
+	sockets := slices.Clone(cfg.Sockets)
+	for _, m := range cfg.SocketsAt {
+		if !filepath.IsAbs(m.Target) {
+			return fmt.Errorf("the socket's path in the sandbox %q is not absolute", m.Target)
+		}
+		sockets = append(sockets, m.Source)
+	}
+	for _, p := range sockets {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("the socket path %q is not absolute", p)
 		}

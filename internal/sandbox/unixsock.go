@@ -111,6 +111,9 @@ func maskSockets(paths []string, sp *spec) error {
 	for _, s := range sp.Sockets {
 		keep[filepath.Clean(s)] = true
 	}
+	for _, m := range sp.SocketsAt {
+		keep[filepath.Clean(m.Source)] = true
+	}
 	for _, p := range paths {
 		if keep[p] || (sp.PrivateTmp && UnderPrivateDir(p)) || within(p, sp.Workspace) {
 			continue

@@ -32,7 +32,7 @@ func agentUnixDial(args []string) int {
 // reach, wherever they are bound — in /run and /var/tmp (private tmpfs in
 // the sandbox), in any other directory of the read-only host tree, and in
 // a directory bound into the sandbox — while a socket named in
-// Config.Sockets still answers. Nothing reaches a host listener.
+// Config.Sockets or Config.SocketsAt still answers. Nothing reaches a host listener.
 func TestHostUnixSockets(t *testing.T) {
 	t.Parallel()
 	parents := []string{"/var/tmp"}
@@ -72,16 +72,19 @@ func TestHostUnixSockets(t *testing.T) {
 		}
 	}()
 	cfg.Sockets = []string{own}
+	// The same socket shown at a path of its own as well, in the private /run.
+	const at = "/run/dal/dald.sock"
+	cfg.SocketsAt = []Mount{{Source: own, Target: at}}
 
-	r := runAgent(t, cfg, "unixdial", append(slices.Clone(paths), own)...)
+	r := runAgent(t, cfg, "unixdial", append(slices.Clone(paths), own, at)...)
 	got := lines(r.stdout)
 	for _, p := range paths {
 		if !got[p+": ECONNREFUSED"] && !got[p+": ENOENT"] {
 			t.Errorf("the agent's connect to the host socket %s: want ECONNREFUSED or ENOENT; output %q", p, r.stdout)
 		}
 	}
-	if !got[own+": ok"] {
-		t.Errorf("the agent could not reach dal's own socket %s: output %q", own, r.stdout)
+	if !got[own+": ok"] || !got[at+": ok"] {
+		t.Errorf("the agent could not reach dal's own socket at %s and %s: output %q", own, at, r.stdout)
 	}
 	for i, l := range listeners {
 		l.SetDeadline(time.Now())

@@ -174,6 +174,21 @@ PROTO = 1
 MODES = ("strict", "seeded", "logged", "default")
 
 
+
+def session_token():
+    """The session's token: DAL_SESSION_TOKEN, else the file that
+    DAL_SESSION_TOKEN_FILE names (a sandbox gives it so, to keep every
+    variable dal sets the same in every run)."""
+    token = os.environ.get("DAL_SESSION_TOKEN", "")
+    path = os.environ.get("DAL_SESSION_TOKEN_FILE", "")
+    if token or not path:
+        return token
+    try:
+        with open(path, "rb") as f:
+            return f.read(256).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+
 class Session:
     """One per process (a forked child reuses its parent's, renamed).
     mode is None until hello succeeded; then one of MODES."""
@@ -211,7 +226,7 @@ class Session:
         # without it. The connection is authorized from then on.
         return conn.call({
             "op": "hello", "proto": PROTO, "role": "shim", "session": self.session,
-            "token": os.environ.get("DAL_SESSION_TOKEN", ""),
+            "token": session_token(),
             "stream": hint or "", "pid": os.getpid(), "ppid": os.getppid(),
             "runtime": "python " + sys.version.split()[0],
         })

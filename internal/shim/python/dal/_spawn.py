@@ -14,7 +14,7 @@ _o_execv = os.execv
 _o_execve = os.execve
 _o__exit = os._exit
 
-_PROPAGATE = ("DAL_SOCKET", "DAL_SESSION", "DAL_SESSION_TOKEN", "PYTHONPATH", "NODE_OPTIONS")
+_PROPAGATE = ("DAL_SOCKET", "DAL_SESSION", "DAL_SESSION_TOKEN", "DAL_SESSION_TOKEN_FILE", "PYTHONPATH", "NODE_OPTIONS")
 SHIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -243,3 +243,31 @@ class PureParts(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SessionToken(unittest.TestCase):
+    """In a sandbox the token comes in a file (DAL_SESSION_TOKEN_FILE), so
+    that every variable dal sets is the same in every run."""
+
+    def setUp(self):
+        self.saved = {k: os.environ.pop(k, None) for k in ("DAL_SESSION_TOKEN", "DAL_SESSION_TOKEN_FILE")}
+
+    def tearDown(self):
+        for k, v in self.saved.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+
+    def test_variable_then_file(self):
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as f:
+            f.write("f1le\n")
+        self.addCleanup(os.unlink, f.name)
+        self.assertEqual(_runtime.session_token(), "")
+        os.environ["DAL_SESSION_TOKEN_FILE"] = f.name
+        self.assertEqual(_runtime.session_token(), "f1le")
+        os.environ["DAL_SESSION_TOKEN"] = "v4r"
+        self.assertEqual(_runtime.session_token(), "v4r")
+        del os.environ["DAL_SESSION_TOKEN"]
+        os.environ["DAL_SESSION_TOKEN_FILE"] = f.name + ".missing"
+        self.assertEqual(_runtime.session_token(), "")
