@@ -6,7 +6,7 @@
 
 module.exports = { start };
 
-function start(say, KEY) {
+function start(say, KEY, Module) {
   const env = process.env;
   const debug = env.DAL_SHIM_DEBUG === '1';
   const socketPath = env.DAL_SOCKET;
@@ -17,9 +17,10 @@ function start(say, KEY) {
   }
 
   // What the patches need from the real runtime is saved before anything
-  // is patched (no program code has run yet); the modules only the patches
-  // use (crypto, child_process, ...) are loaded once hello says the mode
-  // patches anything: a default-mode process does not pay for them.
+  // is patched (no program code has run yet). The builtins only some
+  // patches use (crypto, perf_hooks, os, timers/promises) are patched when
+  // the program first loads them (builtins.js), child_process when it loads
+  // (patchSpawn): a process pays for what it uses.
   const { Client } = require('./wire.js');
   const native = {
     Date,
@@ -29,17 +30,21 @@ function start(say, KEY) {
     uptime: process.uptime,
     mathRandom: Math.random,
     atomicsWait: Atomics.wait,
-    perfNow: () => performance.now(), // replaced by the real one before patching
+    perfNow: null, // performance.now, once performance is loaded
+    timeOrigin: undefined,
   };
   native.nowNs = () => Number(native.hrtimeBigint());
 
   // ------------------------------------------------------------ hello
 
+  // The hello is written at once and its reply read after the modules
+  // every virtualized mode needs are loaded: dald answers meanwhile.
   let client;
   let hello;
+  let helloID;
   try {
     client = new Client(socketPath, { wait: native.atomicsWait });
-    hello = client.call('hello', {
+    helloID = client.write('hello', {
       proto: 1,
       role: 'shim',
       session,
@@ -52,6 +57,16 @@ function start(say, KEY) {
     });
   } catch (e) {
     if (client) client.close();
+    say(`cannot use dald at ${socketPath}: ${e.message}; node pid ${process.pid} runs unvirtualized`);
+    return;
+  }
+  const { lazyBuiltins } = require('./builtins.js');
+  require('./clock.js');
+  try {
+    hello = client.readReply('hello', helloID);
+    client.roundTrips++;
+  } catch (e) {
+    client.close();
     say(`cannot use dald at ${socketPath}: ${e.message}; node pid ${process.pid} runs unvirtualized`);
     return;
   }
@@ -105,44 +120,40 @@ function start(say, KEY) {
   };
   const state = { mode, stream, seed, replay, clock: null, timers: null, bytes: null, floats: null, drawLog: null, note };
   const virtualized = mode === 'strict' || mode === 'seeded' || mode === 'logged';
-  let crypto;
-  let timers;
-  let timersPromises;
-  let util;
   if (virtualized) {
-    crypto = require('crypto');
-    timers = require('timers');
-    timersPromises = require('timers/promises');
-    util = require('util');
+    const timers = require('timers'); // loaded by Node already
+    const esmLoaded = process.moduleLoadList.includes('NativeModule internal/modules/esm/loader');
+    const lazy = lazyBuiltins(Module, require, say);
     Object.assign(native, {
-      perfNow: performance.now.bind(performance),
-      timeOrigin: performance.timeOrigin,
-      randomFillSync: crypto.randomFillSync,
       setTimeout: timers.setTimeout,
       setInterval: timers.setInterval,
       clearTimeout: timers.clearTimeout,
       clearInterval: timers.clearInterval,
       setImmediate: timers.setImmediate,
       clearImmediate: timers.clearImmediate,
-      abortSignalTimeout: AbortSignal.timeout,
     });
-  }
-
-  if (virtualized) {
+    if (mode !== 'strict') {
+      // The recording clocks read the real performance.now.
+      native.perfNow = performance.now.bind(performance);
+      native.timeOrigin = performance.timeOrigin;
+    }
     installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, post, drift, say });
-    installProcessTimes(state);
-    installRandom(state, { native, crypto, call, post, drift });
+    installPerformance(state, lazy, native);
+    installProcessTimes(state, lazy);
+    installRandom(state, lazy, { native, call, post, drift });
     patchSpawn(call, say);
     if (mode === 'strict') {
       // The connect request of the dald connection is the shim's own, not the agent's I/O.
       const ignore = (name) => name === 'PipeConnectWrap' && client.connecting;
-      installTimers(state, { native, timers, timersPromises, util, ignore });
+      installTimers(state, lazy, { native, timers, ignore });
       patchAtomicsWait(state.clock, native);
     }
-    try {
-      require('module').syncBuiltinESMExports();
-    } catch (e) {
-      say(`ES module imports of node: builtins may see unpatched functions (${e.message})`);
+    if (esmLoaded) {
+      try {
+        Module.syncBuiltinESMExports();
+      } catch (e) {
+        say(`ES module imports of node: builtins may see unpatched functions (${e.message})`);
+      }
     }
   } else {
     // default mode: hello only, nothing patched, nothing to report.
@@ -152,9 +163,8 @@ function start(say, KEY) {
 
   function draws() {
     const out = {};
-    const { SOURCE_CRYPTO, SOURCE_MATH } = require('./random.js');
-    if (state.floats && state.floats.drawn() > 0) out[SOURCE_MATH] = state.floats.drawn();
-    if (state.bytes && state.bytes.drawn() > 0) out[SOURCE_CRYPTO] = state.bytes.drawn();
+    if (state.floats && state.floats.drawn() > 0) out[require('./random.js').SOURCE_MATH] = state.floats.drawn();
+    if (state.bytes && state.bytes.drawn() > 0) out[require('./random.js').SOURCE_CRYPTO] = state.bytes.drawn();
     return out;
   }
 
@@ -230,7 +240,13 @@ function start(say, KEY) {
     native: Object.freeze({
       Date: native.Date,
       dateNow: native.dateNow,
-      performanceNow: native.perfNow,
+      get performanceNow() {
+        if (native.perfNow === null) {
+          const perf = globalThis.performance; // loads and patches it
+          if (native.perfNow === null) native.perfNow = perf.now.bind(perf);
+        }
+        return native.perfNow;
+      },
       hrtimeBigint: native.hrtimeBigint,
       mathRandom: native.mathRandom,
     }),
@@ -284,12 +300,6 @@ function installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, 
   Object.defineProperty(DalDate, 'parse', { value: NativeDate.parse, writable: true, enumerable: false, configurable: true });
   Object.defineProperty(DalDate, 'UTC', { value: NativeDate.UTC, writable: true, enumerable: false, configurable: true });
   Object.defineProperty(globalThis, 'Date', { value: DalDate, writable: true, enumerable: false, configurable: true });
-
-  // performance.now and performance.timeOrigin (own properties of the one
-  // Performance instance shared by globalThis and perf_hooks).
-  const perf = globalThis.performance;
-  Object.defineProperty(perf, 'now', { value: function now() { return clock.monoNs() / 1e6; }, writable: true, enumerable: false, configurable: true });
-  Object.defineProperty(perf, 'timeOrigin', { get: function timeOrigin() { return clock.timeOriginMs(); }, enumerable: true, configurable: true });
 
   // process.hrtime([prev]) and process.hrtime.bigint().
   const hrtime = function hrtime(time) {
@@ -348,12 +358,10 @@ function installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, 
 // vary from run to run); os.uptime is the virtual monotonic clock in
 // seconds. Other modes: they stay real, and each call is reported as
 // unserved (a replay cannot give them back).
-function installProcessTimes(state) {
-  const os = require('os');
+function installProcessTimes(state, lazy) {
   const clock = state.clock;
   const nativeCpu = process.cpuUsage;
   const nativeRusage = process.resourceUsage;
-  const nativeUptime = os.uptime;
   const strict = state.mode === 'strict';
   const note = (what) => state.note(`clock/${what}`);
   process.cpuUsage = function cpuUsage(prev) {
@@ -376,95 +384,154 @@ function installProcessTimes(state) {
     out.userCPUTime = clock.cpuUs();
     return out;
   };
-  os.uptime = function uptime() {
-    if (!strict) {
-      note('os.uptime');
-      return nativeUptime.call(os);
+  lazy.patch('os', (os) => {
+    const nativeUptime = os.uptime;
+    os.uptime = function uptime() {
+      if (!strict) {
+        note('os.uptime');
+        return nativeUptime.call(os);
+      }
+      return Math.floor(clock.monoNs() / 1e7) / 100;
+    };
+  });
+}
+
+// performance.now and performance.timeOrigin (own properties of the one
+// Performance instance shared by globalThis and perf_hooks) on the clock;
+// performance.mark/measure and toJSON read Node's internal clock and are
+// reported. Applied when the program first reads globalThis.performance or
+// loads perf_hooks (builtins.js).
+function installPerformance(state, lazy, native) {
+  const clock = state.clock;
+  lazy.patch('perf_hooks', ({ performance: perf }) => {
+    if (native.perfNow === null) native.perfNow = perf.now.bind(perf);
+    Object.defineProperty(perf, 'now', { value: function now() { return clock.monoNs() / 1e6; }, writable: true, enumerable: false, configurable: true });
+    Object.defineProperty(perf, 'timeOrigin', { get: function timeOrigin() { return clock.timeOriginMs(); }, enumerable: true, configurable: true });
+    for (const name of ['mark', 'measure', 'toJSON']) {
+      const fn = perf[name];
+      if (typeof fn !== 'function') continue;
+      Object.defineProperty(perf, name, {
+        value: function (...args) { state.note(`clock/performance.${name}`); return fn.apply(this, args); },
+        writable: true, enumerable: false, configurable: true,
+      });
     }
-    return Math.floor(clock.monoNs() / 1e7) / 100;
-  };
-  // performance.mark/measure and toJSON read Node's internal clock.
-  const perf = globalThis.performance;
-  for (const name of ['mark', 'measure', 'toJSON']) {
-    const fn = perf[name];
-    if (typeof fn !== 'function') continue;
-    Object.defineProperty(perf, name, {
-      value: function (...args) { note(`performance.${name}`); return fn.apply(this, args); },
-      writable: true, enumerable: false, configurable: true,
-    });
-  }
+  });
+  lazy.beforeGet(globalThis, 'performance', 'perf_hooks');
 }
 
 // ---------------------------------------------------------------- randomness
 
-function installRandom(state, { native, crypto, call, post, drift }) {
-  const r = require('./random.js');
+// Math.random is patched at once, its source made (random.js loaded) at
+// the first value; node:crypto (and the Web Crypto object) when the
+// program first loads it (builtins.js), with its source made then.
+function installRandom(state, lazy, { native, call, post, drift }) {
+  const loadRandom = () => require('./random.js');
   const label = (source) => `${state.stream}/${source}`;
-  let bytes;
-  let floats;
-  if (state.mode === 'logged' && state.replay) {
-    // Past the end of the log a source continues with its seeded stream, so a
-    // drifting replay stays deterministic (as the Python shim does).
-    const fetcher = (source) => (from, max) => call('draws.fetch', { label: source, from, max }) || { end: true };
-    const fallback = (source) => {
-      const s = r.seededBytes(state.seed, label(source));
-      return (u8) => s.fill(u8);
-    };
-    bytes = r.replayBytes(r.SOURCE_CRYPTO, fetcher(r.SOURCE_CRYPTO), drift, fallback(r.SOURCE_CRYPTO));
-    const seededMath = r.seededFloats(state.seed, label(r.SOURCE_MATH));
-    const mathBytes = r.replayBytes(r.SOURCE_MATH, fetcher(r.SOURCE_MATH), drift, (u8) => {
-      const b = Buffer.from(u8.buffer, u8.byteOffset, u8.length);
-      for (let i = 0; i + 8 <= b.length; i += 8) b.writeDoubleBE(seededMath.float(), i);
-    }, 8 * 4096);
-    floats = r.replayFloats(mathBytes);
-  } else if (state.mode === 'logged') {
-    const log = new r.DrawLog((source, data) => post('draws.put', { label: source, data }));
-    state.drawLog = log;
-    bytes = r.loggedBytes(r.SOURCE_CRYPTO, (u8) => native.randomFillSync.call(crypto, u8), log);
-    floats = r.loggedFloats(r.SOURCE_MATH, native.mathRandom, log);
-  } else {
-    bytes = r.seededBytes(state.seed, label(r.SOURCE_CRYPTO));
-    floats = r.seededFloats(state.seed, label(r.SOURCE_MATH));
+  let log = null; // logged mode: the draw log both sources append to
+  const drawLog = (r) => {
+    if (log === null) {
+      log = new r.DrawLog((source, data) => post('draws.put', { label: source, data }));
+      state.drawLog = log;
+    }
+    return log;
+  };
+  // Past the end of the log a replayed source continues with its seeded
+  // stream, so a drifting replay stays deterministic (as the Python shim does).
+  const replaying = state.mode === 'logged' && state.replay;
+  const fetcher = (source) => (from, max) => call('draws.fetch', { label: source, from, max }) || { end: true };
+
+  function floatsOf(r) {
+    if (replaying) {
+      const seededMath = r.seededFloats(state.seed, label(r.SOURCE_MATH));
+      const mathBytes = r.replayBytes(r.SOURCE_MATH, fetcher(r.SOURCE_MATH), drift, (u8) => {
+        const b = Buffer.from(u8.buffer, u8.byteOffset, u8.length);
+        for (let i = 0; i + 8 <= b.length; i += 8) b.writeDoubleBE(seededMath.float(), i);
+      }, 8 * 4096);
+      return r.replayFloats(mathBytes);
+    }
+    if (state.mode === 'logged') return r.loggedFloats(r.SOURCE_MATH, native.mathRandom, drawLog(r));
+    return r.seededFloats(state.seed, label(r.SOURCE_MATH));
   }
-  state.bytes = bytes;
-  state.floats = floats;
-  r.installCrypto(crypto, bytes, (what) => state.note(`random/${what}`));
-  r.installMathRandom(floats);
+
+  function bytesOf(r, crypto) {
+    if (replaying) {
+      const s = r.seededBytes(state.seed, label(r.SOURCE_CRYPTO));
+      return r.replayBytes(r.SOURCE_CRYPTO, fetcher(r.SOURCE_CRYPTO), drift, (u8) => s.fill(u8));
+    }
+    if (state.mode === 'logged') {
+      const randomFillSync = crypto.randomFillSync;
+      return r.loggedBytes(r.SOURCE_CRYPTO, (u8) => randomFillSync.call(crypto, u8), drawLog(r));
+    }
+    return r.seededBytes(state.seed, label(r.SOURCE_CRYPTO));
+  }
+
+  // Math.random: the first call makes the source and puts the generator's
+  // own function in place; a reference taken before keeps working.
+  let float = null;
+  const first = function random() {
+    if (float === null) {
+      const r = loadRandom();
+      state.floats = floatsOf(r);
+      r.installMathRandom(state.floats);
+      float = state.floats.float;
+    }
+    return float();
+  };
+  Object.defineProperty(Math, 'random', { value: first, writable: true, enumerable: false, configurable: true });
+
+  lazy.patch('crypto', (crypto) => {
+    const r = loadRandom();
+    const bytes = bytesOf(r, crypto);
+    state.bytes = bytes;
+    r.installCrypto(crypto, bytes, (what) => state.note(`random/${what}`));
+  });
+  // globalThis.crypto is crypto.webcrypto; undici (fetch) draws from
+  // node:crypto for FormData boundaries and WebSocket keys.
+  for (const name of ['crypto', 'FormData', 'WebSocket', 'EventSource']) lazy.beforeGet(globalThis, name, 'crypto');
 }
 
 // ---------------------------------------------------------------- timers
 
-function installTimers(state, { native, timers, timersPromises, util, ignore }) {
+function installTimers(state, lazy, { native, timers, ignore }) {
   const { createTimers, loopActivity } = require('./timers.js');
   const vt = createTimers({ clock: state.clock, native, activity: () => loopActivity(ignore) });
   state.timers = vt;
 
-  Object.defineProperty(vt.setTimeout, util.promisify.custom, { value: vt.promises.setTimeout, enumerable: false, configurable: true });
+  Object.defineProperty(vt.setTimeout, Symbol.for('nodejs.util.promisify.custom'), { value: vt.promises.setTimeout, enumerable: false, configurable: true });
   for (const target of [globalThis, timers]) {
     target.setTimeout = vt.setTimeout;
     target.setInterval = vt.setInterval;
     target.clearTimeout = vt.clearTimeout;
     target.clearInterval = vt.clearInterval;
   }
-  timersPromises.setTimeout = vt.promises.setTimeout;
-  timersPromises.setInterval = vt.promises.setInterval;
-  if (timersPromises.scheduler) {
-    Object.defineProperty(timersPromises.scheduler, 'wait', { value: function wait(delay, options) { return vt.promises.wait(delay, options); }, writable: true, enumerable: false, configurable: true });
-  }
+  lazy.patch('timers/promises', (timersPromises) => {
+    timersPromises.setTimeout = vt.promises.setTimeout;
+    timersPromises.setInterval = vt.promises.setInterval;
+    if (timersPromises.scheduler) {
+      Object.defineProperty(timersPromises.scheduler, 'wait', { value: function wait(delay, options) { return vt.promises.wait(delay, options); }, writable: true, enumerable: false, configurable: true });
+    }
+  });
+  // require('timers').promises loads timers/promises without Module._load.
+  lazy.beforeGet(timers, 'promises', 'timers/promises');
 
-  // AbortSignal.timeout(ms): aborted by an unref'd virtual timer.
-  Object.defineProperty(AbortSignal, 'timeout', {
-    value: function timeout(delay) {
-      if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0 || delay > Number.MAX_SAFE_INTEGER) {
-        return native.abortSignalTimeout.call(AbortSignal, delay); // throws Node's own validation error
-      }
-      const controller = new AbortController();
-      vt.setTimeout(() => {
-        controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
-      }, delay).unref();
-      return controller.signal;
-    },
-    writable: true, enumerable: false, configurable: true,
+  // AbortSignal.timeout(ms): aborted by an unref'd virtual timer. Patched
+  // when the program first reads AbortSignal or AbortController (loading
+  // them costs ~0.3 ms).
+  lazy.whenGlobal(['AbortSignal', 'AbortController'], () => {
+    const nativeTimeout = AbortSignal.timeout;
+    Object.defineProperty(AbortSignal, 'timeout', {
+      value: function timeout(delay) {
+        if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0 || delay > Number.MAX_SAFE_INTEGER) {
+          return nativeTimeout.call(AbortSignal, delay); // throws Node's own validation error
+        }
+        const controller = new AbortController();
+        vt.setTimeout(() => {
+          controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+        }, delay).unref();
+        return controller.signal;
+      },
+      writable: true, enumerable: false, configurable: true,
+    });
   });
 }
 

@@ -76,9 +76,14 @@ function scaledUints(vals, tags, scales, n) {
   return new Raw(e.buf.subarray(0, e.pos));
 }
 
+// The codec reads and writes numbers through a DataView and short ASCII
+// strings byte by byte: V8's own functions, where Buffer's read/write
+// methods are Node functions that each cost a compilation at their first
+// call -- a hello would pay ~0.3 ms for them at every process start.
 class Encoder {
   constructor(size = 256) {
     this.buf = Buffer.allocUnsafe(size);
+    this.dv = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
     this.pos = 0;
   }
 
@@ -87,18 +92,18 @@ class Encoder {
     let size = this.buf.length * 2;
     while (size < this.pos + n) size *= 2;
     const next = Buffer.allocUnsafe(size);
-    this.buf.copy(next, 0, 0, this.pos);
+    next.set(this.buf.subarray(0, this.pos));
     this.buf = next;
+    this.dv = new DataView(next.buffer, next.byteOffset, next.length);
   }
 
   u8(v) { this.reserve(1); this.buf[this.pos++] = v; }
-  u16(v) { this.reserve(2); this.buf.writeUInt16BE(v, this.pos); this.pos += 2; }
-  u32(v) { this.reserve(4); this.buf.writeUInt32BE(v, this.pos); this.pos += 4; }
+  u16(v) { this.reserve(2); this.dv.setUint16(this.pos, v); this.pos += 2; }
+  u32(v) { this.reserve(4); this.dv.setUint32(this.pos, v); this.pos += 4; }
 
   bytes(b) {
     this.reserve(b.length);
-    if (Buffer.isBuffer(b)) b.copy(this.buf, this.pos);
-    else this.buf.set(b, this.pos);
+    this.buf.set(b, this.pos);
     this.pos += b.length;
   }
 
@@ -113,7 +118,7 @@ class Encoder {
         }
         this.reserve(9);
         this.buf[this.pos] = 0xcb;
-        this.buf.writeDoubleBE(v, this.pos + 1);
+        this.dv.setFloat64(this.pos + 1, v);
         this.pos += 9;
         return;
       case 'bigint': this.bigint(v); return;
@@ -161,7 +166,7 @@ class Encoder {
     else {
       this.reserve(9);
       this.buf[this.pos] = 0xd3;
-      this.buf.writeBigInt64BE(BigInt(v), this.pos + 1);
+      this.dv.setBigInt64(this.pos + 1, BigInt(v));
       this.pos += 9;
     }
   }
@@ -172,16 +177,17 @@ class Encoder {
     if (v >= 0n) {
       if (v >= MAX_U64) throw new RangeError('msgpack: integer does not fit in 64 bits');
       this.buf[this.pos] = 0xcf;
-      this.buf.writeBigUInt64BE(v, this.pos + 1);
+      this.dv.setBigUint64(this.pos + 1, v);
     } else {
       if (v < MIN_I64) throw new RangeError('msgpack: integer does not fit in 64 bits');
       this.buf[this.pos] = 0xd3;
-      this.buf.writeBigInt64BE(v, this.pos + 1);
+      this.dv.setBigInt64(this.pos + 1, v);
     }
     this.pos += 9;
   }
 
   str(s) {
+    if (s.length < 0x100 && this.ascii(s)) return;
     const n = Buffer.byteLength(s);
     if (n < 32) this.u8(0xa0 | n);
     else if (n < 0x100) { this.u8(0xd9); this.u8(n); }
@@ -189,6 +195,19 @@ class Encoder {
     else { this.u8(0xdb); this.u32(n); }
     this.reserve(n);
     this.pos += this.buf.write(s, this.pos, 'utf8');
+  }
+
+  // ascii writes s, shorter than 256, when it is ASCII; false: it is not.
+  ascii(s) {
+    const n = s.length;
+    for (let i = 0; i < n; i++) if (s.charCodeAt(i) > 0x7f) return false;
+    this.reserve(2 + n);
+    const buf = this.buf;
+    if (n < 32) buf[this.pos++] = 0xa0 | n;
+    else { buf[this.pos++] = 0xd9; buf[this.pos++] = n; }
+    for (let i = 0; i < n; i++) buf[this.pos + i] = s.charCodeAt(i);
+    this.pos += n;
+    return true;
   }
 
   bin(b) {
@@ -225,7 +244,7 @@ function frame(v, sizeHint = 256) {
   const e = new Encoder(sizeHint);
   e.pos = 4;
   e.value(v);
-  e.buf.writeUInt32BE(e.pos - 4, 0);
+  e.dv.setUint32(0, e.pos - 4);
   return e.buf.subarray(0, e.pos);
 }
 
@@ -234,6 +253,7 @@ function frame(v, sizeHint = 256) {
 class Decoder {
   constructor(buf) {
     this.buf = buf;
+    this.dv = new DataView(buf.buffer, buf.byteOffset, buf.length);
     this.pos = 0;
   }
 
@@ -250,47 +270,61 @@ class Decoder {
     if ((b & 0xf0) === 0x90) return this.array(b & 0x0f);
     if ((b & 0xe0) === 0xa0) return this.str(b & 0x1f);
     const buf = this.buf;
+    const dv = this.dv;
     let v;
     switch (b) {
       case 0xc0: return null;
       case 0xc2: return false;
       case 0xc3: return true;
       case 0xc4: this.need(1); return this.bin(buf[this.pos++]);
-      case 0xc5: this.need(2); v = buf.readUInt16BE(this.pos); this.pos += 2; return this.bin(v);
-      case 0xc6: this.need(4); v = buf.readUInt32BE(this.pos); this.pos += 4; return this.bin(v);
+      case 0xc5: this.need(2); v = dv.getUint16(this.pos); this.pos += 2; return this.bin(v);
+      case 0xc6: this.need(4); v = dv.getUint32(this.pos); this.pos += 4; return this.bin(v);
       case 0xc7: this.need(1); return this.ext(buf[this.pos++]);
-      case 0xc8: this.need(2); v = buf.readUInt16BE(this.pos); this.pos += 2; return this.ext(v);
-      case 0xc9: this.need(4); v = buf.readUInt32BE(this.pos); this.pos += 4; return this.ext(v);
-      case 0xca: this.need(4); v = buf.readFloatBE(this.pos); this.pos += 4; return v;
-      case 0xcb: this.need(8); v = buf.readDoubleBE(this.pos); this.pos += 8; return v;
+      case 0xc8: this.need(2); v = dv.getUint16(this.pos); this.pos += 2; return this.ext(v);
+      case 0xc9: this.need(4); v = dv.getUint32(this.pos); this.pos += 4; return this.ext(v);
+      case 0xca: this.need(4); v = dv.getFloat32(this.pos); this.pos += 4; return v;
+      case 0xcb: this.need(8); v = dv.getFloat64(this.pos); this.pos += 8; return v;
       case 0xcc: this.need(1); return buf[this.pos++];
-      case 0xcd: this.need(2); v = buf.readUInt16BE(this.pos); this.pos += 2; return v;
-      case 0xce: this.need(4); v = buf.readUInt32BE(this.pos); this.pos += 4; return v;
-      case 0xcf: this.need(8); v = buf.readBigUInt64BE(this.pos); this.pos += 8; return narrow(v);
-      case 0xd0: this.need(1); v = buf.readInt8(this.pos); this.pos += 1; return v;
-      case 0xd1: this.need(2); v = buf.readInt16BE(this.pos); this.pos += 2; return v;
-      case 0xd2: this.need(4); v = buf.readInt32BE(this.pos); this.pos += 4; return v;
-      case 0xd3: this.need(8); v = buf.readBigInt64BE(this.pos); this.pos += 8; return narrow(v);
+      case 0xcd: this.need(2); v = dv.getUint16(this.pos); this.pos += 2; return v;
+      case 0xce: this.need(4); v = dv.getUint32(this.pos); this.pos += 4; return v;
+      case 0xcf: this.need(8); v = dv.getBigUint64(this.pos); this.pos += 8; return narrow(v);
+      case 0xd0: this.need(1); v = dv.getInt8(this.pos); this.pos += 1; return v;
+      case 0xd1: this.need(2); v = dv.getInt16(this.pos); this.pos += 2; return v;
+      case 0xd2: this.need(4); v = dv.getInt32(this.pos); this.pos += 4; return v;
+      case 0xd3: this.need(8); v = dv.getBigInt64(this.pos); this.pos += 8; return narrow(v);
       case 0xd4: return this.ext(1);
       case 0xd5: return this.ext(2);
       case 0xd6: return this.ext(4);
       case 0xd7: return this.ext(8);
       case 0xd8: return this.ext(16);
       case 0xd9: this.need(1); return this.str(buf[this.pos++]);
-      case 0xda: this.need(2); v = buf.readUInt16BE(this.pos); this.pos += 2; return this.str(v);
-      case 0xdb: this.need(4); v = buf.readUInt32BE(this.pos); this.pos += 4; return this.str(v);
-      case 0xdc: this.need(2); v = buf.readUInt16BE(this.pos); this.pos += 2; return this.array(v);
-      case 0xdd: this.need(4); v = buf.readUInt32BE(this.pos); this.pos += 4; return this.array(v);
-      case 0xde: this.need(2); v = buf.readUInt16BE(this.pos); this.pos += 2; return this.map(v);
-      case 0xdf: this.need(4); v = buf.readUInt32BE(this.pos); this.pos += 4; return this.map(v);
+      case 0xda: this.need(2); v = dv.getUint16(this.pos); this.pos += 2; return this.str(v);
+      case 0xdb: this.need(4); v = dv.getUint32(this.pos); this.pos += 4; return this.str(v);
+      case 0xdc: this.need(2); v = dv.getUint16(this.pos); this.pos += 2; return this.array(v);
+      case 0xdd: this.need(4); v = dv.getUint32(this.pos); this.pos += 4; return this.array(v);
+      case 0xde: this.need(2); v = dv.getUint16(this.pos); this.pos += 2; return this.map(v);
+      case 0xdf: this.need(4); v = dv.getUint32(this.pos); this.pos += 4; return this.map(v);
       default: throw new RangeError(`msgpack: invalid type byte 0x${b.toString(16)}`);
     }
   }
 
   str(n) {
     this.need(n);
-    const s = this.buf.toString('utf8', this.pos, this.pos + n);
-    this.pos += n;
+    const buf = this.buf;
+    const end = this.pos + n;
+    let s = '';
+    if (n <= 64) {
+      // short ASCII, as nearly every string of the protocol is
+      for (let i = this.pos; i < end; i++) {
+        const c = buf[i];
+        if (c > 0x7f) { s = null; break; }
+        s += String.fromCharCode(c);
+      }
+    } else {
+      s = null;
+    }
+    if (s === null) s = buf.toString('utf8', this.pos, end);
+    this.pos = end;
     return s;
   }
 
@@ -304,7 +338,7 @@ class Decoder {
   // ext values carry no meaning in the protocol; they decode to {type, data}.
   ext(n) {
     this.need(1 + n);
-    const type = this.buf.readInt8(this.pos++);
+    const type = this.dv.getInt8(this.pos++);
     return { type, data: this.bin(n) };
   }
 
@@ -346,7 +380,8 @@ function decode(buf) {
 // Neither is ever used for a clock read.
 class Client {
   // Preconditions: path names a listening Unix stream socket. Throws with a
-  // one-sentence message when it cannot connect.
+  // one-sentence message when it cannot connect (at the first write when
+  // connect(2) failed: libuv reports that later).
   constructor(path, { wait, timeoutMs = 30000 } = {}) {
     this.path = path;
     this.nextId = 1;
@@ -359,14 +394,20 @@ class Client {
     this.headerFill = 0; // bytes of the next reply's header already read
     this.connecting = true;
     this.handle = null;
+    this.fd = connectUnix(path, this);
+  }
+
+  // unreachable returns the error for a connection that failed with code:
+  // the path is checked only then (a first fs.statSync costs ~0.2 ms).
+  unreachable(code) {
     let st;
     try {
-      st = fs.statSync(path);
+      st = fs.statSync(this.path);
     } catch (e) {
-      throw new Error(`no dald socket at ${path} (${e.code})`);
+      return new Error(`no dald socket at ${this.path} (${e.code})`);
     }
-    if (!st.isSocket()) throw new Error(`${path} is not a socket`);
-    this.fd = connectUnix(path, this);
+    if (!st.isSocket()) return new Error(`${this.path} is not a socket`);
+    return new Error(`nothing answers at ${this.path} (${code})`);
   }
 
   // call sends {op, id, ...fields} and returns the reply map. Throws when dald
@@ -413,7 +454,7 @@ class Client {
       this.writeAll(frame(msg, size));
     } catch (e) {
       if (e.code === 'ENOTCONN' || e.code === 'EPIPE' || e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET') {
-        throw new Error(`nothing answers at ${this.path} (${e.code})`);
+        throw this.unreachable(e.code);
       }
       throw e;
     }
@@ -483,7 +524,8 @@ class Client {
     const have = this.headerFill || 0;
     this.headerFill = 0;
     this.readExact(this.header, 4, deadline, have);
-    const n = this.header.readUInt32BE(0);
+    const h = this.header;
+    const n = ((h[0] << 24) | (h[1] << 16) | (h[2] << 8) | h[3]) >>> 0;
     if (n === 0 || n > MAX_FRAME) throw new Error(`dald sent a frame of ${n} bytes`);
     const body = Buffer.allocUnsafe(n);
     this.readExact(body, n, deadline);
@@ -531,7 +573,7 @@ function connectUnix(path, owner) {
   const err = handle.connect(req, path);
   if (err) {
     handle.close();
-    throw new Error(`cannot connect to ${path} (${errname(err)})`);
+    throw owner.unreachable(errname(err));
   }
   handle.unref();
   owner.handle = handle;

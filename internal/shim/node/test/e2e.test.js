@@ -174,6 +174,34 @@ w.on('message', (m) => {
   console.log(JSON.stringify({ worker: m, uptime: require('os').uptime(), cpu: process.cpuUsage(), rss: process.resourceUsage().maxRSS }));
 });
 `,
+  // a CommonJS agent reaching the lazily patched builtins every other way:
+  // what it loaded before its first line, Math.random taken before its
+  // first call, getBuiltinModule, require('timers').promises, an ES module
+  // it requires that imports crypto and os by name, AbortSignal.timeout
+  'lazy.js': String.raw`
+const loaded = ['crypto', 'perf_hooks', 'os', 'timers/promises'].filter((m) => process.moduleLoadList.includes('NativeModule ' + m));
+const random = Math.random;
+const first = [random(), Math.random(), random()];
+const viaGetBuiltin = process.getBuiltinModule('node:crypto').randomUUID();
+const named = require('./named.mjs');
+const t0 = performance.now();
+require('timers').promises.setTimeout(2000).then(() => {
+  const signal = AbortSignal.timeout(500); // unref'd, as Node's
+  const keep = setTimeout(() => {}, 10000);
+  signal.onabort = () => {
+    clearTimeout(keep);
+    console.log(JSON.stringify({ loaded, first, viaGetBuiltin, named, aborted: Math.round(performance.now() - t0) }));
+  };
+});
+`,
+  'named.mjs': String.raw`
+import { randomBytes } from 'node:crypto';
+import { uptime } from 'node:os';
+import { performance as perf } from 'node:perf_hooks';
+export const bytes = randomBytes(8).toString('hex');
+export const up = uptime();
+export const now = perf.now();
+`,
 };
 
 for (const [name, src] of Object.entries(FIXTURES)) fs.writeFileSync(fixture(name), src);
@@ -281,6 +309,20 @@ for (const agent of ['import-crypto.js', 'import-crypto.mjs']) {
     for (const k of Object.keys(a)) assert.notStrictEqual(a[k], c[k], `another seed changes ${k}`);
   });
 }
+
+test('builtins are patched when the program loads them, whichever way it does', () => {
+  const a = JSON.parse(ok(['--seed', '3'], [fixture('lazy.js')]));
+  const b = JSON.parse(ok(['--seed', '3'], [fixture('lazy.js')]));
+  const c = JSON.parse(ok(['--seed', '4'], [fixture('lazy.js')]));
+  assert.deepStrictEqual(a.loaded, [], 'the shim loads none of them itself');
+  assert.deepStrictEqual(a, b, 'the same seed gives the same values');
+  assert.strictEqual(new Set(a.first).size, 3);
+  for (const k of ['first', 'viaGetBuiltin']) assert.notDeepStrictEqual(a[k], c[k], `another seed changes ${k}`);
+  assert.notStrictEqual(a.named.bytes, c.named.bytes, 'an ES module required by name draws from the seed');
+  assert.ok(a.named.up >= 1 && a.named.up < 2, `os.uptime ${a.named.up} imported by name is virtual`);
+  assert.ok(a.named.now > 1000 && a.named.now < 1001, `performance.now ${a.named.now} from perf_hooks is virtual`);
+  assert.strictEqual(a.aborted, 2500, 'timers/promises and AbortSignal.timeout run on virtual time');
+});
 
 test('clock reads make no round trip in strict mode', () => {
   const { stats } = JSON.parse(ok([], [fixture('reads.js')]));
@@ -407,12 +449,21 @@ test('the installed shim carries a V8 code cache this node accepts', () => {
   const out = ok([], ['-e', 'console.log(process.env.NODE_OPTIONS)']);
   const m = /--require (?:"([^"]+)"|(\S+))/.exec(out);
   const installed = path.dirname(m[1] || m[2]);
-  const cacheDir = path.join(installed, '.v8', `${process.version}-${process.arch}`);
+  const cache = fs.readFileSync(path.join(installed, '.v8', `${process.version}-${process.arch}`, 'shim.cache'));
+  const caches = new Map();
+  for (let i = cache.readUInt32BE(0), p = 4; i > 0; i--) {
+    const nameLen = cache.readUInt16BE(p);
+    const name = cache.toString('latin1', p + 2, p + 2 + nameLen);
+    const len = cache.readUInt32BE(p + 2 + nameLen);
+    p += 2 + nameLen + 4;
+    caches.set(name, cache.subarray(p, p + len));
+    p += len;
+  }
   const vm = require('node:vm');
   const { wrap } = require('node:module');
-  for (const name of ['runtime.js', 'wire.js', 'clock.js', 'random.js', 'timers.js']) {
-    const cachedData = fs.readFileSync(path.join(cacheDir, `${name}.cache`));
-    const script = new vm.Script(wrap(fs.readFileSync(path.join(installed, name), 'utf8')), { filename: name, cachedData });
+  for (const name of ['runtime.js', 'wire.js', 'builtins.js', 'clock.js', 'random.js', 'timers.js']) {
+    assert.ok(caches.has(name), `no code cache for ${name}`);
+    const script = new vm.Script(wrap(fs.readFileSync(path.join(installed, name), 'utf8')), { filename: name, cachedData: caches.get(name) });
     assert.strictEqual(script.cachedDataRejected, false, `${name}'s code cache was rejected`);
   }
 });
