@@ -101,7 +101,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	if sw != nil {
 		sw.settle() // the last piece: read, or left in the socket of a client that closed
 	}
-	reusable = res.readErr == nil && res.writeErr == nil && (sw == nil || !sw.left)
+	reusable = res.readErr == nil && res.writeErr == nil
 	x.Receive = time.Since(headersAt)
 	x.Response.Body = res.body
 	x.Response.Chunks = res.chunks

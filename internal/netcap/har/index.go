@@ -188,7 +188,7 @@ func holdOpen(s *Served, e *Entry, cc *DalClientClose, decoded bool) {
 	case s.Streamed:
 		s.Chunks = s.Chunks[:min(max(cc.Chunks, 0), len(s.Chunks))]
 		if !cc.Read && s.Notice == "" {
-			s.Notice = fmt.Sprintf("seq %d %s %s: the recording says how much of the stream dal had handed to the client when it closed, not how much it had read (an older bundle, or a client dal could not watch): replay hands it the same %d chunk(s)",
+			s.Notice = fmt.Sprintf("seq %d %s %s: the recording says how much of the stream dal had handed to the client when it closed, not how much it had read (an older bundle, or a client dal could not follow: not watchable, or not reading for 2 s): replay hands it the same %d chunk(s)",
 				e.Dal.Seq, e.Request.Method, e.Request.URL, len(s.Chunks))
 		}
 	case !decoded && len(s.Chunks) == 1:
