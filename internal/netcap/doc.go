@@ -99,15 +99,20 @@
 // A client may close its connection before the response is complete (a
 // stream read up to "data: [DONE]", a cancelled reader, a size limit). It
 // is an ordinary event, not a failure: the exchange is recorded with
-// Exchange.ClientClosed (the body bytes and streamed pieces dal had handed
-// to the connection, and whether dal stopped reading upstream then), no
-// Error, and the upstream connection is closed (the server sees the
-// cancellation the client meant). A client that leaves before the
-// response headers is recorded alike, without a response. Replay hands
-// the client the pieces it had been handed, then neither ends nor breaks
-// the response but waits for the client to close (or the proxy to shut
-// down); a write failing because the client left is tolerated and
-// recorded the same way. dal-exec does not watch SIGPIPE: such writes
+// Exchange.ClientClosed, no Error, and the upstream connection is closed
+// (the server sees the cancellation the client meant). Of a stream it
+// holds the body bytes and pieces the client read (ClientClose.Read): a
+// piece counts once the client's socket is seen to have read it, or,
+// once that socket is gone, when its FIN acknowledged every byte written
+// (a socket closed with bytes unread sends a reset instead); whether a
+// client that read a piece and closed found the next one in its socket
+// is a race that does not show. Of a plain body, or where the client
+// cannot be followed, it holds what dal had handed the connection. A
+// client that leaves before the response headers is recorded alike,
+// without a response. Replay hands the client those pieces, then neither
+// ends nor breaks the response but waits for the client to close (or the
+// proxy to shut down), and records what it read; a write failing because
+// the client left is tolerated and recorded the same way. dal-exec does not watch SIGPIPE: such writes
 // return EPIPE here and nowhere else.
 //
 // # Replay is offline
