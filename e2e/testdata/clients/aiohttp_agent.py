@@ -1,10 +1,11 @@
 """aiohttp (Debian's python3-aiohttp): two plain calls, a streamed one chunk by chunk (with aiohttp's
 end-of-chunk flag, so the last, empty chunk shows), a tool call, a stream closed (r.close()) after its
-first read."""
+first read; then the same over the Responses API and Anthropic's messages API (apis.py)."""
 import asyncio
 import os
 
 import aiohttp
+from apis import APIS
 
 BASE, KEY = os.environ["LLM_BASE"], os.environ["OPENAI_API_KEY"]
 H = {"Authorization": "Bearer " + KEY}
@@ -30,6 +31,18 @@ async def main():
             b, end = await r.content.readchunk()
             print("early read:", repr(b), end)
             r.close()
+        for a in APIS:
+            async with s.post(a.url, headers=a.headers, json=a.plain) as r:
+                print(a.name, "plain:", a.text(await r.json()))
+            async with s.post(a.url, headers=a.headers, json=a.stream) as r:
+                async for b, end in r.content.iter_chunks():
+                    print(a.name, "read:", repr(b), end)
+            async with s.post(a.url, headers=a.headers, json=a.tool) as r:
+                print(a.name, "tool:", a.call(await r.json()))
+            async with s.post(a.url, headers=a.headers, json=a.early) as r:
+                b, end = await r.content.readchunk()
+                print(a.name, "early read:", repr(b), end)
+                r.close()
         print("closed early")
 
 asyncio.run(main())

@@ -1,8 +1,10 @@
 """httpx (Debian's python3-httpx), sync: two plain calls, a streamed one read by read, a tool call, a
-stream closed after its first read."""
+stream closed after its first read; then the same over the Responses API and Anthropic's messages API
+(apis.py)."""
 import os
 
 import httpx
+from apis import APIS
 
 BASE, KEY = os.environ["LLM_BASE"], os.environ["OPENAI_API_KEY"]
 H = {"Authorization": "Bearer " + KEY}
@@ -25,4 +27,14 @@ with httpx.Client(timeout=30) as c:
         for b in r.iter_raw():
             print("early read:", repr(b))
             break
+    for a in APIS:
+        print(a.name, "plain:", a.text(c.post(a.url, headers=a.headers, json=a.plain).json()))
+        with c.stream("POST", a.url, headers=a.headers, json=a.stream) as r:
+            for b in r.iter_raw():
+                print(a.name, "read:", repr(b))
+        print(a.name, "tool:", a.call(c.post(a.url, headers=a.headers, json=a.tool).json()))
+        with c.stream("POST", a.url, headers=a.headers, json=a.early) as r:
+            for b in r.iter_raw():
+                print(a.name, "early read:", repr(b))
+                break
     print("closed early")

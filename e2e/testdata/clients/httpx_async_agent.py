@@ -1,9 +1,11 @@
 """httpx (Debian's python3-httpx), async: two plain calls, a streamed one read by read, a tool call, a
-stream closed after its first read."""
+stream closed after its first read; then the same over the Responses API and Anthropic's messages API
+(apis.py)."""
 import asyncio
 import os
 
 import httpx
+from apis import APIS
 
 BASE, KEY = os.environ["LLM_BASE"], os.environ["OPENAI_API_KEY"]
 H = {"Authorization": "Bearer " + KEY}
@@ -28,6 +30,16 @@ async def main():
             async for b in r.aiter_raw():
                 print("early read:", repr(b))
                 break
+        for a in APIS:
+            print(a.name, "plain:", a.text((await c.post(a.url, headers=a.headers, json=a.plain)).json()))
+            async with c.stream("POST", a.url, headers=a.headers, json=a.stream) as r:
+                async for b in r.aiter_raw():
+                    print(a.name, "read:", repr(b))
+            print(a.name, "tool:", a.call((await c.post(a.url, headers=a.headers, json=a.tool)).json()))
+            async with c.stream("POST", a.url, headers=a.headers, json=a.early) as r:
+                async for b in r.aiter_raw():
+                    print(a.name, "early read:", repr(b))
+                    break
         print("closed early")
 
 asyncio.run(main())

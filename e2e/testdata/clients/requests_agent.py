@@ -1,8 +1,10 @@
 """requests (Debian's python3-requests): two plain calls, a streamed one read by read, a tool call, a
-stream closed (r.close()) after its first read."""
+stream closed (r.close()) after its first read; then the same over the Responses API and Anthropic's
+messages API (apis.py)."""
 import os
 
 import requests
+from apis import APIS
 
 BASE, KEY = os.environ["LLM_BASE"], os.environ["OPENAI_API_KEY"]
 H = {"Authorization": "Bearer " + KEY}
@@ -24,4 +26,13 @@ print("tool:", call["name"], call["arguments"], "ce:", r.headers.get("Content-En
 r = s.post(BASE + "/chat/completions", headers=H, timeout=30, stream=True, json={"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "close early"}]})
 print("early read:", repr(next(r.iter_content(chunk_size=None))))
 r.close()
+for a in APIS:
+    print(a.name, "plain:", a.text(s.post(a.url, headers=a.headers, json=a.plain, timeout=30).json()))
+    with s.post(a.url, headers=a.headers, json=a.stream, timeout=30, stream=True) as r:
+        for b in r.iter_content(chunk_size=None):
+            print(a.name, "read:", repr(b))
+    print(a.name, "tool:", a.call(s.post(a.url, headers=a.headers, json=a.tool, timeout=30).json()))
+    r = s.post(a.url, headers=a.headers, json=a.early, timeout=30, stream=True)
+    print(a.name, "early read:", repr(next(r.iter_content(chunk_size=None))))
+    r.close()
 print("closed early")

@@ -1,7 +1,8 @@
 // undici's request: two plain calls, a streamed one read by read, a tool
-// call, a stream left after its first read.
+// call, a stream left after its first read; then the same over the
+// Responses API and Anthropic's messages API.
 const { request } = require('undici');
-const { BASE, H, plain, stream, early, tool, fail } = require('./common');
+const { BASE, H, APIS, plain, stream, early, tool, fail } = require('./common');
 const url = BASE + '/chat/completions';
 (async () => {
   for (const text of ['hello', 'again']) {
@@ -20,6 +21,16 @@ const url = BASE + '/chat/completions';
   for await (const chunk of e.body) {
     console.log('early read:', JSON.stringify(chunk.toString()));
     break; // destroys the body, and the connection with it
+  }
+  for (const [api, a] of Object.entries(APIS)) {
+    const call = (body) => request(a.url, { method: 'POST', headers: a.headers, body: JSON.stringify(body) });
+    console.log(api, 'plain:', a.text(await (await call(a.plain('hello'))).body.json()));
+    for await (const chunk of (await call(a.stream)).body) console.log(api, 'read:', JSON.stringify(chunk.toString()));
+    console.log(api, 'tool:', a.call(await (await call(a.tool)).body.json()));
+    for await (const chunk of (await call(a.early)).body) {
+      console.log(api, 'early read:', JSON.stringify(chunk.toString()));
+      break;
+    }
   }
   console.log('closed early');
 })().catch(fail);
