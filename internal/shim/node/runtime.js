@@ -465,19 +465,21 @@ function installRandom(state, lazy, { native, call, post, drift }) {
     return r.seededBytes(state.seed, label(r.SOURCE_CRYPTO));
   }
 
-  // Math.random: the first call makes the source and puts the generator's
-  // own function in place; a reference taken before keeps working.
+  // Math.random: the first call makes the source. One function from the
+  // start (not a stand-in replaced at the first call), so that call sites
+  // see one target and V8 inlines it.
   let float = null;
-  const first = function random() {
-    if (float === null) {
-      const r = loadRandom();
-      state.floats = floatsOf(r);
-      r.installMathRandom(state.floats);
-      float = state.floats.float;
-    }
-    return float();
+  const makeFloats = () => {
+    state.floats = floatsOf(loadRandom());
+    float = state.floats.float;
   };
-  Object.defineProperty(Math, 'random', { value: first, writable: true, enumerable: false, configurable: true });
+  Object.defineProperty(Math, 'random', {
+    value: function random() {
+      if (float === null) makeFloats();
+      return float();
+    },
+    writable: true, enumerable: false, configurable: true,
+  });
 
   lazy.patch('crypto', (crypto) => {
     const r = loadRandom();
