@@ -105,8 +105,8 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		delivered += int64(len(c.Data))
 	}
 	if sw != nil {
-		// The last chunk is a read of its own too; a client the
-		// recording saw leave is seen to read it before it does.
+		// The last chunk is a read of its own too, and what a client
+		// that leaves again read of it is to be known.
 		sw.settle()
 		gone = gone || sw.left
 	}

@@ -361,3 +361,46 @@ func TestReadDirAndDiff(t *testing.T) {
 		t.Errorf("a broken prompt file reads as %v", err)
 	}
 }
+
+// TestExtractClosedEarly: of a stream the client closed early, the prompt
+// holds the events it read (its first client_closed.chunks chunks), not
+// those dal read from the server after them; without client_closed, all.
+func TestExtractClosedEarly(t *testing.T) {
+	events := bytes.SplitAfter(fixture(t, "chat-stream.response.sse"), []byte("\n\n"))
+	x := &har.Exchange{
+		Request: har.Request{Method: "POST", URL: "https://api.openai.com/v1/chat/completions", Proto: "HTTP/1.1",
+			Header: openaiHeaders(), Body: fixture(t, "chat-stream.request.json")},
+		Response: &har.Response{Status: 200, Proto: "HTTP/1.1", Header: http.Header{"Content-Type": {"text/event-stream"}}, Streamed: true},
+	}
+	for _, e := range events {
+		x.Response.Body = append(x.Response.Body, e...)
+		x.Response.Chunks = append(x.Response.Chunks, har.Chunk{Data: e})
+	}
+	extract := func(cc *har.ClientClose) *Prompt {
+		t.Helper()
+		x.ClientClosed = cc
+		e, err := har.FromExchange(x, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := Extract(&e)
+		if !ok {
+			t.Fatal("not an LLM call")
+		}
+		return p
+	}
+	whole := extract(nil)
+	if whole.Chunks < 3 {
+		t.Fatalf("the fixture has %d chunks", whole.Chunks)
+	}
+	first := string(bytes.TrimPrefix(bytes.TrimSpace(events[0]), []byte("data: ")))
+	for _, read := range []int{0, 1, 2} {
+		p := extract(&har.ClientClose{Bytes: int64(len(bytes.Join(events[:read], nil))), Chunks: read, Read: true, Truncated: true})
+		if p.Chunks != read || len(p.Response.Text) >= len(whole.Response.Text) {
+			t.Errorf("%d read: %d chunks, text %q (whole: %q)", read, p.Chunks, p.Response.Text, whole.Response.Text)
+		}
+		if read == 1 && !strings.Contains(first, p.Response.Text) {
+			t.Errorf("1 read: text %q is not from the first event %s", p.Response.Text, first)
+		}
+	}
+}
