@@ -32,13 +32,16 @@
 // now(), stream(), mode(), seed(), stats() -> {round_trips, reads, ...}, and
 // iteration()/checkpoint()/phase() (marks.js).
 //
-// Start-up cost: this file is kept small; the shim's other files (runtime.js
-// first) are compiled with the V8 code cache dal-exec made when it
-// installed the shim (codecache.js, in .v8/<node version>-<arch>/), which
-// saves most of their compile time. A node of another version finds no
-// cache and compiles them as usual. worker_threads is not loaded to learn
-// whether this is the main thread (it costs ~1.6 ms): the main thread's
-// process.chdir is Node's wrappedChdir, a worker's is not.
+// Start-up cost (strict mode ~3 ms, docs/benchmarks.md): this file is kept
+// small; the shim's other files (runtime.js first) are compiled with the V8
+// code cache dal-exec made when it installed the shim (codecache.js, one
+// file in .v8/<node version>-<arch>/), which holds the functions start-up
+// runs, so they are not compiled again in every process. A node of another
+// version finds no cache and compiles them as usual. The builtins only some
+// patches need (crypto, perf_hooks, os, timers/promises) are patched when
+// the program loads them (builtins.js). worker_threads is not loaded to
+// learn whether this is the main thread (it costs ~1.6 ms): the main
+// thread's process.chdir is Node's wrappedChdir, a worker's is not.
 
 (function main() {
   const KEY = Symbol.for('dal');
