@@ -38,9 +38,10 @@ func TestRecordReplayRevert(t *testing.T) {
 	t.Parallel()
 	ws := workspace(t)
 	out := filepath.Join(t.TempDir(), "run1")
-	// A home outside /tmp: the sandbox's private /tmp would otherwise
-	// swallow the agent's write to $HOME instead of refusing it.
-	home, err := os.MkdirTemp("/var/tmp", "dal-e2e-home-")
+	// A home on the host's read-only tree: the sandbox's private /tmp,
+	// /var/tmp and /run would swallow the agent's write to $HOME instead of
+	// refusing it.
+	home, err := os.MkdirTemp("/var/cache", "dal-e2e-home-")
 	if err != nil {
 		t.Fatal(err)
 	}
