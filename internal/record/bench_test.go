@@ -68,20 +68,12 @@ func benchExchanges(n int) []*har.Exchange {
 
 // BenchmarkWriteBundle is what record does with an agent's 100 LLM calls
 // once the agent has exited: network.har and prompts/ written into the
-// bundle's staging (writeNetwork), the other records (writeRecords: the
-// secret scrub, env.json, prov.json, ...) and the commit (every file
-// hashed and synced, the manifest signed, the bundle published). Its
-// metrics are each step's time per call (go test ./internal/record -run
-// '^$' -bench WriteBundle): "ahead" with the exchanges turned into
-// entries and prompt files while the agent runs (WriteAhead, as record
-// does; µs-ahead/call is that work, not timed), "after-exit" with all of
-// it done after the exit.
+// bundle's staging (writeNetwork, which record runs beside capture), the
+// other records (writeRecords: the secret scrub, env.json, prov.json, ...)
+// and the commit (every file hashed and synced, the manifest signed, the
+// bundle published). Its metrics are each step's time per call (go test
+// ./internal/record -run '^$' -bench WriteBundle).
 func BenchmarkWriteBundle(b *testing.B) {
-	b.Run("ahead", func(b *testing.B) { benchWriteBundle(b, true) })
-	b.Run("after-exit", func(b *testing.B) { benchWriteBundle(b, false) })
-}
-
-func benchWriteBundle(b *testing.B, ahead bool) {
 	const calls = 100
 	xs := benchExchanges(calls)
 	dir := b.TempDir()
@@ -89,7 +81,7 @@ func benchWriteBundle(b *testing.B, ahead bool) {
 	ws, stage := filepath.Join(dir, "ws"), filepath.Join(dir, "stage")
 	os.MkdirAll(ws, 0o755)
 	os.MkdirAll(stage, 0o755)
-	var during, network, records, commit time.Duration
+	var network, records, commit time.Duration
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		n, err := NewNetwork(filepath.Join(dir, "net", fmt.Sprint(i)), NetworkOptions{SecretValues: []string{"sk-bench-7f3e0123456789"}}, nil, nil, io.Discard)
@@ -106,17 +98,6 @@ func benchWriteBundle(b *testing.B, ahead bool) {
 			b.Fatal(err)
 		}
 		logs.stdout.WriteString("calls 100\n")
-		t0 := time.Now()
-		if ahead {
-			if err := n.WriteAhead(w.Dir()); err != nil {
-				b.Fatal(err)
-			}
-			for _, x := range xs {
-				n.add(x)
-			}
-			n.stopWriteAhead() // the agent's run gave it the time
-		}
-		during += time.Since(t0)
 		r := &recording{o: Options{NoApply: true}, ws: ws, cwd: ".", out: out, key: key, w: w, stage: stage, logs: logs, nw: n,
 			spec: runner.Spec{Args: []string{"python3", "llm_calls.py"}, Mode: "strict", KeepEnv: []string{"OPENAI_API_KEY"}, Log: io.Discard},
 			cfg:  sandbox.Config{Workspace: ws, Staging: filepath.Join(stage, "sandbox")}}
@@ -125,8 +106,8 @@ func benchWriteBundle(b *testing.B, ahead bool) {
 		r.env = newRunEnv(&r.spec, r.res, ws, ".", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), nil)
 		r.env.Network = &n.env
 		b.StartTimer()
-		t0 = time.Now()
-		if err := writeNetwork(w, n, xs); err != nil {
+		t0 := time.Now()
+		if err := writeNetwork(w.Dir(), n, xs); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
@@ -143,9 +124,6 @@ func benchWriteBundle(b *testing.B, ahead bool) {
 		b.StartTimer()
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N*calls) }
-	if ahead {
-		b.ReportMetric(per(during), "µs-ahead/call")
-	}
 	b.ReportMetric(per(network), "µs-network/call")
 	b.ReportMetric(per(records), "µs-records/call")
 	b.ReportMetric(per(commit), "µs-commit/call")

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/dal-runtime/dal/bundle"
@@ -25,9 +24,7 @@ import (
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
 	"github.com/dal-runtime/dal/internal/procnet"
 	"github.com/dal-runtime/dal/internal/runner"
-	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sandbox"
-	"github.com/dal-runtime/dal/internal/version"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,9 +103,8 @@ type Network struct {
 	misses    []*har.MissError // replay: requests the bundle could not answer
 	log       io.Writer
 
-	prompts []*prompts.Prompt // record: extracted by writeNetwork
+	prompts []*prompts.Prompt // record: extracted by writeNetwork (netwrite.go)
 	count   int               // record: exchanges written
-	ahead   *writeAhead       // record: see WriteAhead; nil when not started
 }
 
 // NewNetwork prepares capture (index == nil) or replay of index, with
@@ -264,25 +260,7 @@ func (n *Network) Next(req *har.Request) (*har.Served, error) {
 func (n *Network) add(x *har.Exchange) {
 	n.mu.Lock()
 	n.exchanges = append(n.exchanges, x)
-	if n.ahead != nil {
-		n.ahead.add(x)
-	}
 	n.mu.Unlock()
-}
-
-// WriteAhead has every exchange turned into its HAR entry and prompt
-// file as it finishes, into the bundle staging directory dir, rather
-// than all of them by writeNetwork once the agent has exited (see
-// writeahead.go). Call it before the proxy serves; Finish stops it.
-func (n *Network) WriteAhead(dir string) error {
-	a, err := startWriteAhead(dir, n.redactor)
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.ahead = a
-	n.mu.Unlock()
-	return nil
 }
 
 func (n *Network) report(e netcap.Event) {
@@ -298,24 +276,12 @@ func (n *Network) report(e netcap.Event) {
 	fmt.Fprintf(n.log, "dal: %s\n", e.Msg)
 }
 
-// stopWriteAhead waits for WriteAhead's goroutine to finish its queue
-// and stops it; a no-op without WriteAhead or when done.
-func (n *Network) stopWriteAhead() {
-	n.mu.Lock()
-	a := n.ahead
-	n.mu.Unlock()
-	if a != nil {
-		a.close()
-	}
-}
-
 // Finish stops the proxy once the agent is gone: every exchange has been
 // recorded when it returns. The exchanges come in request order.
 func (n *Network) Finish(blocked []sandbox.BlockedConnect) []*har.Exchange {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n.proxy.Shutdown(ctx)
-	n.stopWriteAhead()
 	for _, b := range blocked {
 		n.env.Blocked = append(n.env.Blocked, b.Addr)
 		fmt.Fprintf(n.log, "dal: the agent tried to connect to %s directly (not through a proxy): blocked, nothing was sent\n", b.Addr)
@@ -487,75 +453,6 @@ func upstreamRoots() (*x509.CertPool, error) {
 		}
 	}
 	return pool, nil
-}
-
-// writeNetwork stores network.har and prompts/ in the bundle being
-// written: what WriteAhead did during the run, or all of it now.
-func writeNetwork(w *bundle.Writer, n *Network, xs []*har.Exchange) error {
-	var (
-		entries []har.EncodedEntry
-		ps      []*prompts.Prompt
-		ok      bool
-		err     error
-	)
-	if n.ahead != nil {
-		if entries, ps, ok, err = n.ahead.result(xs); err != nil {
-			return err
-		}
-		if !ok {
-			if err := n.ahead.discard(w.Dir()); err != nil {
-				return fmt.Errorf("write prompts/: %w", err)
-			}
-		}
-	}
-	if !ok {
-		if entries, ps, err = encodeNetwork(w.Dir(), n, xs); err != nil {
-			return err
-		}
-	}
-	f, err := os.OpenFile(filepath.Join(w.Dir(), "network.har"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := har.WriteEncoded(f, har.NewLog(nil, version.Version), entries); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	n.count = len(entries)
-	n.prompts = ps
-	return nil
-}
-
-// encodeNetwork turns xs into HAR entries and writes the prompt files.
-func encodeNetwork(dir string, n *Network, xs []*har.Exchange) ([]har.EncodedEntry, []*prompts.Prompt, error) {
-	es, err := n.Entries(xs)
-	if err != nil {
-		return nil, nil, err
-	}
-	enc := make([]har.EncodedEntry, len(es))
-	for i := range es {
-		if enc[i], err = har.EncodeEntry(&es[i]); err != nil {
-			return nil, nil, fmt.Errorf("write network.har: %w", err)
-		}
-	}
-	ps := ExtractPrompts(es)
-	if len(ps) == 0 {
-		return enc, nil, nil
-	}
-	root, err := safefs.OpenOneMount(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer root.Close()
-	for i, p := range ps {
-		if err := writePrompt(root, i+1, p); err != nil {
-			return nil, nil, fmt.Errorf("write prompts/: %w", err)
-		}
-	}
-	return enc, ps, nil
 }
 
 // addPrompts fills the manifest's model and token figures from prompts/.

@@ -135,9 +135,10 @@ type recording struct {
 	stage string // dal's staging directory: sandbox layers, network, marks, apply copy
 	held  *leftover.Held
 	cfg   sandbox.Config
-	nw    *Network // nil in default mode (passthrough)
-	marks string   // the marks directory, as dal-exec sees it
-	auto  string   // dal's own marks directory (autocheckpoint.go), "" when none
+	nw    *Network      // nil in default mode (passthrough)
+	netw  *networkWrite // network.har and prompts/ being written, from run to writeRecords
+	marks string        // the marks directory, as dal-exec sees it
+	auto  string        // dal's own marks directory (autocheckpoint.go), "" when none
 	logs  *runLogs
 	gate  *policy.Gate // the policy gate (policy.go), nil without --policy
 
@@ -249,8 +250,8 @@ func (r *recording) cleanup() {
 	if r.logs != nil {
 		r.logs.close()
 	}
-	if r.nw != nil {
-		r.nw.stopWriteAhead() // before the staging goes: it writes there
+	if r.netw != nil {
+		r.netw.wait() // before the staging goes: it writes there
 	}
 	if r.w != nil {
 		r.w.Abort() // a no-op after Commit
@@ -276,9 +277,6 @@ func (r *recording) buildSandbox() error {
 			return fmt.Errorf("network capture: %w", err)
 		}
 		r.nw = nw
-		if err := nw.WriteAhead(r.w.Dir()); err != nil {
-			return fmt.Errorf("network capture: %w", err)
-		}
 		nw.Configure(&r.cfg)
 		r.spec.Env = withVars(r.spec.Env, nw.Vars())
 	}
@@ -333,8 +331,8 @@ func (r *recording) openLogs() error {
 }
 
 // run runs the agent, stores its checkpoint marks, stops the proxy (also
-// when the run failed: no goroutine outlives it) and writes the network
-// records.
+// when the run failed: no goroutine outlives it) and starts writing the
+// network records (netwrite.go; writeRecords waits for them).
 func (r *recording) run(ctx context.Context) error {
 	r.started = time.Now()
 	res, err := runner.Run(ctx, r.spec)
@@ -350,7 +348,7 @@ func (r *recording) run(ctx context.Context) error {
 			err = berr
 		}
 		if err == nil {
-			err = writeNetwork(r.w, r.nw, xs)
+			r.netw = startNetworkWrite(r.w.Dir(), r.nw, xs)
 		}
 	}
 	return err
@@ -435,10 +433,16 @@ func (r *recording) reportCapture(uncaptured []sandbox.Uncaptured, denied []sand
 
 func (r *recording) applyDir() string { return filepath.Join(r.stage, "apply") }
 
-// writeRecords writes the rest of the bundle: the pre-run workspace when
-// self-contained, env.json, clock.json, syscalls.json (reported on dal's
-// log) and the iteration report.
+// writeRecords writes the rest of the bundle, once network.har and
+// prompts/ are: the pre-run workspace when self-contained, env.json,
+// clock.json, syscalls.json (reported on dal's log) and the iteration
+// report.
 func (r *recording) writeRecords() error {
+	if r.netw != nil {
+		if err := r.netw.wait(); err != nil {
+			return err
+		}
+	}
 	if err := r.scrub(); err != nil {
 		return err
 	}
