@@ -111,8 +111,10 @@
 // client that leaves before the response headers is recorded alike,
 // without a response. Replay hands the client those pieces, then neither
 // ends nor breaks the response but waits for the client to close (or the
-// proxy to shut down), and records what it read; a write failing because
-// the client left is tolerated and recorded the same way. dal-exec does not watch SIGPIPE: such writes
+// proxy to shut down), and records the close with those pieces (Read
+// when it read them all: a client that reads while it closes may read
+// fewer, a race of its own); a write failing because the client left is
+// tolerated and recorded the same way. dal-exec does not watch SIGPIPE: such writes
 // return EPIPE here and nowhere else.
 //
 // # Replay is offline

@@ -259,6 +259,31 @@ func TestEarlyCloseCountsWhatWasRead(t *testing.T) {
 	}
 }
 
+// TestEarlyCloseReplayReadsLess: a client that, in replay, closes before
+// it reads every piece it read when recorded (a client that reads while
+// it closes, as asyncio's TLS does, reads what has come by then) is
+// recorded as closing after the pieces replay handed it, not read, and
+// its prompt is the recorded one: the race is the client's, not a drift.
+func TestEarlyCloseReplayReadsLess(t *testing.T) {
+	t.Parallel()
+	ts := heldSSEServer(t, responsesEvents, false)
+	rec := newRig(t, Config{})
+	readEvents(t, rec.explicit(), ts.URL, 2, false)
+	x := rec.one()
+	if x.ClientClosed == nil || x.ClientClosed.Chunks != 2 || !x.ClientClosed.Read {
+		t.Fatalf("record: client closed %+v", x.ClientClosed)
+	}
+	rp, _ := replayRig(t, x)
+	readEvents(t, rp.explicit(), ts.URL, 1, true)
+	y := rp.one()
+	if y.Error != "" || y.ClientClosed == nil || y.ClientClosed.Chunks != 2 || y.ClientClosed.Bytes != x.ClientClosed.Bytes || y.ClientClosed.Read {
+		t.Fatalf("replay: error %q, client closed %+v, recorded %+v", y.Error, y.ClientClosed, x.ClientClosed)
+	}
+	if d := prompts.Diff([]*prompts.Prompt{prompt(t, x)}, []*prompts.Prompt{prompt(t, y)}); d != "" {
+		t.Errorf("prompts: %s", d)
+	}
+}
+
 // prompt is the LLM call in x, as written to prompts/.
 func prompt(t *testing.T, x *har.Exchange) *prompts.Prompt {
 	t.Helper()

@@ -80,13 +80,12 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		delivered int64
 		gone      bool
 	)
+	// The response is the one served, every piece, even those a client
+	// that left did not get.
 	start := time.Now()
 	for _, c := range served.Chunks {
-		if p.cfg.Speed > 0 && c.At > 0 {
-			if err := p.pace(r.Context(), start, time.Duration(float64(c.At)/p.cfg.Speed)); err != nil {
-				gone = true
-				break
-			}
+		if !gone && p.cfg.Speed > 0 && c.At > 0 {
+			gone = p.pace(r.Context(), start, time.Duration(float64(c.At)/p.cfg.Speed)) != nil
 		}
 		if len(c.Data) == 0 {
 			continue
@@ -95,18 +94,18 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		if served.Streamed {
 			chunks = append(chunks, har.Chunk{At: time.Since(start), Data: c.Data})
 		}
-		if !withBody {
+		if !withBody || gone {
 			continue
 		}
 		if err := writeFlush(w, sw, c.Data); err != nil {
 			gone = true
-			break
+			continue
 		}
 		delivered += int64(len(c.Data))
 	}
 	if sw != nil {
 		// The last chunk is a read of its own too, and what a client
-		// that leaves again read of it is to be known.
+		// that leaves read of it is to be known.
 		sw.settle()
 		gone = gone || sw.left
 	}
@@ -124,8 +123,16 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 	// with what it read.
 	cc := &har.ClientClose{Bytes: delivered, Truncated: served.HoldOpen}
 	if sw != nil {
-		cc.Bytes, cc.Read = sw.consumed()
-		cc.Chunks = chunksWithin(chunks, cc.Bytes)
+		read, exact := sw.consumed()
+		cc.Bytes, cc.Chunks, cc.Read = read, chunksWithin(chunks, read), exact
+		if served.HoldOpen {
+			// It is handed the pieces it read when recorded, then closes
+			// again: the close is recorded with those. Whether it reads
+			// the last of them before it closes may be a race of its own
+			// (asyncio's TLS reads on while it closes, as long as pieces
+			// come), which is not the replay's to show: Read says it.
+			cc.Bytes, cc.Chunks, cc.Read = int64(len(body)), len(chunks), exact && read == int64(len(body))
+		}
 	}
 	switch {
 	case served.HoldOpen:
