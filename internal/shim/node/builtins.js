@@ -47,9 +47,10 @@ function quietBinding(name) {
   }
 }
 
-// lazyBuiltins returns { patch(id, fn), settleAll() }: patch(id, fn) runs
-// fn(exports of builtin id) before the program can see them (see above).
-// Module is Node's CommonJS Module class, req a require function.
+// lazyBuiltins returns { patch, beforeGet, whenGlobal, settleAll }:
+// patch(id, fn) runs fn(exports of builtin id) before the program can see
+// them (see above). Module is Node's CommonJS Module class, req a require
+// function, say the shim's one-line reporter.
 // Preconditions: called before any program code ran.
 function lazyBuiltins(Module, req, say) {
   const pending = new Map(); // builtin id -> [patch]
@@ -194,6 +195,5 @@ function lazyBuiltins(Module, req, say) {
       }
     },
     settleAll,
-    pending: () => [...pending.keys()],
   };
 }

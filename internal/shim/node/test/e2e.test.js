@@ -376,6 +376,18 @@ test('logged mode draws real randomness and logs every draw', () => {
   }
 });
 
+test('a logged recording replays to the same output, real randomness included', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dal-node-'));
+  try {
+    const clock = path.join(dir, 'clock.json');
+    const recorded = ok(['--mode', 'logged', '--clock-out', clock], [fixture('values.js'), '1']);
+    const replayed = ok(['--replay-clock', clock], [fixture('values.js'), '1']);
+    assert.strictEqual(replayed, recorded);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('default mode patches nothing', () => {
   const out = ok(['--mode', 'default'], ['-e', `
     const dal = globalThis[Symbol.for('dal')];
