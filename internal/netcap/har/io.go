@@ -51,12 +51,82 @@ func EncodeEntry(e *Entry) (EncodedEntry, error) {
 	fillArrays(&c)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetIndent(entriesIndent, "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(&c); err != nil {
 		return EncodedEntry{}, fmt.Errorf("entry %d: %w", e.Seq(), err)
 	}
-	return EncodedEntry{json: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}, nil
+	compact := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return EncodedEntry{json: indentCompact(make([]byte, 0, 2*len(compact)), compact, entriesIndent, "  ")}, nil
+}
+
+// indentCompact appends to dst the JSON src, which encoding/json wrote
+// (valid, no space outside strings), indented as json.Indent indents it
+// with prefix and indent. It does not check src: json.Indent runs a
+// validating scanner over every byte, which was most of the time taken
+// to write an entry (a 5 KB streamed one: ~25 µs of ~40).
+func indentCompact(dst, src []byte, prefix, indent string) []byte {
+	newline := func(depth int) {
+		dst = append(dst, '\n')
+		dst = append(dst, prefix...)
+		for range depth {
+			dst = append(dst, indent...)
+		}
+	}
+	needIndent, inString, depth := false, false, 0
+	for i := 0; i < len(src); i++ {
+		if inString { // copy up to the closing quote, escapes as they are
+			j := i
+			for j < len(src) && src[j] != '"' && src[j] != '\\' {
+				j++
+			}
+			switch {
+			case j == len(src):
+				return append(dst, src[i:]...)
+			case src[j] == '\\':
+				j = min(j+2, len(src))
+				dst = append(dst, src[i:j]...)
+			default:
+				j++
+				dst = append(dst, src[i:j]...)
+				inString = false
+			}
+			i = j - 1
+			continue
+		}
+		c := src[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			continue
+		}
+		if needIndent && c != '}' && c != ']' {
+			needIndent = false
+			depth++
+			newline(depth)
+		}
+		switch c {
+		case '"':
+			inString = true
+			dst = append(dst, c)
+		case '{', '[':
+			needIndent = true // {} and [] stay as they are
+			dst = append(dst, c)
+		case ',':
+			dst = append(dst, c)
+			newline(depth)
+		case ':':
+			dst = append(dst, c, ' ')
+		case '}', ']':
+			if needIndent {
+				needIndent = false
+			} else {
+				depth--
+				newline(depth)
+			}
+			dst = append(dst, c)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }
 
 // WriteEncoded writes log as [Write] does, with entries in the order

@@ -314,3 +314,38 @@ func TestWriteEncodedIsOneEncoding(t *testing.T) {
 		}
 	}
 }
+
+// indentCompact indents what encoding/json writes exactly as json.Indent
+// does: empty and nested objects and arrays, strings with escaped quotes
+// and backslashes, punctuation and non-ASCII inside strings, numbers and
+// literals, with and without a prefix.
+func FuzzIndentCompact(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, `{"a":{},"b":[],"c":[{}],"d":[[],[1,2]],"e":{"f":{"g":null}}}`,
+		`{"s":"a \"quoted\" {[,:]} \\ \\\" \u00e9 é \u2028 <b>&","n":-1.5e+10,"t":true,"f":false}`,
+		`"just a string"`, `42`, `[1,"two",{"three":[3]},null]`, `{"":""}`, `["\\","\\\\\"",""]`,
+	} {
+		f.Add([]byte(s), "")
+		f.Add([]byte(s), "      ")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, prefix string) {
+		var v any
+		if json.Unmarshal(data, &v) != nil || strings.ContainsAny(prefix, "\x00") {
+			return
+		}
+		var compact bytes.Buffer
+		enc := json.NewEncoder(&compact)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		src := bytes.TrimSuffix(compact.Bytes(), []byte("\n"))
+		var want bytes.Buffer
+		if err := json.Indent(&want, src, prefix, "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got := indentCompact(nil, src, prefix, "  "); !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("indentCompact(%s) =\n%s\nwant\n%s", src, got, want.Bytes())
+		}
+	})
+}
