@@ -1,13 +1,11 @@
 package record
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 
 	"github.com/dal-runtime/dal/internal/netcap/har"
@@ -19,15 +17,16 @@ import (
 // networkWrite writes network.har and prompts/ into the bundle's staging
 // directory on a goroutine of its own, started once the agent has exited,
 // while the steps that do not read them run (selectIterations, capture:
-// mostly waiting for the sandbox to go, 60–120 ms with ~3 ms of CPU on a
-// 2-CPU machine). writeRecords waits for it before it scrubs the bundle;
+// 5–120 ms on a 2-CPU machine, mostly waiting for the sandbox to go, with
+// ~3 ms of CPU). writeRecords waits for it before it scrubs the bundle;
 // cleanup waits for it before the staging directory goes.
 //
-// Written after capture, as it was, it took 0.25–0.35 ms per LLM call on
-// that machine (100 calls: 25–35 ms, most of it creating one prompt file
-// per call). Written while the agent ran, as each exchange finished, it
-// competed with the agent and the proxy for the CPU and made a loaded
-// machine's record slower, not faster (docs/benchmarks.md).
+// Written after capture, as it was, it took 0.25–0.5 ms per LLM call on
+// that machine (most of it encoding entries and creating one prompt file
+// per call); beside a slow capture it costs nothing, beside a quick one
+// about as much as before. Written while the agent ran, as each exchange
+// finished, it competed with the agent and the proxy for the CPU and made
+// a loaded machine's record slower, not faster (docs/benchmarks.md).
 type networkWrite struct {
 	done chan struct{}
 	err  error
@@ -50,17 +49,13 @@ func (w *networkWrite) wait() error {
 	return w.err
 }
 
-// promptWriters write and sync prompt files at once: creations take turns
-// on the directory, syncs wait on the disk together.
-const promptWriters = 8
-
 // writeNetwork stores network.har and prompts/ in dir, the bundle's
 // staging directory, and sets n.count and n.prompts. The prompt files are
-// written and synced by promptWriters goroutines as the entries are
-// encoded: the bundle's commit syncs every file again, and a file already
-// on disk costs it about a third of one written just before. Neither
+// written on a second goroutine as the entries are encoded. Neither
 // prompts/ nor a file in it is followed if it is a symlink, and no file
-// may exist.
+// may exist. (Syncing each file there, on 8 goroutines, made the commit's
+// own sync of it three times cheaper but cost more than that here when
+// capture is quick.)
 func writeNetwork(dir string, n *Network, xs []*har.Exchange) error {
 	root, err := safefs.OpenOneMount(dir)
 	if err != nil {
@@ -72,38 +67,20 @@ func writeNetwork(dir string, n *Network, xs []*har.Exchange) error {
 		p *prompts.Prompt
 	}
 	files := make(chan promptFile, 16)
-	var (
-		mkdir   sync.Once
-		dirErr  error
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		fileErr error
-	)
-	for range promptWriters {
-		wg.Go(func() {
-			for f := range files {
-				mkdir.Do(func() {
-					if err := root.Mkdir(prompts.Dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-						dirErr = err
-					}
-				})
-				err := dirErr
-				if err == nil {
-					err = writePrompt(root, f.n, f.p)
-				}
-				if err != nil {
-					mu.Lock()
-					fileErr = cmp.Or(fileErr, err)
-					mu.Unlock()
-				}
+	written := make(chan error, 1)
+	go func() {
+		var err error
+		for f := range files {
+			if err == nil {
+				err = writePrompt(root, f.n, f.p)
 			}
-		})
-	}
+		}
+		written <- err
+	}()
 	entries, ps, err := encodeNetwork(n, xs, func(i int, p *prompts.Prompt) { files <- promptFile{i, p} })
 	close(files)
-	wg.Wait()
-	if err == nil && fileErr != nil {
-		err = fmt.Errorf("write prompts/: %w", fileErr)
+	if werr := <-written; err == nil && werr != nil {
+		err = fmt.Errorf("write prompts/: %w", werr)
 	}
 	if err != nil {
 		return err
@@ -148,21 +125,22 @@ func encodeNetwork(n *Network, xs []*har.Exchange, prompt func(int, *prompts.Pro
 }
 
 // writePrompt writes p as prompts/NNNN.json (n from 1) under root, the
-// bundle's staging directory, and syncs it.
+// bundle's staging directory; the first creates prompts/.
 func writePrompt(root *safefs.Dir, n int, p *prompts.Prompt) error {
 	b, err := prompts.Marshal(p)
 	if err != nil {
 		return err
+	}
+	if n == 1 {
+		if err := root.Mkdir(prompts.Dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
 	}
 	f, err := root.Create(prompts.Dir+"/"+prompts.FileName(n), 0o644)
 	if err != nil {
 		return err
 	}
 	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
 		f.Close()
 		return err
 	}
