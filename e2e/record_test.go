@@ -290,3 +290,22 @@ except OSError:
 		}
 	}
 }
+
+// With $HOME (where the shims are installed) and the agent's script in
+// directories the sandbox makes private (/var/tmp here), both are still
+// shown to the agent: its clock is virtual, the shim loaded.
+func TestRecordWithHomeInAPrivateDir(t *testing.T) {
+	t.Parallel()
+	home, err := os.MkdirTemp("/var/tmp", "dal-e2e-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	script := filepath.Join(home, "agent.py")
+	os.WriteFile(script, []byte("import time\nprint(time.time())\n"), 0o644)
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "HOME=" + home, "XDG_CACHE_HOME="}
+	r := dalIn(t, t.TempDir(), env, "record", "--out", filepath.Join(t.TempDir(), "b"), "--", "python3", script)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1767225600.000001" || strings.Contains(r.stderr, "never loaded the dal shim") {
+		t.Fatalf("record: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

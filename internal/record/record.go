@@ -775,16 +775,24 @@ func SandboxConfig(ws, staging string) sandbox.Config {
 		// Python may try to cache bytecode beside the shim: not a write
 		// of the agent's.
 		cfg.Quiet = append(cfg.Quiet, string(shims))
-		if strings.HasPrefix(string(shims), filepath.Clean(os.TempDir())+"/") {
+		if hiddenInSandbox(string(shims)) {
 			cfg.Binds = append(cfg.Binds, string(shims))
 		}
 	}
 	// The agent may call dal-exec itself (dal-exec iteration, checkpoint
 	// save): keep it reachable when it lives under the hidden /tmp.
-	if self, err := os.Executable(); err == nil && strings.HasPrefix(self, filepath.Clean(os.TempDir())+"/") {
+	if self, err := os.Executable(); err == nil && hiddenInSandbox(self) {
 		cfg.Binds = append(cfg.Binds, self)
 	}
 	return cfg
+}
+
+// hiddenInSandbox reports whether the absolute path p is in a directory
+// the sandbox replaces with a private one (/tmp, /var/tmp, /run...) or in
+// the system's temporary directory: what dal needs from there (the shims
+// under a $HOME in /var/tmp, the agent's script in /tmp) is bound in.
+func hiddenInSandbox(p string) bool {
+	return sandbox.UnderPrivateDir(p) || strings.HasPrefix(p, filepath.Clean(os.TempDir())+"/")
 }
 
 // VirtualConfig is what the syscall layer serves every process of a run
@@ -821,12 +829,11 @@ func withVars(env map[string]string, vars map[string]string) map[string]string {
 }
 
 // ArgMounts keeps the agent's own files readable when its command names
-// them under the system's temporary directory, which the sandbox replaces
-// with a private one: the directory of each such file (outside the
+// them under the system's temporary directory or another directory the
+// sandbox replaces with a private one (/var/tmp, /run): the directory of each such file (outside the
 // workspace) is shown read-only at the same path, e.g. for
 // `dal-exec record -- python3 /tmp/scripts/agent.py`.
 func ArgMounts(argv []string, dir, ws string) []sandbox.Mount {
-	tmp := filepath.Clean(os.TempDir()) + "/"
 	seen := map[string]bool{}
 	var out []sandbox.Mount
 	for _, a := range argv {
@@ -835,7 +842,7 @@ func ArgMounts(argv []string, dir, ws string) []sandbox.Mount {
 			p = filepath.Join(dir, p)
 		}
 		p = filepath.Clean(p)
-		if !strings.HasPrefix(p, tmp) || p == ws || strings.HasPrefix(p, ws+"/") {
+		if !hiddenInSandbox(p) || p == ws || strings.HasPrefix(p, ws+"/") {
 			continue
 		}
 		fi, err := os.Stat(p)
@@ -843,8 +850,8 @@ func ArgMounts(argv []string, dir, ws string) []sandbox.Mount {
 			continue
 		}
 		d := filepath.Dir(p)
-		if d+"/" == tmp {
-			d = p // a file right in /tmp: only the file itself
+		if d == filepath.Clean(os.TempDir()) || sandbox.UnderPrivateDir(d) && !sandbox.UnderPrivateDir(filepath.Dir(d)) {
+			d = p // a file right in /tmp (or /var/tmp...): only the file itself
 		}
 		if seen[d] {
 			continue
