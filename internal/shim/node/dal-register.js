@@ -38,8 +38,8 @@
 // file in .v8/<node version>-<arch>/), which holds the functions start-up
 // runs, so they are not compiled again in every process. A node of another
 // version finds no cache and compiles them as usual. The builtins only some
-// patches need (crypto, perf_hooks, os, timers/promises) are patched when
-// the program loads them (builtins.js). worker_threads is not loaded to
+// patches need (crypto, perf_hooks, os, timers/promises, AbortSignal) are
+// patched when Node loads them (builtins.js). worker_threads is not loaded to
 // learn whether this is the main thread (it costs ~1.6 ms): the main
 // thread's process.chdir is Node's wrappedChdir, a worker's is not.
 

@@ -263,12 +263,13 @@ function isIntegerTypedArray(v) {
   return INTEGER_ARRAYS.has(tag);
 }
 
-// installCrypto replaces the random functions of node:crypto and of the Web
-// Crypto object with versions drawing from bytes.fill, key generation
-// included (keys.js, loaded on first use). unserved(what) notes a generator
-// left to OpenSSL (reported at exit).
+// installCrypto replaces the random functions of node:crypto with versions
+// drawing from bytes.fill, key generation included (keys.js, loaded on
+// first use). unserved(what) notes a generator left to OpenSSL (reported at
+// exit).
 function installCrypto(crypto, bytes, unserved = () => {}) {
   const fill = bytes.fill;
+  const { randomUUID, getRandomValues } = webRandom(fill);
 
   function randomBytes(size, callback) {
     if (typeof size !== 'number') throw argType('size', 'of type number', size);
@@ -296,11 +297,6 @@ function installCrypto(crypto, bytes, unserved = () => {}) {
     process.nextTick(callback, null, buf);
   }
 
-  function randomUUID(options) {
-    if (options !== undefined && (options === null || typeof options !== 'object')) throw argType('options', 'of type object', options);
-    return uuidFrom(fill(new Uint8Array(16)));
-  }
-
   function randomInt(min, max, callback) {
     const minNotSpecified = typeof max === 'undefined' || typeof max === 'function';
     if (minNotSpecified) { callback = max; max = min; min = 0; }
@@ -322,17 +318,6 @@ function installCrypto(crypto, bytes, unserved = () => {}) {
     if (isSync) return result;
     process.nextTick(callback, undefined, result);
     return undefined;
-  }
-
-  function getRandomValues(data) {
-    if (!isIntegerTypedArray(data)) {
-      throw new DOMException('The data argument must be an integer-type TypedArray', 'TypeMismatchError');
-    }
-    if (data.byteLength > 65536) {
-      throw new DOMException('The requested length exceeds 65,536 bytes', 'QuotaExceededError');
-    }
-    fill(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-    return data;
   }
 
   const replaced = { randomBytes, randomFillSync, randomFill, randomUUID, randomInt, getRandomValues };
@@ -359,19 +344,50 @@ function installCrypto(crypto, bytes, unserved = () => {}) {
     if (proto && typeof proto.generateKeys === 'function') define(proto, 'generateKeys', reporting(proto.generateKeys, `crypto.${cls}#generateKeys`, unserved));
   }
   for (const [name, fn] of Object.entries(replaced)) define(crypto, name, fn);
-  const web = crypto.webcrypto;
-  if (web) {
-    define(web, 'getRandomValues', getRandomValues);
-    define(web, 'randomUUID', randomUUID);
-    const subtle = web.subtle;
-    if (subtle && typeof subtle.generateKey === 'function') {
-      const nativeGen = subtle.generateKey.bind(subtle);
-      define(subtle, 'generateKey', function generateKey(algorithm, extractable, usages) {
-        return keys().subtleGenerateKey(fill, subtle, nativeGen, unserved, algorithm, extractable, usages);
-      });
-    }
-  }
+  // node:crypto's webcrypto is a getter that loads the Web Crypto object:
+  // Node's is patched when it loads (installWebCrypto); one given as a
+  // plain property is patched here.
+  const web = Object.getOwnPropertyDescriptor(crypto, 'webcrypto');
+  if (web && web.value) installWebCrypto(web.value, bytes, unserved);
   return replaced;
+}
+
+// webRandom returns randomUUID and getRandomValues drawing from fill.
+function webRandom(fill) {
+  function randomUUID(options) {
+    if (options !== undefined && (options === null || typeof options !== 'object')) throw argType('options', 'of type object', options);
+    return uuidFrom(fill(new Uint8Array(16)));
+  }
+
+  function getRandomValues(data) {
+    if (!isIntegerTypedArray(data)) {
+      throw new DOMException('The data argument must be an integer-type TypedArray', 'TypeMismatchError');
+    }
+    if (data.byteLength > 65536) {
+      throw new DOMException('The requested length exceeds 65,536 bytes', 'QuotaExceededError');
+    }
+    fill(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    return data;
+  }
+
+  return { randomUUID, getRandomValues };
+}
+
+// installWebCrypto does installCrypto's work on the Web Crypto object
+// (globalThis.crypto, crypto.webcrypto): getRandomValues, randomUUID and
+// subtle.generateKey draw from bytes.fill.
+function installWebCrypto(web, bytes, unserved = () => {}) {
+  const fill = bytes.fill;
+  const { randomUUID, getRandomValues } = webRandom(fill);
+  define(web, 'getRandomValues', getRandomValues);
+  define(web, 'randomUUID', randomUUID);
+  const subtle = web.subtle;
+  if (subtle && typeof subtle.generateKey === 'function') {
+    const nativeGen = subtle.generateKey.bind(subtle);
+    define(subtle, 'generateKey', function generateKey(algorithm, extractable, usages) {
+      return require('./keys.js').subtleGenerateKey(fill, subtle, nativeGen, unserved, algorithm, extractable, usages);
+    });
+  }
 }
 
 // reporting wraps a function that draws from OpenSSL: it runs natively and
@@ -410,5 +426,5 @@ function installMathRandom(floats) {
 module.exports = {
   SOURCE_MATH, SOURCE_CRYPTO,
   seededBytes, seededFloats, loggedBytes, loggedFloats, replayBytes, replayFloats, DrawLog,
-  installCrypto, installMathRandom, uuidFrom,
+  installCrypto, installWebCrypto, installMathRandom, uuidFrom,
 };

@@ -18,8 +18,8 @@ function start(say, KEY, Module) {
 
   // What the patches need from the real runtime is saved before anything
   // is patched (no program code has run yet). The builtins only some
-  // patches use (crypto, perf_hooks, os, timers/promises) are patched when
-  // the program first loads them (builtins.js), child_process when it loads
+  // patches use (crypto, perf_hooks, os, timers/promises, AbortSignal) are
+  // patched when Node loads them (builtins.js), child_process when it loads
   // (patchSpawn): a process pays for what it uses.
   const { Client } = require('./wire.js');
   const native = {
@@ -60,7 +60,7 @@ function start(say, KEY, Module) {
     say(`cannot use dald at ${socketPath}: ${e.message}; node pid ${process.pid} runs unvirtualized`);
     return;
   }
-  const { lazyBuiltins } = require('./builtins.js');
+  const { loadHooks } = require('./builtins.js');
   require('./clock.js');
   try {
     hello = client.readReply('hello', helloID);
@@ -123,7 +123,7 @@ function start(say, KEY, Module) {
   if (virtualized) {
     const timers = require('timers'); // loaded by Node already
     const esmLoaded = process.moduleLoadList.includes('NativeModule internal/modules/esm/loader');
-    const lazy = lazyBuiltins(Module, require, say);
+    const hooks = loadHooks(say);
     Object.assign(native, {
       setTimeout: timers.setTimeout,
       setInterval: timers.setInterval,
@@ -138,14 +138,14 @@ function start(say, KEY, Module) {
       native.timeOrigin = performance.timeOrigin;
     }
     installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, post, drift, say });
-    installPerformance(state, lazy, native);
-    installProcessTimes(state, lazy);
-    installRandom(state, lazy, { native, call, post, drift });
+    installPerformance(state, hooks, native);
+    installProcessTimes(state, hooks);
+    installRandom(state, hooks, { native, call, post, drift });
     patchSpawn(call, say);
     if (mode === 'strict') {
       // The connect request of the dald connection is the shim's own, not the agent's I/O.
       const ignore = (name) => name === 'PipeConnectWrap' && client.connecting;
-      installTimers(state, lazy, { native, timers, ignore });
+      installTimers(state, hooks, { native, timers, ignore });
       patchAtomicsWait(state.clock, native);
     }
     if (esmLoaded) {
@@ -358,7 +358,7 @@ function installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, 
 // vary from run to run); os.uptime is the virtual monotonic clock in
 // seconds. Other modes: they stay real, and each call is reported as
 // unserved (a replay cannot give them back).
-function installProcessTimes(state, lazy) {
+function installProcessTimes(state, hooks) {
   const clock = state.clock;
   const nativeCpu = process.cpuUsage;
   const nativeRusage = process.resourceUsage;
@@ -384,7 +384,8 @@ function installProcessTimes(state, lazy) {
     out.userCPUTime = clock.cpuUs();
     return out;
   };
-  lazy.patch('os', (os) => {
+  hooks.after('os', () => {
+    const os = require('os');
     const nativeUptime = os.uptime;
     os.uptime = function uptime() {
       if (!strict) {
@@ -399,11 +400,12 @@ function installProcessTimes(state, lazy) {
 // performance.now and performance.timeOrigin (own properties of the one
 // Performance instance shared by globalThis and perf_hooks) on the clock;
 // performance.mark/measure and toJSON read Node's internal clock and are
-// reported. Applied when the program first reads globalThis.performance or
-// loads perf_hooks (builtins.js).
-function installPerformance(state, lazy, native) {
+// reported. Applied when Node loads perf_hooks (builtins.js): the
+// performance global loads it too.
+function installPerformance(state, hooks, native) {
   const clock = state.clock;
-  lazy.patch('perf_hooks', ({ performance: perf }) => {
+  hooks.after('perf_hooks', () => {
+    const perf = require('perf_hooks').performance;
     if (native.perfNow === null) native.perfNow = perf.now.bind(perf);
     Object.defineProperty(perf, 'now', { value: function now() { return clock.monoNs() / 1e6; }, writable: true, enumerable: false, configurable: true });
     Object.defineProperty(perf, 'timeOrigin', { get: function timeOrigin() { return clock.timeOriginMs(); }, enumerable: true, configurable: true });
@@ -416,15 +418,15 @@ function installPerformance(state, lazy, native) {
       });
     }
   });
-  lazy.beforeGet(globalThis, 'performance', 'perf_hooks');
 }
 
 // ---------------------------------------------------------------- randomness
 
 // Math.random is patched at once, its source made (random.js loaded) at
-// the first value; node:crypto (and the Web Crypto object) when the
-// program first loads it (builtins.js), with its source made then.
-function installRandom(state, lazy, { native, call, post, drift }) {
+// the first value; node:crypto and the Web Crypto object (globalThis.crypto,
+// crypto.webcrypto) when Node loads them (builtins.js), with the
+// node.crypto source made by the first of the two.
+function installRandom(state, hooks, { native, call, post, drift }) {
   const loadRandom = () => require('./random.js');
   const label = (source) => `${state.stream}/${source}`;
   let log = null; // logged mode: the draw log both sources append to
@@ -453,16 +455,19 @@ function installRandom(state, lazy, { native, call, post, drift }) {
     return r.seededFloats(state.seed, label(r.SOURCE_MATH));
   }
 
-  function bytesOf(r, crypto) {
+  // bytes returns the node.crypto source, made at the first call; realFill
+  // fills a Uint8Array with real random bytes (logged mode).
+  function bytes(r, realFill) {
+    if (state.bytes !== null) return state.bytes;
     if (replaying) {
       const s = r.seededBytes(state.seed, label(r.SOURCE_CRYPTO));
-      return r.replayBytes(r.SOURCE_CRYPTO, fetcher(r.SOURCE_CRYPTO), drift, (u8) => s.fill(u8));
+      state.bytes = r.replayBytes(r.SOURCE_CRYPTO, fetcher(r.SOURCE_CRYPTO), drift, (u8) => s.fill(u8));
+    } else if (state.mode === 'logged') {
+      state.bytes = r.loggedBytes(r.SOURCE_CRYPTO, realFill, drawLog(r));
+    } else {
+      state.bytes = r.seededBytes(state.seed, label(r.SOURCE_CRYPTO));
     }
-    if (state.mode === 'logged') {
-      const randomFillSync = crypto.randomFillSync;
-      return r.loggedBytes(r.SOURCE_CRYPTO, (u8) => randomFillSync.call(crypto, u8), drawLog(r));
-    }
-    return r.seededBytes(state.seed, label(r.SOURCE_CRYPTO));
+    return state.bytes;
   }
 
   // Math.random: the first call makes the source. One function from the
@@ -481,20 +486,32 @@ function installRandom(state, lazy, { native, call, post, drift }) {
     writable: true, enumerable: false, configurable: true,
   });
 
-  lazy.patch('crypto', (crypto) => {
+  const unserved = (what) => state.note(`random/${what}`);
+  hooks.after('crypto', () => {
+    const crypto = require('crypto');
     const r = loadRandom();
-    const bytes = bytesOf(r, crypto);
-    state.bytes = bytes;
-    r.installCrypto(crypto, bytes, (what) => state.note(`random/${what}`));
+    const randomFillSync = crypto.randomFillSync;
+    r.installCrypto(crypto, bytes(r, (u8) => randomFillSync.call(crypto, u8)), unserved);
   });
-  // globalThis.crypto is crypto.webcrypto; undici (fetch) draws from
-  // node:crypto for FormData boundaries and WebSocket keys.
-  for (const name of ['crypto', 'FormData', 'WebSocket', 'EventSource']) lazy.beforeGet(globalThis, name, 'crypto');
+  // globalThis.crypto's own getter, taken before the program runs; without
+  // it (--no-experimental-global-webcrypto) the Web Crypto object is only
+  // reachable through node:crypto, loaded by then.
+  const d = Object.getOwnPropertyDescriptor(globalThis, 'crypto');
+  const webCrypto = d && typeof d.get === 'function' ? () => d.get.call(globalThis) : () => require('crypto').webcrypto;
+  hooks.after('internal/crypto/webcrypto', () => {
+    const web = webCrypto();
+    const r = loadRandom();
+    const getRandomValues = web.getRandomValues;
+    const realFill = (u8) => {
+      for (let off = 0; off < u8.length; off += 65536) getRandomValues.call(web, u8.subarray(off, Math.min(u8.length, off + 65536)));
+    };
+    r.installWebCrypto(web, bytes(r, realFill), unserved);
+  });
 }
 
 // ---------------------------------------------------------------- timers
 
-function installTimers(state, lazy, { native, timers, ignore }) {
+function installTimers(state, hooks, { native, timers, ignore }) {
   const { createTimers, loopActivity } = require('./timers.js');
   const vt = createTimers({ clock: state.clock, native, activity: () => loopActivity(ignore) });
   state.timers = vt;
@@ -506,20 +523,26 @@ function installTimers(state, lazy, { native, timers, ignore }) {
     target.clearTimeout = vt.clearTimeout;
     target.clearInterval = vt.clearInterval;
   }
-  lazy.patch('timers/promises', (timersPromises) => {
+  hooks.after('timers/promises', () => {
+    const timersPromises = require('timers/promises');
     timersPromises.setTimeout = vt.promises.setTimeout;
     timersPromises.setInterval = vt.promises.setInterval;
     if (timersPromises.scheduler) {
       Object.defineProperty(timersPromises.scheduler, 'wait', { value: function wait(delay, options) { return vt.promises.wait(delay, options); }, writable: true, enumerable: false, configurable: true });
     }
   });
-  // require('timers').promises loads timers/promises without Module._load.
-  lazy.beforeGet(timers, 'promises', 'timers/promises');
 
   // AbortSignal.timeout(ms): aborted by an unref'd virtual timer. Patched
-  // when the program first reads AbortSignal or AbortController (loading
-  // them costs ~0.3 ms).
-  lazy.whenGlobal(['AbortSignal', 'AbortController'], () => {
+  // when Node loads AbortSignal (~0.3 ms), through the global's own getter
+  // taken before the program runs.
+  const d = Object.getOwnPropertyDescriptor(globalThis, 'AbortSignal');
+  const abortSignal = () => {
+    const now = Object.getOwnPropertyDescriptor(globalThis, 'AbortSignal');
+    // the getter once, unless the program replaced the global meanwhile
+    return d && typeof d.get === 'function' && now && now.get === d.get ? d.get.call(globalThis) : globalThis.AbortSignal;
+  };
+  hooks.after('internal/abort_controller', () => {
+    const AbortSignal = abortSignal();
     const nativeTimeout = AbortSignal.timeout;
     Object.defineProperty(AbortSignal, 'timeout', {
       value: function timeout(delay) {

@@ -194,6 +194,16 @@ require('timers').promises.setTimeout(2000).then(() => {
   };
 });
 `,
+  // an ES module that imports none of them loads none of them; fetch's
+  // multipart boundary (undici loads node:crypto itself) is seeded
+  'lazy-esm.mjs': String.raw`
+import { writeSync } from 'node:fs';
+const loaded = ['crypto', 'perf_hooks', 'os', 'timers/promises'].filter((m) => process.moduleLoadList.includes('NativeModule ' + m));
+const form = new FormData();
+form.append('a', 'b');
+const boundary = (await new Response(form).text()).split('\r\n')[0];
+writeSync(1, JSON.stringify({ loaded, boundary, list: Array.isArray(process.moduleLoadList) && process.moduleLoadList instanceof Array }) + '\n');
+`,
   'named.mjs': String.raw`
 import { randomBytes } from 'node:crypto';
 import { uptime } from 'node:os';
@@ -322,6 +332,17 @@ test('builtins are patched when the program loads them, whichever way it does', 
   assert.ok(a.named.up >= 1 && a.named.up < 2, `os.uptime ${a.named.up} imported by name is virtual`);
   assert.ok(a.named.now > 1000 && a.named.now < 1001, `performance.now ${a.named.now} from perf_hooks is virtual`);
   assert.strictEqual(a.aborted, 2500, 'timers/promises and AbortSignal.timeout run on virtual time');
+});
+
+test('an ES module loads only what it imports; Node\'s own draws (fetch\'s multipart boundary) are seeded', () => {
+  const a = JSON.parse(ok(['--seed', '3'], [fixture('lazy-esm.mjs')]));
+  const b = JSON.parse(ok(['--seed', '3'], [fixture('lazy-esm.mjs')]));
+  const c = JSON.parse(ok(['--seed', '4'], [fixture('lazy-esm.mjs')]));
+  assert.deepStrictEqual(a.loaded, []);
+  assert.strictEqual(a.list, true, 'process.moduleLoadList is still an array');
+  assert.match(a.boundary, /^------formdata-undici-0\d+$/);
+  assert.strictEqual(a.boundary, b.boundary);
+  assert.notStrictEqual(a.boundary, c.boundary);
 });
 
 test('clock reads make no round trip in strict mode', () => {
