@@ -204,6 +204,18 @@ form.append('a', 'b');
 const boundary = (await new Response(form).text()).split('\r\n')[0];
 writeSync(1, JSON.stringify({ loaded, boundary, list: Array.isArray(process.moduleLoadList) && process.moduleLoadList instanceof Array }) + '\n');
 `,
+  // values.js in a child whose process.moduleLoadList the shim cannot hook
+  // (a preload gave it another prototype first): every patch at once
+  'unhooked.js': String.raw`
+const path = require('path');
+const { spawnSync } = require('child_process');
+const pre = path.join(__dirname, 'unhook.js');
+const env = { ...process.env, NODE_OPTIONS: '--require ' + JSON.stringify(pre) + ' ' + process.env.NODE_OPTIONS };
+const r = spawnSync(process.execPath, [path.join(__dirname, 'values.js'), '1'], { env, encoding: 'utf8' });
+process.stdout.write(r.stdout);
+process.stderr.write(r.stderr);
+`,
+  'unhook.js': String.raw`Object.setPrototypeOf(process.moduleLoadList, Object.create(Array.prototype));`,
   'named.mjs': String.raw`
 import { randomBytes } from 'node:crypto';
 import { uptime } from 'node:os';
@@ -343,6 +355,15 @@ test('an ES module loads only what it imports; Node\'s own draws (fetch\'s multi
   assert.match(a.boundary, /^------formdata-undici-0\d+$/);
   assert.strictEqual(a.boundary, b.boundary);
   assert.notStrictEqual(a.boundary, c.boundary);
+});
+
+test('where the shim cannot watch builtins load, it patches them all at start-up', () => {
+  const a = JSON.parse(ok(['--seed', '3'], [fixture('unhooked.js')]));
+  const b = JSON.parse(ok(['--seed', '3'], [fixture('unhooked.js')]));
+  const c = JSON.parse(ok(['--seed', '4'], [fixture('unhooked.js')]));
+  assert.deepStrictEqual(a, b);
+  assert.strictEqual(a.clock.dateNow, Date.UTC(2026, 0, 1));
+  for (const key of Object.keys(a.random)) assert.notDeepStrictEqual(c.random[key], a.random[key], key);
 });
 
 test('clock reads make no round trip in strict mode', () => {
