@@ -309,3 +309,39 @@ func TestRecordWithHomeInAPrivateDir(t *testing.T) {
 		t.Fatalf("record: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// An agent that prints its environment repeats: dal's own variables read
+// the same in every record and in replay (the socket, the token as a file,
+// the clock log path, the session id), and Node and Python still reach dald
+// through them (their clocks are virtual).
+func TestAgentEnvironmentRepeats(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	agent := `env | sort; node -e 'console.log(Date.now())'; python3 -c 'import time; print(time.time())'`
+	var outs []string
+	var bundle string
+	for range 2 {
+		bundle = filepath.Join(t.TempDir(), "b")
+		r := dalIn(t, ws, key, "record", "--no-apply", "--out", bundle, "--", "sh", "-c", agent)
+		if r.code != 0 {
+			t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+		}
+		outs = append(outs, r.stdout)
+	}
+	if outs[0] != outs[1] {
+		t.Errorf("two records printed different environments:\n%s\n---\n%s", outs[0], outs[1])
+	}
+	for _, want := range []string{"DAL_SOCKET=/run/dal/dald.sock\n", "DAL_SESSION_TOKEN_FILE=/run/dal/session-token\n",
+		"AGENT_CLOCK_FILE=/run/dal/clock.json\n", "1767225600000\n", "1767225600.000001\n"} {
+		if !strings.Contains(outs[0], want) {
+			t.Errorf("the agent's output lacks %q:\n%s", want, outs[0])
+		}
+	}
+	if strings.Contains(outs[0], "DAL_SESSION_TOKEN=") {
+		t.Errorf("the token is in the environment:\n%s", outs[0])
+	}
+	if r := dalIn(t, ws, key, "replay", bundle); r.code != 0 || !strings.Contains(r.stdout, "EXACT") {
+		t.Errorf("replay: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

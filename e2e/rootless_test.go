@@ -151,6 +151,7 @@ func TestRootlessRecordReplayRevert(t *testing.T) {
 	// It prints every read of a streamed response: the proxy must see its
 	// socket (sock_diag in the sandbox's namespace) to keep them apart.
 	agent := userCopy(t, "testdata/clients/urllib_agent.py", ws, 0o644)
+	userCopy(t, "testdata/clients/apis.py", ws, 0o644) // the module it imports
 	userWrite(t, filepath.Join(ws, "input.txt"), []byte("alpha\n"), 0o644)
 	srv := startLLMServer(t, false)
 	env := []string{"DAL_KEY=" + filepath.Join(home, "key"), "OPENAI_API_KEY=" + apiKey, "LLM_BASE=" + srv.base(), "PROMPT=hello"}

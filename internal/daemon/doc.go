@@ -17,9 +17,12 @@
 //     every exec op (load, dump, ticks, draws, trace, observe, close) must
 //     arrive on it, and the session ends when it closes.
 //   - dal-exec hands the token to the agent in DAL_SESSION_TOKEN, never in
-//     a file or the bundle. A shim's hello must carry it; a missing or wrong
-//     token is refused (compared in constant time) and the connection
-//     closed. The session id alone, which status shows, grants nothing.
+//     the bundle; in record's sandbox, in a file only the sandbox shows
+//     (DAL_SESSION_TOKEN_FILE), so that the agent's environment repeats. A
+//     shim's hello must carry it; a missing or wrong token is refused
+//     (compared in constant time) and the connection closed. The session
+//     id, a count of the server's sessions which status shows, grants
+//     nothing.
 //   - The token is bound to the connection at hello rather than carried on
 //     every op. A Unix stream connection cannot be joined or hijacked by
 //     another process; a process that holds the fd (inherited, or passed with

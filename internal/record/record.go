@@ -31,7 +31,6 @@ import (
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	"github.com/dal-runtime/dal/internal/version"
-	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/vclock"
 )
 
@@ -299,12 +298,16 @@ func (r *recording) buildSandbox() error {
 
 // WrapInSandbox has the runner start spec's agent in the sandbox cfg
 // describes, once cfg is complete: the dald socket the runner passes is
-// shown as that one file, and the directory of spec.ClockOut (when set)
-// is bound writable. cfg must outlive the run.
+// shown as that one file at a fixed path, dal's own variables read the
+// same in every run (sandboxenv.go), and the directory of spec.ClockOut
+// (when set) is bound writable. cfg must outlive the run.
 func WrapInSandbox(spec *runner.Spec, cfg *sandbox.Config) {
 	clockOut := spec.ClockOut
 	spec.Wrap = func(argv, env []string, dir string) (runner.Wrapped, error) {
-		cfg.Sockets = append(cfg.Sockets, daldSocket(env)...)
+		env, err := sandboxEnv(env, cfg, clockOut != "")
+		if err != nil {
+			return runner.Wrapped{}, err
+		}
 		if clockOut != "" {
 			cfg.Binds = append(cfg.Binds, filepath.Dir(clockOut))
 		}
@@ -639,17 +642,6 @@ func workspaceAndCwd(ws string) (string, string, error) {
 		return ws, ".", nil
 	}
 	return ws, rel, nil
-}
-
-// daldSocket returns the dald socket named in env, which the sandbox
-// shows as that one file (never its directory).
-func daldSocket(env []string) []string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, wire.EnvSocket+"="); ok && v != "" {
-			return []string{v}
-		}
-	}
-	return nil
 }
 
 // excluded lists the paths inside the workspace that are dal's own output.

@@ -48,8 +48,10 @@ function start(say, KEY, Module) {
       proto: 1,
       role: 'shim',
       session,
-      // The session's capability: dald refuses a hello without it.
-      token: env.DAL_SESSION_TOKEN || '',
+      // The session's capability: dald refuses a hello without it. In a
+      // sandbox it is a file (DAL_SESSION_TOKEN_FILE), so that every
+      // variable dal sets reads the same in every run.
+      token: env.DAL_SESSION_TOKEN || tokenFile(env.DAL_SESSION_TOKEN_FILE),
       stream: env.DAL_STREAM || '0',
       pid: process.pid,
       ppid: process.ppid,
@@ -587,7 +589,7 @@ function patchAtomicsWait(clock, native) {
 // with the `spawn` op and sets DAL_STREAM to it, so names follow spawn order
 // even when children start concurrently. When a custom env dropped the
 // variables that keep a child shimmed (DAL_SOCKET, DAL_SESSION,
-// DAL_SESSION_TOKEN, NODE_OPTIONS, PYTHONPATH), they are added back from
+// DAL_SESSION_TOKEN(_FILE), NODE_OPTIONS, PYTHONPATH), they are added back from
 // this process's environment, as the Python shim does.
 //
 // The handle class is replaced in the process_wrap binding, which
@@ -600,8 +602,18 @@ function patchAtomicsWait(clock, native) {
 // children say hello with the parent's DAL_STREAM and dald grants the next
 // child name in hello order. They are sequential (the parent blocks until the
 // child exits), so that order is the spawn order too.
+// tokenFile reads the session token from the file at path, '' without one.
+function tokenFile(path) {
+  if (!path) return '';
+  try {
+    return require('fs').readFileSync(path, 'latin1').slice(0, 256).trim();
+  } catch (e) {
+    return '';
+  }
+}
+
 function patchSpawn(call, say) {
-  const PROPAGATE = ['DAL_SOCKET', 'DAL_SESSION', 'DAL_SESSION_TOKEN', 'NODE_OPTIONS', 'PYTHONPATH'];
+  const PROPAGATE = ['DAL_SOCKET', 'DAL_SESSION', 'DAL_SESSION_TOKEN', 'DAL_SESSION_TOKEN_FILE', 'NODE_OPTIONS', 'PYTHONPATH'];
   function nameChild(options) {
     try {
       const pairs = options && options.envPairs;
