@@ -137,7 +137,9 @@ def patch(dt, now_ns, clock=None):
             if len(state) == 1 and len(state[0]) == 10:
                 return d, (sec * 1e9, (sec + 1) * 1e9, state[0][:7])
             return d, None
-        fast_now = make_now(real_datetime, slow, lambda tz: class_now(FakeDatetime, tz))
+        q = clock.quantum_ns
+        step = timedelta(microseconds=q // 1000) if q > 0 and q % 1000 == 0 else None
+        fast_now = make_now(real_datetime, slow, lambda tz: class_now(FakeDatetime, tz), step)
     else:
         def fast_now(tz=None):
             return class_now(FakeDatetime, tz)

@@ -271,3 +271,42 @@ class SessionToken(unittest.TestCase):
         del os.environ["DAL_SESSION_TOKEN"]
         os.environ["DAL_SESSION_TOKEN_FILE"] = f.name + ".missing"
         self.assertEqual(_runtime.session_token(), "")
+
+
+class DatetimeNowFastPath(unittest.TestCase):
+    """datetime.now() on the strict clock takes the last instance plus one
+    quantum when nothing else read the clock between: the same values as
+    the general path, across second boundaries, sleeps and other reads."""
+
+    def run_clock(self, quantum_ns, fast):
+        import datetime
+        import random
+        import types
+        from dal import _clock, _datetime
+        m = types.ModuleType("datetime_copy")
+        m.__dict__.update(datetime.__dict__)
+        c = _clock.StrictClock(1767225600 * 10**9 + 999_000_000 - 3000, 10**9, quantum_ns)
+        if not fast:
+            c.make_now = None  # the general path
+        _datetime.patch(m, c.time_ns, c)
+        r = random.Random(3)
+        out = []
+        for i in range(30_000):
+            k = r.random()
+            if k < 0.001:
+                c.time()
+            elif k < 0.0015:
+                c.sleep(0.0004)
+            elif k < 0.002:
+                out.append(m.datetime.now(datetime.timezone.utc))
+            d = m.datetime.now()
+            if i % 97 == 0 or d.microsecond < 3:
+                out.append(d)
+        return out
+
+    def test_same_values(self):
+        for q in (1000, 3000, 1500):
+            fast, general = self.run_clock(q, True), self.run_clock(q, False)
+            self.assertEqual(len(fast), len(general))
+            self.assertEqual(fast, general, "quantum %d ns" % q)
+            self.assertGreaterEqual(general[-1].second, 1, "the run crossed no second")
