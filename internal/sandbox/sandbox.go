@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sysvirt"
@@ -222,6 +223,10 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 	}
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("the agent's working directory %q is not absolute", dir)
+	}
+	if cfg.Virtual.StartNS == 0 {
+		// Before the sandbox makes anything: what it makes is the run's.
+		cfg.Virtual.StartNS = time.Now().UnixNano()
 	}
 	for _, d := range []string{Upper(cfg), workDir(cfg)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -22,6 +22,10 @@ type Config struct {
 	// supervisor only, as seeded mode does, instead of dal's vDSO: the
 	// slow path, kept for comparison (benchmarks).
 	NoVDSO bool `json:"no_vdso,omitempty"`
+	// StartNS is when the run began on the real clock, before the
+	// sandbox made anything: file times from then on are the run's
+	// (filetimes.go). 0: when the supervisor starts.
+	StartNS int64 `json:"start_ns,omitempty"`
 }
 
 // Enabled reports whether c serves anything.

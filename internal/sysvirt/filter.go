@@ -48,6 +48,7 @@ func Rules(cfg Config) []Rule {
 			Rule{Nr: unix.SYS_FUTEX, Cond: CondFutex, In: []uint32{futexWaitBitset, futexLockPI, futexLockPI2, futexWaitRequeuePI}},
 			Rule{Nr: unix.SYS_FUTEX_WAITV, Cond: CondNonNull, Arg: 3},
 		)
+		r = append(r, statRules()...)
 		for _, nr := range legacyNotified {
 			r = append(r, Rule{Nr: nr})
 		}
@@ -98,6 +99,9 @@ func callName(nr int) string {
 		return "mmap"
 	case unix.SYS_MPROTECT:
 		return "mprotect"
+	}
+	if s := statName(nr); s != "" {
+		return s
 	}
 	return "syscall_" + strconv.Itoa(nr)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ type Supervisor struct {
 	threads map[int]int   // thread id → thread-group id
 	counts  Counts
 	pidfds  pidfds // the timed waits' (pidfd.go)
+	files   *fileTimes
 }
 
 // proc is one process (thread group) and its stream.
@@ -56,7 +56,11 @@ func New(cfg Config) *Supervisor {
 	if cfg.QuantumNS < 0 {
 		cfg.QuantumNS = 0
 	}
-	return &Supervisor{cfg: cfg, fd: -1, procs: map[int]*proc{}, threads: map[int]int{}}
+	start := cfg.StartNS
+	if start == 0 {
+		start = realNow('r')
+	}
+	return &Supervisor{cfg: cfg, fd: -1, procs: map[int]*proc{}, threads: map[int]int{}, files: newFileTimes(start)}
 }
 
 // Counts returns what was served so far.
@@ -117,7 +121,7 @@ func (s *Supervisor) lookup(tid int) *proc {
 
 // tgidOf reads a thread's group id from /proc; 0 when it is gone.
 func tgidOf(tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	b, err := readFile("/proc/" + strconv.Itoa(tid) + "/status")
 	if err != nil {
 		return 0
 	}
@@ -206,6 +210,8 @@ func (s *Supervisor) Handle(fd int, n *Notif) bool {
 		s.futexWaitv(n)
 	case unix.SYS_PPOLL, unix.SYS_PSELECT6, unix.SYS_EPOLL_PWAIT, unix.SYS_EPOLL_PWAIT2, sysEpollWait:
 		s.wait(n)
+	case unix.SYS_NEWFSTATAT, unix.SYS_FSTAT, unix.SYS_STATX, sysStat, sysLstat:
+		s.stat(n)
 	default:
 		if !s.waitLegacy(n) {
 			return false

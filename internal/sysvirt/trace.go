@@ -231,7 +231,7 @@ func idle(tgid int) bool {
 		return false
 	}
 	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		b, err := readFile(dir + "/" + t.Name() + "/stat")
 		if err != nil {
 			continue // gone
 		}
