@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sysvirt"
@@ -226,7 +225,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 	}
 	if cfg.Virtual.StartNS == 0 {
 		// Before the sandbox makes anything: what it makes is the run's.
-		cfg.Virtual.StartNS = time.Now().UnixNano()
+		cfg.Virtual.StartNS = sysvirt.StartNow()
 	}
 	for _, d := range []string{Upper(cfg), workDir(cfg)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -56,9 +56,11 @@ type fileTimes struct {
 	mntNS            uint64
 }
 
+// fileValue is a time value of an inode; its birth time tells a reused
+// inode number apart.
 type fileValue struct {
-	dev, ino uint64
-	ns       int64
+	dev, ino  uint64
+	birth, ns int64
 }
 
 type inodeKey struct {
@@ -73,6 +75,15 @@ const inodeBase = 1 << 32
 
 func newFileTimes(start int64) *fileTimes {
 	return &fileTimes{start: start, times: map[fileValue]int64{}, inodes: map[inodeKey]uint64{}, devs: map[uint64]uint64{}}
+}
+
+// StartNow is a run's start for [Config.StartNS]: the real time on the
+// kernel's coarse clock, which stamps files and lags the precise one by up
+// to a tick, so that nothing made after it has an earlier time.
+func StartNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)
+	return ts.Nano()
 }
 
 // statRules are the filter rules for the stat family.
@@ -232,14 +243,31 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	f := s.files
 	dev := unix.Mkdev(st.Dev_major, st.Dev_minor)
 	realNow := time.Now().UnixNano()
+	// A pipe's, socket's or device's times move with its I/O, at the
+	// whim of the scheduler and the kernel's coarse clock: they keep the
+	// first virtual time they were seen with.
+	frozen := false
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR, unix.S_IFBLK:
+		frozen = true
+	}
 	at := int64(0)     // the time new values of this answer get
 	latest := int64(0) // the latest virtual time of the answer
+	birth := int64(0)
+	made := st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) >= f.start
+	if st.Mask&unix.STATX_BTIME != 0 {
+		birth = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
+		made = birth >= f.start
+	}
 	virtual := func(ts *unix.StatxTimestamp) {
 		v := ts.Sec*1e9 + int64(ts.Nsec)
 		if v < f.start || v > realNow {
 			return
 		}
-		k := fileValue{dev, st.Ino, v}
+		k := fileValue{dev, st.Ino, birth, v}
+		if frozen {
+			k.ns = -1
+		}
 		w, ok := f.times[k]
 		if !ok {
 			if at == 0 {
@@ -251,12 +279,6 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 		}
 		ts.Sec, ts.Nsec = w/1e9, uint32(w%1e9)
 		latest = max(latest, w)
-	}
-	birth := int64(0)
-	made := st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) >= f.start
-	if st.Mask&unix.STATX_BTIME != 0 {
-		birth = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
-		made = birth >= f.start
 	}
 	a := st.Atime.Sec*1e9 + int64(st.Atime.Nsec)
 	virtual(&st.Mtime)

@@ -58,7 +58,7 @@ func New(cfg Config) *Supervisor {
 	}
 	start := cfg.StartNS
 	if start == 0 {
-		start = realNow('r')
+		start = StartNow()
 	}
 	return &Supervisor{cfg: cfg, fd: -1, procs: map[int]*proc{}, threads: map[int]int{}, files: newFileTimes(start)}
 }
