@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dal-runtime/dal/seedrng"
@@ -26,6 +27,11 @@ type Supervisor struct {
 	counts  Counts
 	pidfds  pidfds // the timed waits' (pidfd.go)
 	files   *fileTimes
+	// tracer is the thread id of the tracer's thread, whose stats run
+	// as the kernel would (statcall.go).
+	tracer   atomic.Int32
+	selfOnce sync.Once
+	selfView selfView
 }
 
 // proc is one process (thread group) and its stream.
@@ -49,6 +55,20 @@ type proc struct {
 	page uint64
 	seen uint64
 	seq  byte
+	// How the process resolves paths (statview.go): sameView, its root
+	// and mount namespace were found to be the supervisor's; each, check
+	// them at every call; ownFiles, a thread has a descriptor table of
+	// its own.
+	sameView bool
+	each     bool
+	ownFiles bool
+	// File times (filetimes.go): looked is what seeing files newer than
+	// its clock added to base; instantAt the time the new values seen at
+	// its instant got.
+	looked     int64
+	instant    int64
+	instantAt  int64
+	instantSet bool
 }
 
 // New returns a supervisor for cfg.
@@ -212,6 +232,8 @@ func (s *Supervisor) Handle(fd int, n *Notif) bool {
 		s.wait(n)
 	case unix.SYS_NEWFSTATAT, unix.SYS_FSTAT, unix.SYS_STATX, sysStat, sysLstat:
 		s.stat(n)
+	case unix.SYS_CHROOT, unix.SYS_UNSHARE, unix.SYS_SETNS, unix.SYS_PIVOT_ROOT:
+		s.viewChange(n)
 	default:
 		if !s.waitLegacy(n) {
 			return false

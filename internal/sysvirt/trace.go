@@ -22,6 +22,7 @@ const traceOptions = unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEFORK | unix.PT
 // n). It must run on that thread (runtime.LockOSThread), and also reaps
 // every other child, as the sandbox's init must.
 func (s *Supervisor) Trace(agent int) int {
+	s.tracer.Store(int32(unix.Gettid()))
 	s.mu.Lock()
 	s.newProc(agent, "0")
 	s.mu.Unlock()
@@ -155,6 +156,7 @@ func (s *Supervisor) spawned(parent, child int, vfork bool) {
 		if _, ok := s.threads[child]; !ok {
 			s.threads[child] = p.tgid
 			p.threads++
+			s.spawnedView(p, nil, child)
 		}
 		return
 	}
@@ -170,6 +172,7 @@ func (s *Supervisor) spawned(parent, child int, vfork bool) {
 	// does, and varies).
 	c.base = p.base
 	s.forked(p, c, sharesMemory(parent, child, vfork))
+	s.spawnedView(p, c, child)
 }
 
 // spawnedEarly names new task tid, stopped before its first instruction,
@@ -216,11 +219,15 @@ func (s *Supervisor) exiting(tid int) {
 	if p == nil || p.parent == 0 {
 		return
 	}
+	// What looking at files newer than its clock added stays the
+	// process's own (filetimes.go): whoever looks at them later moves
+	// on by itself, whether or not the parent was idle at this exit.
+	base := p.base - p.looked
 	parent := s.procs[p.parent]
-	if parent == nil || parent.base >= p.base || !idle(parent.tgid) {
+	if parent == nil || parent.base >= base || !idle(parent.tgid) {
 		return
 	}
-	s.setBase(parent, parent.tgid, p.base)
+	s.setBase(parent, parent.tgid, base)
 }
 
 // idle reports whether no thread of process tgid is running.
