@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,11 +12,12 @@ import (
 )
 
 // TestFileTimesAreOnTheVirtualClock records a script that makes files and
-// looks at them with ls, stat, Python, Node, tar and git, twice in strict
-// mode in fresh workspaces: the outputs are byte-identical, the new files'
-// times are on the virtual clock, a file that was there before keeps its
-// time, a planted symbolic link is seen as a link by a stat that does not
-// follow it, and a replay is EXACT (issue 14).
+// looks at them with ls, stat, Python, Node, C (glibc and raw statx), Go
+// without dal's agent package, tar and git, twice in strict mode in fresh
+// workspaces: the outputs are byte-identical, the new files' times are on
+// the virtual clock, a file that was there before keeps its time, a planted
+// symbolic link is seen as a link by a stat that does not follow it, and a
+// replay is EXACT (issue 14).
 func TestFileTimesAreOnTheVirtualClock(t *testing.T) {
 	t.Parallel()
 	script, err := filepath.Abs("testdata/filetimes/script.sh")
@@ -22,6 +25,7 @@ func TestFileTimesAreOnTheVirtualClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	python := pythonInterpreter(t)
+	cstat, gostat := buildStatProbes(t)
 	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
 	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 	dir := t.TempDir()
@@ -38,7 +42,7 @@ func TestFileTimesAreOnTheVirtualClock(t *testing.T) {
 		if err := os.Chtimes(f, old, old); err != nil {
 			t.Fatal(err)
 		}
-		r := dalIn(t, ws, key, "record", "--mode", "strict", "--seed", "7", "--no-apply", "--out", out, "--", "bash", script, python)
+		r := dalIn(t, ws, key, "record", "--mode", "strict", "--seed", "7", "--no-apply", "--out", out, "--", "bash", script, python, cstat, gostat)
 		if r.code != 0 {
 			t.Fatalf("record: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
@@ -56,6 +60,8 @@ func TestFileTimesAreOnTheVirtualClock(t *testing.T) {
 		switch {
 		case len(f) == 2 && f[0] == "date":
 			date, _ = strconv.ParseInt(f[1], 10, 64)
+		case len(f) >= 4 && (f[0] == "c" || f[0] == "go"):
+			lines[strings.Join(f[:2], " ")] = f
 		case len(f) >= 4 && (f[0] == "python" || f[0] == "node"):
 			lines[strings.Join(f[:3], " ")] = f
 		case len(f) == 3:
@@ -102,8 +108,76 @@ func TestFileTimesAreOnTheVirtualClock(t *testing.T) {
 		t.Errorf("stat -L of a link to a FIFO does not show the FIFO:\n%s", first.stdout)
 	}
 
+	// C and Go show the times and numbers the others show.
+	mtime, ino := field("python stat newdir/a.txt", 6), field("python stat newdir/a.txt", 4)
+	for _, call := range []string{"c stat", "c lstat", "c fstat", "c fstatat", "c statx", "go stat", "go lstat", "go fstat"} {
+		if field(call, 2) != mtime || field(call, 3) != ino {
+			t.Errorf("%s shows mtime %s inode %s, Python %s %s", call, field(call, 2), field(call, 3), mtime, ino)
+		}
+	}
+
 	rep := dalIn(t, "/", key, "replay", bundle)
 	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
 		t.Errorf("replay: exit %d\n%s%s", rep.code, rep.stdout, rep.stderr)
+	}
+}
+
+// buildStatProbes builds testdata/filetimes' C and Go probes into a
+// directory of their own.
+func buildStatProbes(t *testing.T) (cstat, gostat string) {
+	t.Helper()
+	dir := t.TempDir()
+	cstat, gostat = filepath.Join(dir, "cstat"), filepath.Join(dir, "gostat")
+	if out, err := exec.Command("gcc", "-O2", "-o", cstat, "testdata/filetimes/cstat.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	build := exec.Command("go", "build", "-o", gostat, "./testdata/filetimes/gostat")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build gostat: %v\n%s", err, out)
+	}
+	return cstat, gostat
+}
+
+// TestStatAnswersForTheCaller plants links whose target depends on who
+// follows them (/proc/self/fd/5, /dev/fd/5, /proc/self): the supervisor,
+// which stats on the agent's behalf, must not answer for itself. The
+// agent sees its own descriptor 5 (old.txt, 4 bytes; the supervisor's is a
+// pipe), got from the kernel, and the run says the clock escaped there
+// rather than claiming it captured.
+func TestStatAnswersForTheCaller(t *testing.T) {
+	t.Parallel()
+	script, err := filepath.Abs("testdata/filetimes/statview.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, out := t.TempDir(), filepath.Join(t.TempDir(), "bundle")
+	if err := os.WriteFile(filepath.Join(ws, "old.txt"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
+	r := dalIn(t, ws, key, "record", "--mode", "strict", "--no-apply", "--out", out, "--", "bash", script)
+	if r.code != 0 {
+		t.Fatalf("record: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"self5 regular file 4\n", "fd5 regular file 4\n", "selfdir directory\n", "new 2026-01-01 00:00:00."} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, "syscalls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Categories map[string]struct {
+			Captured bool `json:"captured"`
+		} `json:"categories"`
+	}
+	if err := json.Unmarshal(b, &report); err != nil {
+		t.Fatal(err)
+	}
+	if report.Categories["clock"].Captured {
+		t.Errorf("syscalls.json says the clock was captured, though stats through /proc got real times:\n%s", b)
 	}
 }

@@ -26,11 +26,15 @@ import (
 //     anyway). Every new value of one answer gets the same time. An access
 //     time the run set shows as the file's modification time: reads set it
 //     at the whim of relatime and the kernel's clock.
-//   - an inode made during the run (birth time at or after the start, or
-//     its change time when the file system keeps no birth time) gets a
-//     number in the order inodes were first seen: 2^32+1, 2^32+2... Two
-//     threads or processes that first see new inodes at the same time may
-//     swap their numbers (a limit, doc.go).
+//   - an inode made during the run (birth time at or after the agent's
+//     start, or its change time when the file system keeps no birth time)
+//     gets a number from the time it was first seen at and its rank among
+//     the inodes first seen then: 2^32 + (t-epoch)×256 + rank. A time
+//     belongs to one process's instant, so what another process looks at,
+//     and when, leaves the number alone; only threads of one process that
+//     first see inodes at one instant may swap theirs. Beyond 256 inodes at
+//     one instant, or 4.9 hours of virtual time, numbers are counted in the
+//     order first seen (from 2^52+2^40).
 //   - a device with no number of its own (major 0: the workspace's
 //     overlay, tmpfs, proc), whose number depends on what else is
 //     mounted on the machine, gets a number in the order devices were
@@ -45,12 +49,20 @@ import (
 // supervisor's mu.
 type fileTimes struct {
 	start int64 // real ns: values from here on were made by the run
+	// agent is when the agent's first image started (real ns, coarse
+	// clock): what has a time in [start, agent) dal made for the run (the
+	// sandbox's /tmp, /dev, its proxy's certificates), and shows the
+	// run's start on the virtual clock, whoever looks at it when.
+	agent int64
 	last  int64 // the latest virtual time given out
 	times map[fileValue]int64
 	// inodes maps an inode (its birth time tells a reused number apart)
 	// to its number in the run, 0 for one kept.
 	inodes map[inodeKey]uint64
-	nino   uint64
+	// ranks counts the inodes numbered at each virtual time; nspill
+	// those numbered past them.
+	ranks  map[int64]uint64
+	nspill uint64
 	// nspecial counts pipes, sockets, FIFOs and device nodes apart.
 	nspecial uint64
 	devs     map[uint64]uint64
@@ -69,17 +81,21 @@ type inodeKey struct {
 	birth    int64
 }
 
-// inodeBase is where the numbers of the run's inodes start: above any
-// 32-bit inode number (ext4, tmpfs without inode64) and below the high
-// bits overlayfs uses for its layers.
-const inodeBase = 1 << 32
-
-// specialBase is where the numbers of the run's pipes, sockets, FIFOs and
-// device nodes start, above inodeBase.
-const specialBase = 1 << 31
+// Where the numbers of the run's inodes start: above any 32-bit inode
+// number (ext4, tmpfs without inode64), below the high bits overlayfs uses
+// for its layers and below 2^53, which JavaScript numbers hold exactly.
+const (
+	inodeBase  = 1 << 32
+	rankBits   = 8
+	maxInstant = 1<<44 - 1 // ns past the epoch that fit below specialBase
+	// specialBase is where pipes, sockets, FIFOs and device nodes start;
+	// spillBase where inodes beyond the ranks or instants do.
+	specialBase = 1 << 52
+	spillBase   = specialBase + 1<<40
+)
 
 func newFileTimes(start int64) *fileTimes {
-	return &fileTimes{start: start, times: map[fileValue]int64{}, inodes: map[inodeKey]uint64{}, devs: map[uint64]uint64{}}
+	return &fileTimes{start: start, agent: start, times: map[fileValue]int64{}, inodes: map[inodeKey]uint64{}, ranks: map[int64]uint64{}, devs: map[uint64]uint64{}}
 }
 
 // StartNow is a run's start for [Config.StartNS]: the real time on the
@@ -119,30 +135,42 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	f := s.files
 	dev := unix.Mkdev(st.Dev_major, st.Dev_minor)
 	realNow := time.Now().UnixNano()
-	now := s.now(p, tid, 'r', false)
+	// p's virtual realtime, read (from its vDSO's pages) only for an
+	// answer with times of the run's.
+	now, read := int64(0), false
+	clock := func() int64 {
+		if !read {
+			now, read = s.now(p, tid, 'r', false), true
+		}
+		return now
+	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR, unix.S_IFBLK:
 		s.rewriteSpecial(st, dev, realNow)
 		return
 	}
-	at := int64(0)     // the time new values of this answer get
-	latest := int64(0) // the latest virtual time of the answer
+	at, atSet := int64(0), false // the time new values of this answer get
+	latest := int64(0)           // the latest virtual time of the answer
 	birth := int64(0)
-	made := st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) >= f.start
+	made := st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) >= f.agent
 	if st.Mask&unix.STATX_BTIME != 0 {
 		birth = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
-		made = birth >= f.start
+		made = birth >= f.agent
 	}
 	virtual := func(ts *unix.StatxTimestamp) {
 		v := ts.Sec*1e9 + int64(ts.Nsec)
 		if v < f.start || v > realNow {
 			return
 		}
+		if v < f.agent {
+			ts.Sec, ts.Nsec = s.cfg.EpochNS/1e9, uint32(s.cfg.EpochNS%1e9)
+			return
+		}
 		k := fileValue{dev, st.Ino, birth, v}
 		w, ok := f.times[k]
 		if !ok {
-			if at == 0 {
-				at = s.newTime(p, now)
+			if !atSet {
+				at, atSet = s.newTime(p, clock()), true
 			}
 			w = at
 			f.times[k] = w
@@ -156,7 +184,7 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	if st.Mask&unix.STATX_BTIME != 0 {
 		virtual(&st.Btime)
 	}
-	if a >= f.start && a <= realNow {
+	if a >= f.agent && a <= realNow {
 		st.Atime = st.Mtime
 	}
 
@@ -164,15 +192,18 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	ino, ok := f.inodes[k]
 	if !ok {
 		if made {
-			f.nino++
-			ino = inodeBase + f.nino
+			t := int64(-1) // not seen new here: counted apart
+			if atSet {
+				t = at - s.cfg.EpochNS
+			}
+			ino = f.number(t)
 		}
 		f.inodes[k] = ino
 	}
 	if ino != 0 {
 		st.Ino = ino
 	}
-	if latest > now {
+	if latest > 0 && latest > clock() {
 		p.looked += latest - now
 		s.setBase(p, tid, p.base+latest-now)
 	}
@@ -192,7 +223,7 @@ func (s *Supervisor) rewriteSpecial(st *unix.Statx_t, dev uint64, realNow int64)
 	for _, ts := range []*unix.StatxTimestamp{&st.Mtime, &st.Ctime, &st.Atime, &st.Btime} {
 		if v := ts.Sec*1e9 + int64(ts.Nsec); v >= f.start && v <= realNow {
 			ts.Sec, ts.Nsec = s.cfg.EpochNS/1e9, uint32(s.cfg.EpochNS%1e9)
-			made = made || ts != &st.Atime
+			made = made || (ts != &st.Atime && v >= f.agent)
 		}
 	}
 	if made {
@@ -200,12 +231,24 @@ func (s *Supervisor) rewriteSpecial(st *unix.Statx_t, dev uint64, realNow int64)
 		ino, ok := f.inodes[k]
 		if !ok {
 			f.nspecial++
-			ino = inodeBase + specialBase + f.nspecial
+			ino = specialBase + f.nspecial
 			f.inodes[k] = ino
 		}
 		st.Ino = ino
 	}
 	f.renumberDev(st, dev)
+}
+
+// number is the number of an inode first seen at virtual time t past the
+// epoch (see above).
+func (f *fileTimes) number(t int64) uint64 {
+	r := f.ranks[t]
+	if t < 0 || t > maxInstant || r >= 1<<rankBits {
+		f.nspill++
+		return spillBase + f.nspill
+	}
+	f.ranks[t] = r + 1
+	return inodeBase + uint64(t)<<rankBits + r
 }
 
 // renumberDev gives a device with no number of its own the run's.

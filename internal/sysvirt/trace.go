@@ -23,8 +23,15 @@ const traceOptions = unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEFORK | unix.PT
 // every other child, as the sandbox's init must.
 func (s *Supervisor) Trace(agent int) int {
 	s.tracer.Store(int32(unix.Gettid()))
+	// The agent's first image starts now (filetimes.go). Read on another
+	// thread: this one is under the filter, and the supervisor would
+	// answer its clock_gettime system call.
+	now := make(chan int64)
+	go func() { now <- StartNow() }()
+	agentStart := <-now
 	s.mu.Lock()
 	s.newProc(agent, "0")
+	s.files.agent = max(s.files.start, agentStart)
 	s.mu.Unlock()
 	// Tasks whose first stop (the SIGSTOP every auto-attached task starts
 	// with) has not been seen yet.

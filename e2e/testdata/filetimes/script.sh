@@ -1,5 +1,6 @@
 # Makes files, then looks at them with the tools agents use: every line
-# must repeat from run to run. $1 is the Python interpreter.
+# must repeat from run to run. $1 is the Python interpreter, $2 cstat.c
+# and $3 gostat built.
 set -e
 py=$1
 echo "date $(date +%s)"
@@ -43,6 +44,8 @@ console.log("node lstat planted", l.isSymbolicLink(), l.size, l.mtimeNs, l.ino);
 const fd = fs.openSync("newdir/a.txt");
 console.log("node fstat", fs.fstatSync(fd, {bigint: true}).mtimeNs);
 '
+"$2" newdir/a.txt
+"$3" newdir/a.txt
 echo "tar $(tar cf - newdir | sha256sum)"
 git -c init.defaultBranch=main init -q repo
 cp -p newdir/a.txt repo/
@@ -51,3 +54,4 @@ git add a.txt
 git -c user.name=probe -c user.email=probe@example.com commit -q -m files
 echo "git $(git log --format=%H)"
 git status --porcelain
+git ls-files --debug
