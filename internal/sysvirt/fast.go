@@ -53,7 +53,18 @@ func (s *Supervisor) pageReads(p *proc, tid int) int64 {
 	if p.page == 0 {
 		return 0
 	}
-	v, ok := pageWord(p, tid, vdso.OffReads)
+	var v uint64
+	ok := false
+	if p.threads == 1 {
+		// Its one thread is held in the system call being served: the
+		// counter cannot be changing.
+		var b [8]byte
+		if ok = ReadMem(tid, p.page+vdso.OffReads, b[:]) == nil; ok {
+			v = binary.LittleEndian.Uint64(b[:])
+		}
+	} else {
+		v, ok = pageWord(p, tid, vdso.OffReads)
+	}
 	if !ok {
 		return int64(p.seen)
 	}
