@@ -235,3 +235,45 @@ func BenchmarkStatUnderTheLayer(b *testing.B) {
 		})
 	}
 }
+
+// The supervisor stats with the agent's permissions, not its own: a file
+// in a directory the agent may not search (another user's, mode 0700) is
+// EACCES to stat, as without dal; before, the supervisor's capabilities
+// answered with its size and times.
+func TestStatHasTheCallersPermissions(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("/var/cache", "dal-e2e-private-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{secret, dir} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	probe := `stat -c '%s %Y' "$1" 2>&1 || true
+python3 -c 'import os, sys
+try:
+    print(os.stat(sys.argv[1]).st_size)
+except OSError as e:
+    print(e.strerror)' "$1"
+touch mine && stat -c '%Y' mine`
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "probe.sh"), []byte(probe), 0o644)
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
+	r := dalIn(t, ws, key, "record", "--mode", "strict", "--no-apply", "--out", filepath.Join(t.TempDir(), "b"), "--", "bash", "probe.sh", secret)
+	if r.code != 0 {
+		t.Fatalf("record: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "7 ") || strings.Count(r.stdout, "Permission denied") != 2 || !strings.HasSuffix(r.stdout, "1767225600\n") {
+		t.Errorf("the agent's stats of %s:\n%s\n%s", secret, r.stdout, r.stderr)
+	}
+}

@@ -210,6 +210,25 @@ func (s *Supervisor) statFor(tid int, c statCall, v *callerView, st *unix.Statx_
 		}
 		start = fd
 	}
+	// The walk and the stat with the caller's permissions (callercaps.go);
+	// a descriptor of the caller's needs none to be looked at.
+	if path == "" {
+		escape, ok = statAt(start, path, c, st)
+	} else if !withoutCaps(func() { escape, ok = statAt(start, path, c, st) }) {
+		return "", false
+	}
+	if !ok {
+		return escape, false
+	}
+	if path != "" && unix.Mkdev(st.Dev_major, st.Dev_minor) == s.self().procDev {
+		return escapeProc, false
+	}
+	return "", true
+}
+
+// statAt stats path from directory start (start itself when path is
+// empty) as c asks, into st.
+func statAt(start int, path string, c statCall, st *unix.Statx_t) (escape string, ok bool) {
 	target := start
 	if path != "" {
 		fd, escape := openAsCaller(start, path, c.flags&unix.AT_SYMLINK_NOFOLLOW != 0)
@@ -221,13 +240,7 @@ func (s *Supervisor) statFor(tid int, c statCall, v *callerView, st *unix.Statx_
 	}
 	mask := c.mask | unix.STATX_BASIC_STATS | unix.STATX_BTIME
 	flags := unix.AT_EMPTY_PATH | c.flags&(unix.AT_STATX_FORCE_SYNC|unix.AT_STATX_DONT_SYNC)
-	if unix.Statx(target, "", flags, mask, st) != nil {
-		return "", false
-	}
-	if path != "" && unix.Mkdev(st.Dev_major, st.Dev_minor) == s.self().procDev {
-		return escapeProc, false
-	}
-	return "", true
+	return "", unix.Statx(target, "", flags, mask, st) == nil
 }
 
 // openAsCaller opens path from directory start, O_PATH, following a
