@@ -283,12 +283,23 @@ class DatetimeNowFastPath(unittest.TestCase):
         import random
         import types
         from dal import _clock, _datetime
+        import copyreg
         m = types.ModuleType("datetime_copy")
         m.__dict__.update(datetime.__dict__)
         c = _clock.StrictClock(1767225600 * 10**9 + 999_000_000 - 3000, 10**9, quantum_ns)
         if not fast:
             c.make_now = None  # the general path
+        # patch registers picklers for the real classes and maps its fakes:
+        # put this process's back after, for the other tests here
+        saved = dict(copyreg.dispatch_table), dict(_datetime.FAKE_TO_REAL)
         _datetime.patch(m, c.time_ns, c)
+
+        def restore():
+            copyreg.dispatch_table.clear()
+            copyreg.dispatch_table.update(saved[0])
+            _datetime.FAKE_TO_REAL.clear()
+            _datetime.FAKE_TO_REAL.update(saved[1])
+        self.addCleanup(restore)
         r = random.Random(3)
         out = []
         for i in range(30_000):
