@@ -307,18 +307,27 @@ func setLastPID(n int) error {
 // pids in the agent's namespace: the supervisor's goroutines block in
 // system calls, and the runtime would start a thread for them in the
 // middle of the agent's tree, shifting every later pid.
+//
+// It returns once every goroutine has let its thread go: with one P (an
+// agent pinned to one CPU) they take turns after the release, and a
+// goroutine needing a thread meanwhile, the agent's start under way,
+// found none idle and the runtime made one (a pid in the agent's tree,
+// 1 run in 8 on a loaded machine).
 func warmThreads(n int) {
-	var wg sync.WaitGroup
+	var locked, left sync.WaitGroup
 	release := make(chan struct{})
 	for range n {
-		wg.Add(1)
+		locked.Add(1)
+		left.Add(1)
 		go func() {
 			runtime.LockOSThread() // each holds a thread of its own
-			wg.Done()
+			locked.Done()
 			<-release
 			runtime.UnlockOSThread() // and leaves it idle, for reuse
+			left.Done()
 		}()
 	}
-	wg.Wait()
+	locked.Wait()
 	close(release)
+	left.Wait()
 }
