@@ -41,8 +41,11 @@ var privateDirs = []struct {
 // the sandbox replaces with a private one (PrivateTmp): a Unix socket
 // there can only be one the sandbox made.
 func UnderPrivateDir(p string) bool {
-	for _, d := range []string{"/tmp", "/dev/shm", "/var/tmp", "/run", "/var/run"} {
-		if within(p, d) {
+	if within(p, "/tmp") || within(p, "/dev/shm") {
+		return true
+	}
+	for _, d := range privateDirs {
+		if within(p, d.path) {
 			return true
 		}
 	}
