@@ -70,6 +70,9 @@ Examples:
 			}
 			spec.Metrics = figs.m
 			spec.TraceFromExec = 1 // the agent is dal-exec's own child: count from its exec
+			// Strict and seeded runs put every process of the agent's
+			// tree under the syscall layer, in namespaces of its own.
+			spec.Isolate = spec.Mode == "strict" || spec.Mode == "seeded"
 			spec.TraceIfObserved = true
 			policy, err := selectionFromFlags(c)
 			if err != nil {

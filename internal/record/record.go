@@ -28,10 +28,8 @@ import (
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/shim"
-	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	"github.com/dal-runtime/dal/internal/version"
-	"github.com/dal-runtime/dal/vclock"
 )
 
 // Options configure a recording.
@@ -291,7 +289,7 @@ func (r *recording) buildSandbox() error {
 	// dal-exec forks the sandbox init, which execs (1) and starts the agent,
 	// which execs (2): counting starts there.
 	r.spec.TraceFromExec = 2
-	r.cfg.Virtual = VirtualConfig(&r.spec)
+	r.cfg.Virtual = runner.VirtualConfig(&r.spec)
 	WrapInSandbox(&r.spec, &r.cfg)
 	return nil
 }
@@ -785,28 +783,6 @@ func SandboxConfig(ws, staging string) sandbox.Config {
 // under a $HOME in /var/tmp, the agent's script in /tmp) is bound in.
 func hiddenInSandbox(p string) bool {
 	return sandbox.UnderPrivateDir(p) || strings.HasPrefix(p, filepath.Clean(os.TempDir())+"/")
-}
-
-// VirtualConfig is what the syscall layer serves every process of a run
-// in spec's mode (docs/design.md §2, §3): in strict mode clocks and
-// randomness, in seeded mode randomness; logged and default runs see the
-// real values (a logged replay's are served by the shims' logs only).
-func VirtualConfig(spec *runner.Spec) sysvirt.Config {
-	vc := vclock.DefaultConfig()
-	c := sysvirt.Config{Seed: spec.Seed, EpochNS: vc.EpochNS, MonoNS: vc.MonoNS, QuantumNS: vc.QuantumNS}
-	if !spec.Epoch.IsZero() {
-		c.EpochNS = spec.Epoch.UnixNano()
-	}
-	if spec.Quantum > 0 {
-		c.QuantumNS = int64(spec.Quantum)
-	}
-	switch spec.Mode {
-	case "strict":
-		c.Clock, c.Random = true, true
-	case "seeded":
-		c.Random = true
-	}
-	return c
 }
 
 // withVars returns env with vars added (a new map when env is nil).

@@ -309,7 +309,7 @@ func (r *replaying) buildSandbox() error {
 	r.marks = marksDir
 	r.cfg.Mounts = append(r.cfg.Mounts, marksMount)
 	maps.Copy(r.spec.Env, rundir.Vars(marks.SandboxDir, r.ws))
-	r.cfg.Virtual = record.VirtualConfig(&r.spec)
+	r.cfg.Virtual = runner.VirtualConfig(&r.spec)
 	record.WrapInSandbox(&r.spec, &r.cfg)
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/leftover"
+	"github.com/dal-runtime/dal/internal/sandbox"
 
 	"github.com/dal-runtime/dal/internal/daemon"
 	"github.com/dal-runtime/dal/internal/shim"
@@ -73,6 +74,10 @@ type Spec struct {
 	// already resolved through PATH), e.g. inside a sandbox. The runner
 	// still owns its process attributes, start, watchdog and wait.
 	Wrap func(argv, env []string, dir string) (Wrapped, error)
+	// Isolate, when Wrap is not set, starts the agent in namespaces of its
+	// own under the syscall layer, on the host's files (isolate.go): what
+	// `dal-exec run` does in strict and seeded modes.
+	Isolate bool
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -268,6 +273,14 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 
 	res := &Result{Env: env, Rails: rails, Daemon: where}
+	if spec.Isolate && spec.Wrap == nil && sandbox.Inside() {
+		fmt.Fprintln(spec.Log, "dal: this run is inside another dal sandbox, whose syscall layer serves its processes; it gets no namespaces of its own")
+	} else if spec.Isolate && spec.Wrap == nil {
+		isolate(&spec, tmp, where == "embedded")
+		if spec.TraceFromExec > 0 {
+			spec.TraceFromExec++ // the sandbox's init execs first
+		}
+	}
 	if spec.TraceFromExec > 0 {
 		// dald tracks us before the agent exists: nothing it forks escapes.
 		rep, err := client.Call(wire.Request{Op: wire.OpTraceStart, Session: sess.id, FromExec: spec.TraceFromExec})

@@ -105,8 +105,13 @@ func mountDev(devs []device, virt sysvirt.Config) error {
 		return fmt.Errorf("sandbox: mount a private /dev/shm: %v", err)
 	}
 	if virt.Random {
+		dev, err := unix.Open("/dev", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("sandbox: open the sandbox's /dev: %v", err)
+		}
+		defer unix.Close(dev)
 		for _, name := range []string{"random", "urandom"} {
-			if err := seedDevice(name, virt.Seed); err != nil {
+			if err := seedDeviceAt(dev, name, virt.Seed); err != nil {
 				return err
 			}
 		}
@@ -124,22 +129,22 @@ func mountDev(devs []device, virt sysvirt.Config) error {
 
 func seededDevice(name string) bool { return name == "random" || name == "urandom" }
 
-// seedDevice makes /dev/name a FIFO that the init keeps full of the bytes
-// of stream (seed, "dev/"+name): a program that reads /dev/urandom, like
-// one that calls getrandom, gets the seed's bytes. Readers share the
-// stream in the order they read it, so the bytes each gets are fixed when
-// they read one after another (a pipeline, a script); concurrent readers
-// split it as the scheduler decides. fstat shows a FIFO, not a character
-// device.
-func seedDevice(name string, seed uint64) error {
+// seedDeviceAt makes name in the directory dir a FIFO that the init keeps
+// full of the bytes of stream (seed, "dev/"+name), to show as /dev/name:
+// a program that reads /dev/urandom, like one that calls getrandom, gets
+// the seed's bytes. Readers share the stream in the order they read it,
+// so the bytes each gets are fixed when they read one after another (a
+// pipeline, a script); concurrent readers split it as the scheduler
+// decides. fstat shows a FIFO, not a character device.
+func seedDeviceAt(dir int, name string, seed uint64) error {
 	p := "/dev/" + name
-	if err := unix.Mknod(p, unix.S_IFIFO|0o666, 0); err != nil {
+	if err := unix.Mknodat(dir, name, unix.S_IFIFO|0o666, 0); err != nil {
 		return fmt.Errorf("sandbox: create the seeded %s: %v", p, err)
 	}
-	if err := unix.Chmod(p, 0o666); err != nil {
+	if err := unix.Fchmodat(dir, name, 0o666, 0); err != nil {
 		return fmt.Errorf("sandbox: open the seeded %s to all: %v", p, err)
 	}
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(dir, name, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return fmt.Errorf("sandbox: open the seeded %s: %v", p, err)
 	}

@@ -70,7 +70,12 @@ func runInit(arg string) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("sandbox: make the init non-dumpable: %v", err))
 	}
-	if err := mountAll(&sp); err != nil {
+	mount := mountAll
+	if sp.Direct {
+		mount = mountDirect
+		sp.Network, sp.Quiet = false, nil
+	}
+	if err := mount(&sp); err != nil {
 		return fail(err)
 	}
 	if err := unix.Sethostname([]byte(hostname)); err != nil {
@@ -114,10 +119,15 @@ func runInit(arg string) int {
 		// answer it. Set before warmThreads, so no thread is added later.
 		runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
 	}
-	if err := dropPrivileges(); err != nil {
-		return fail(err)
+	// A direct sandbox's agent keeps the caller's privileges, as it
+	// would without dal: as root its capabilities (a rootless one is
+	// root only in its user namespace, and drops them).
+	if !sp.Direct || sp.Rootless {
+		if err := dropPrivileges(); err != nil {
+			return fail(err)
+		}
 	}
-	listener, err := installFilter(sp.Network, sp.Policy, rules)
+	listener, err := installFilter(filterFor{network: sp.Network, policy: sp.Policy, writes: !sp.Direct}, rules)
 	if err != nil {
 		return fail(err)
 	}

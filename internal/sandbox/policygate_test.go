@@ -118,8 +118,8 @@ for port in (7070, 8080, 9090):
 // TestPolicyFilterCost: without a gate, the filter is the same program
 // as before: no rule for execve.
 func TestPolicyFilterCost(t *testing.T) {
-	without := filter(true, false, nil)
-	with := filter(true, true, nil)
+	without := filter(filterFor{network: true, writes: true}, nil)
+	with := filter(filterFor{network: true, policy: true, writes: true}, nil)
 	has := func(f []unix.SockFilter, nr int) bool {
 		for _, ins := range f {
 			if ins.Code == bpfJeqK && ins.K == uint32(nr) {

@@ -10,7 +10,7 @@ import (
 )
 
 // The kernel's random UUIDs in /proc, served from the seed when the
-// sandbox's randomness is virtual (as /dev/urandom is, see seedDevice).
+// sandbox's randomness is virtual (as /dev/urandom is, see seedDeviceAt).
 // /proc/sys/kernel/random becomes a read-only directory of dal's:
 //
 //   - uuid, a fresh UUID at each open (the shell's way to make one: cat

@@ -80,6 +80,20 @@ type Config struct {
 	// Policy, when set, holds the agent's execs and loopback connects for
 	// the policy gate (policygate.go); nil costs nothing.
 	Policy *PolicyGate
+	// Direct runs the agent on the host's own file system, as `dal-exec
+	// run` does (direct.go): no overlay and nothing made read-only
+	// (Workspace, Lower, Binds, WritableBinds, Sockets, PrivateTmp, Quiet
+	// and Network are not used), the host's /dev with the seeded FIFOs
+	// over /dev/urandom and /dev/random, and, as root, the caller's
+	// capabilities. It keeps what makes a run repeatable: pid, mount, UTS
+	// and IPC namespaces of its own, a /proc for them and the syscall
+	// layer.
+	Direct bool
+	// RunDir, with Direct, is an existing directory of the host covered
+	// for the run with a fresh tmpfs, so that dal's own files show at
+	// the same paths in every run: Mounts and SocketsAt target paths
+	// below it. It must not be a symbolic link, nor be under one.
+	RunDir string
 }
 
 // Mount is a bind of Source at Target inside the sandbox.
@@ -153,6 +167,8 @@ type spec struct {
 	Rootless      bool           `json:"rootless"`
 	Policy        bool           `json:"policy,omitempty"`        // a PolicyGate: its channel is at policyFD
 	PolicyExempt  []string       `json:"policy_exempt,omitempty"` // PolicyGate.Exempt
+	Direct        bool           `json:"direct,omitempty"`
+	RunDir        string         `json:"run_dir,omitempty"`
 }
 
 // SetupError is a failure to build the sandbox: the agent never ran. Its
@@ -208,6 +224,9 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	if Inside() {
+		return nil, errors.New("dal's sandbox cannot start inside another (this is a dal-exec run, record or replay's agent, and the kernel lets one seccomp supervisor watch a process): start dal-exec outside it")
+	}
 	if rootless() {
 		if err := userNamespaces("/proc/sys"); err != nil {
 			return nil, err
@@ -227,14 +246,19 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		// Before the sandbox makes anything: what it makes is the run's.
 		cfg.Virtual.StartNS = sysvirt.StartNow()
 	}
-	for _, d := range []string{Upper(cfg), workDir(cfg)} {
+	dirs := []string{Upper(cfg), workDir(cfg)}
+	if cfg.Direct {
+		dirs = []string{cfg.Staging}
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create the sandbox staging directory: %w", err)
 		}
 	}
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
 		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, SocketsAt: cfg.SocketsAt, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
-		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless()}
+		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless(),
+		Direct: cfg.Direct, RunDir: cfg.RunDir}
 	if cfg.Policy != nil {
 		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
 	}
@@ -268,7 +292,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 	}
 	c.gate, c.child = gw, append(c.child, gr)
 	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
-	if cfg.Network {
+	if cfg.Network && !cfg.Direct {
 		flags |= syscall.CLONE_NEWNET
 	}
 	c.Cmd = &exec.Cmd{
@@ -286,6 +310,16 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		a.Cloneflags |= syscall.CLONE_NEWUSER
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		if cfg.Direct {
+			// The agent of a direct sandbox is who it would be without
+			// dal, not root: the same ids inside, and the init keeps the
+			// capabilities of its user namespace across its exec as
+			// ambient ones (it drops them before the agent starts).
+			a.UidMappings[0].ContainerID, a.GidMappings[0].ContainerID = os.Geteuid(), os.Getegid()
+			for c := 0; c <= lastCap(); c++ {
+				a.AmbientCaps = append(a.AmbientCaps, uintptr(c))
+			}
+		}
 	}
 	if cfg.Policy != nil {
 		parent, child, err := newPolicyChannel()
@@ -303,6 +337,9 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 // check validates cfg in the caller, so the common mistakes are reported
 // before anything starts.
 func (cfg Config) check() error {
+	if cfg.Direct {
+		return cfg.checkDirect()
+	}
 	ws := cfg.Workspace
 	if ws == "" || !filepath.IsAbs(ws) {
 		return fmt.Errorf("the workspace %q is not an absolute path: pass an absolute directory", ws)
@@ -336,8 +373,13 @@ func (cfg Config) check() error {
 			return fmt.Errorf("the bind path %s does not exist: create it first", b)
 		}
 	}
-	sockets := slices.Clone(cfg.Sockets)
-	for _, m := range cfg.SocketsAt {
+	return checkSockets(cfg.Sockets, cfg.SocketsAt)
+}
+
+// checkSockets checks the sockets a sandbox is to show.
+func checkSockets(own []string, at []Mount) error {
+	sockets := slices.Clone(own)
+	for _, m := range at {
 		if !filepath.IsAbs(m.Target) {
 			return fmt.Errorf("the socket's path in the sandbox %q is not absolute", m.Target)
 		}

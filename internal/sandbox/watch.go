@@ -149,20 +149,32 @@ func (b *bpf) assemble() []unix.SockFilter {
 	return b.prog
 }
 
+// filterFor says what the filter hands to the listener besides the
+// syscall layer's calls and io_uring_setup.
+type filterFor struct {
+	network bool // connect: the sandbox has its own network namespace
+	policy  bool // execve and execveat, for a policy gate
+	writes  bool // the writes watched for read-only mounts (none in a direct sandbox)
+}
+
 // filter builds the program: the watched calls go to the listener, the
 // refused ones fail with EPERM, the rest (and the rest of other ABIs) are
 // allowed. With policy (a policy gate), execve and execveat go to the
 // listener too, and the other ABI's are refused (policygate.go).
-func filter(network, policy bool, virt []sysvirt.Rule) []unix.SockFilter {
+func filter(on filterFor, virt []sysvirt.Rule) []unix.SockFilter {
 	always := []watched{uringCall}
 	var flagged []watched
-	if network {
+	if on.network {
 		always = append(always, connectCall)
 	}
-	if policy {
+	if on.policy {
 		always = append(always, execCalls...)
 	}
-	for _, c := range calls {
+	var writes []watched
+	if on.writes {
+		writes = calls
+	}
+	for _, c := range writes {
 		if c.flags < 0 {
 			always = append(always, c)
 		} else {
@@ -202,7 +214,7 @@ func filter(network, policy bool, virt []sysvirt.Rule) []unix.SockFilter {
 	for _, nr := range compatRefused {
 		b.jump(bpfJeqK, nr, "compat-deny", "")
 	}
-	if policy {
+	if on.policy {
 		for _, nr := range compatExec {
 			b.jump(bpfJeqK, nr, "compat-eacces", "")
 		}
@@ -213,7 +225,7 @@ func filter(network, policy bool, virt []sysvirt.Rule) []unix.SockFilter {
 	b.ret(unix.SECCOMP_RET_ALLOW)
 	b.label("compat-deny")
 	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
-	if policy {
+	if on.policy {
 		b.label("compat-eacces")
 		b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
 	}
@@ -282,11 +294,14 @@ func refuseIoctls(b *bpf, deny, allow string) {
 
 // installFilter installs the filter on the calling thread only (which must
 // be locked and have no_new_privs) and returns the listener fd.
-func installFilter(network, policy bool, virt []sysvirt.Rule) (int, error) {
-	f := filter(network, policy, virt)
+func installFilter(on filterFor, virt []sysvirt.Rule) (int, error) {
+	f := filter(on, virt)
 	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
 	fd, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+	if errno == unix.EBUSY {
+		return -1, errors.New("this process is already watched by another seccomp supervisor (it runs inside dal-exec run, record or replay, or another sandbox): start dal-exec outside it")
+	}
 	if errno != 0 {
 		return -1, fmt.Errorf("sandbox: install the write watcher (seccomp user notification): %v", errno)
 	}

@@ -1,0 +1,214 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/sandbox"
+	"github.com/dal-runtime/dal/internal/sysvirt"
+	"github.com/dal-runtime/dal/internal/wire"
+	"github.com/dal-runtime/dal/vclock"
+)
+
+// RunDir is where an isolated run ([Spec.Isolate]) shows dal's own files
+// to the agent, the same in every run: its TMPDIR (RunDir/tmp), the
+// embedded dald's socket, the session token file, the clock log's path
+// and the marks directory. The host directory is only a mount point (a
+// tmpfs covers it in the agent's mount namespace); dal creates it when
+// missing.
+const RunDir = "/tmp/.dal-run"
+
+// VirtualConfig is what the syscall layer serves every process of a run
+// in spec's mode (docs/design.md §2, §3): in strict mode clocks and
+// randomness, in seeded mode randomness; logged and default runs see the
+// real values (a logged replay's are served by the shims' logs only).
+func VirtualConfig(spec *Spec) sysvirt.Config {
+	vc := vclock.DefaultConfig()
+	c := sysvirt.Config{Seed: spec.Seed, EpochNS: vc.EpochNS, MonoNS: vc.MonoNS, QuantumNS: vc.QuantumNS}
+	if !spec.Epoch.IsZero() {
+		c.EpochNS = spec.Epoch.UnixNano()
+	}
+	if spec.Quantum > 0 {
+		c.QuantumNS = int64(spec.Quantum)
+	}
+	switch spec.Mode {
+	case "strict":
+		c.Clock, c.Random = true, true
+	case "seeded":
+		c.Random = true
+	}
+	return c
+}
+
+// isolate has the agent of spec start in a direct sandbox (package
+// sandbox, [sandbox.Config.Direct]) under the syscall layer: its own pid,
+// mount, UTS and IPC namespaces on the host's files. tmp is the run's
+// private directory; embedded says dald's socket is in it.
+func isolate(spec *Spec, tmp string, embedded bool) {
+	cfg := &sandbox.Config{Direct: true, Staging: filepath.Join(tmp, "sandbox"), Virtual: VirtualConfig(spec)}
+	log := spec.Log
+	spec.Wrap = func(argv, env []string, dir string) (Wrapped, error) {
+		if err := runDir(); err != nil {
+			fmt.Fprintf(log, "dal: %v; dal's files keep their paths in %s, which differ from run to run\n", err, tmp)
+		} else {
+			cfg.RunDir = RunDir
+			var err error
+			if env, err = showRunFiles(env, cfg, tmp, embedded, spec.ClockOut != ""); err != nil {
+				return Wrapped{}, err
+			}
+		}
+		c, err := sandbox.Command(*cfg, argv, env, dir)
+		if err != nil {
+			return Wrapped{}, err
+		}
+		return Wrapped{Cmd: c.Cmd, Wait: c.Wait, Close: c.Close}, nil
+	}
+}
+
+// runDir makes sure RunDir exists as a directory of its own, never a
+// symbolic link (the sandbox's init opens it again without following one).
+func runDir() error {
+	err := os.Mkdir(RunDir, 0o755)
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s cannot be created (%v)", RunDir, unwrap(err))
+	}
+	fi, err := os.Lstat(RunDir)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (remove it: dal makes it again)", RunDir)
+	}
+	return nil
+}
+
+func unwrap(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// showRunFiles rewrites env so that the paths of dal's own files in the
+// run's private directory tmp read the same in every run, below RunDir,
+// and adds to cfg what shows them there: TMPDIR, the marks directory, and
+// (see ShowDalFiles) dald's socket when embedded, the session token and
+// the clock log.
+func showRunFiles(env []string, cfg *sandbox.Config, tmp string, embedded, userClock bool) ([]string, error) {
+	vars := envMap(env)
+	set := map[string]string{}
+	if d := vars["TMPDIR"]; d == filepath.Join(tmp, "tmp") {
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: d, Target: RunDir + "/tmp"})
+		set["TMPDIR"] = RunDir + "/tmp"
+	}
+	if d := vars[marks.EnvDir]; d != "" {
+		// Writers create it on demand; a mount needs it now, writable
+		// by whoever the agent runs as (as record's is).
+		if err := os.Mkdir(d, 0o777); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("create the marks directory: %w", err)
+		}
+		if err := unix.Fchmodat(unix.AT_FDCWD, d, 0o777, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+			return nil, fmt.Errorf("create the marks directory: %w", err)
+		}
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: d, Target: RunDir + "/marks"})
+		set[marks.EnvDir] = RunDir + "/marks"
+	}
+	// A dald of the user's keeps its socket's path, the user's own.
+	return ShowDalFiles(replaceVars(env, set, nil), cfg, RunDir, embedded, userClock)
+}
+
+// ShowDalFiles rewrites the agent's environment env so that dal's own
+// variables read the same in every run and replay, with the files they
+// name shown below dir in the sandbox cfg describes:
+//
+//   - dald's socket (when socket is set) at dir/dald.sock;
+//   - the session's token as a file, dir/session-token
+//     (DAL_SESSION_TOKEN_FILE), instead of DAL_SESSION_TOKEN: it stays
+//     the session's capability, readable by the agent and nobody else's;
+//   - the clock log's default path (unless userClock: --clock-out, kept
+//     as it is), written after the agent exits and never seen by it,
+//     reads dir/clock.json.
+//
+// The token file is written in cfg.Staging.
+func ShowDalFiles(env []string, cfg *sandbox.Config, dir string, socket, userClock bool) ([]string, error) {
+	vars := envMap(env)
+	set := map[string]string{}
+	drop := map[string]bool{}
+	if sock := vars[wire.EnvSocket]; sock != "" && socket {
+		cfg.SocketsAt = append(cfg.SocketsAt, sandbox.Mount{Source: sock, Target: dir + "/dald.sock"})
+		set[wire.EnvSocket] = dir + "/dald.sock"
+	}
+	if token := vars[wire.EnvToken]; token != "" {
+		file, err := writeToken(cfg.Staging, token)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: file, Target: dir + "/session-token", ReadOnly: true})
+		set[wire.EnvTokenFile] = dir + "/session-token"
+		drop[wire.EnvToken] = true
+	}
+	if _, ok := vars["AGENT_CLOCK_FILE"]; ok && !userClock {
+		set["AGENT_CLOCK_FILE"] = dir + "/clock.json"
+	}
+	return replaceVars(env, set, drop), nil
+}
+
+func envMap(env []string) map[string]string {
+	vars := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	return vars
+}
+
+// replaceVars sets the variables of set in env, in place, new names last
+// and sorted (the order is the agent's too), and leaves out those of drop.
+func replaceVars(env []string, set map[string]string, drop map[string]bool) []string {
+	set = maps.Clone(set)
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if v, ok := set[k]; ok {
+			out = append(out, k+"="+v)
+			delete(set, k)
+		} else if !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		out = append(out, k+"="+set[k])
+	}
+	return out
+}
+
+// writeToken writes the session token into dal's staging directory (mode
+// 0400, created anew, not following a link), for the sandbox to show.
+func writeToken(staging, token string) (string, error) {
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return "", fmt.Errorf("create the sandbox staging directory: %w", err)
+	}
+	p := filepath.Join(staging, "session-token")
+	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		return "", fmt.Errorf("replace the session token file: %w", err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o400)
+	if err != nil {
+		return "", fmt.Errorf("write the session token file: %w", err)
+	}
+	_, err = f.WriteString(token + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write the session token file: %w", err)
+	}
+	return p, nil
+}

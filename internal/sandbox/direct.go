@@ -1,0 +1,190 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A direct sandbox ([Config.Direct]) is what `dal-exec run` puts an agent
+// in: the agent reads and writes the host's files as it would without dal,
+// and what it does there stays, but it is the first process of a pid
+// namespace (pids repeat), has the host name "dal" and runs under the
+// syscall layer, which needs the namespaces: its /dev/urandom and
+// /dev/random are the seeded FIFOs, /proc shows its own tree and serves
+// seeded UUIDs. dal's own files for the run (TMPDIR, dald's socket, the
+// marks directory) show at fixed paths in a tmpfs over [Config.RunDir].
+
+// checkDirect validates a direct sandbox's cfg in the caller.
+func (cfg Config) checkDirect() error {
+	if cfg.Staging == "" || !filepath.IsAbs(cfg.Staging) {
+		return fmt.Errorf("the sandbox staging directory %q is not an absolute path", cfg.Staging)
+	}
+	if cfg.RunDir != "" && (!filepath.IsAbs(cfg.RunDir) || filepath.Clean(cfg.RunDir) == "/") {
+		return fmt.Errorf("the run directory %q is not an absolute path below /", cfg.RunDir)
+	}
+	for _, m := range cfg.Mounts {
+		if !filepath.IsAbs(m.Source) {
+			return fmt.Errorf("the mount source %q is not absolute", m.Source)
+		}
+	}
+	for _, m := range append(slices.Clone(cfg.Mounts), cfg.SocketsAt...) {
+		if cfg.RunDir == "" || !within(m.Target, cfg.RunDir) || filepath.Clean(m.Target) == filepath.Clean(cfg.RunDir) {
+			return fmt.Errorf("the mount target %s is not below the run directory %q: a direct sandbox shows dal's files only there", m.Target, cfg.RunDir)
+		}
+	}
+	return checkSockets(nil, cfg.SocketsAt)
+}
+
+// mountDirect builds a direct sandbox's mounts in the init's fresh mount
+// namespace: the run directory's tmpfs and what shows in it, a /proc for
+// the new pid namespace and, when randomness is virtual, the seeded
+// devices and /proc/sys/kernel/random. Nothing else of the host's tree
+// changes.
+func mountDirect(sp *spec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("sandbox: make the mounts private: %v", err)
+	}
+	var atts []attach
+	closeAtts := func() {
+		for _, a := range atts {
+			unix.Close(a.fd)
+		}
+	}
+	for _, m := range sp.SocketsAt {
+		a, err := bindSocket(m.Source)
+		if err != nil {
+			closeAtts()
+			return err
+		}
+		a.target = filepath.Clean(m.Target)
+		atts = append(atts, a)
+	}
+	for _, m := range sp.Mounts {
+		a, err := bind(m.Source, m.Target, m.ReadOnly, false)
+		if err != nil {
+			closeAtts()
+			return fmt.Errorf("sandbox: %s cannot be shown at %s: %v", m.Source, m.Target, err)
+		}
+		atts = append(atts, a)
+	}
+	if sp.RunDir != "" {
+		if err := mountRunDir(sp.RunDir); err != nil {
+			closeAtts()
+			return err
+		}
+	}
+	sort.SliceStable(atts, func(i, j int) bool {
+		return strings.Count(atts[i].target, "/") < strings.Count(atts[j].target, "/")
+	})
+	for _, a := range atts {
+		// Below the run directory's fresh tmpfs: nothing there but
+		// what the init made.
+		if err := mountPoint(a.target, a.file); err != nil {
+			closeAtts()
+			return fmt.Errorf("sandbox: no mount point for %s: %v", a.target, err)
+		}
+		if err := unix.MoveMount(a.fd, "", unix.AT_FDCWD, a.target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			closeAtts()
+			return fmt.Errorf("sandbox: mount %s: %v", a.target, err)
+		}
+	}
+	closeAtts()
+	if err := mountProc(); err != nil {
+		return err
+	}
+	if !sp.Virtual.Random {
+		return nil
+	}
+	if err := seedHostDevices(sp.Virtual.Seed); err != nil {
+		return err
+	}
+	return seedProcRandom(sp.Virtual.Seed)
+}
+
+// mountRunDir covers the host directory dir with a fresh tmpfs (mode
+// 1777, like /tmp), reached without following a symbolic link: the host's
+// /tmp, where the run directory lives, is everyone's.
+func mountRunDir(dir string) error {
+	fd, err := openNoLinks(dir)
+	if err != nil {
+		return fmt.Errorf("the run directory %s cannot be used: %v (remove it; dal makes it again)", dir, err)
+	}
+	defer unix.Close(fd)
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("sandbox: tmpfs for the run directory: %v", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetString(fs, "mode", "1777"); err != nil {
+		return fmt.Errorf("sandbox: tmpfs for the run directory: %v", fsError(fs, err))
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return fmt.Errorf("sandbox: tmpfs for the run directory: %v", fsError(fs, err))
+	}
+	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("sandbox: mount the run directory: %v", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("sandbox: mount the run directory %s: %v", dir, err)
+	}
+	return nil
+}
+
+// openNoLinks opens the directory p as a path (O_PATH), refusing a
+// symbolic link anywhere on the way.
+func openNoLinks(p string) (int, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &how)
+	if errors.Is(err, unix.ELOOP) {
+		return -1, errors.New("it is a symbolic link or under one")
+	}
+	if errors.Is(err, unix.ENOTDIR) {
+		return -1, errors.New("it is not a directory")
+	}
+	return fd, err
+}
+
+// seedHostDevices puts the seeded FIFOs (see seedDeviceAt) over the host's
+// /dev/urandom and /dev/random, which a direct sandbox keeps. They live in
+// a tmpfs attached nowhere else; the host's nodes are untouched.
+func seedHostDevices(seed uint64) error {
+	dir, err := detachedTmpfs()
+	if err != nil {
+		return fmt.Errorf("sandbox: a directory for the seeded devices: %v", err)
+	}
+	defer unix.Close(dir)
+	for _, name := range []string{"random", "urandom"} {
+		if err := seedDeviceAt(dir, name, seed); err != nil {
+			return err
+		}
+		fd, err := unix.OpenTree(dir, name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+		if err != nil {
+			return fmt.Errorf("sandbox: show the seeded /dev/%s: %v", name, err)
+		}
+		err = unix.MoveMount(fd, "", unix.AT_FDCWD, "/dev/"+name, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("sandbox: show the seeded /dev/%s: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// Inside reports whether the calling process runs in a sandbox of dal's
+// (a record's, a replay's or a run's): the first process of its pid
+// namespace is a sandbox init. The kernel lets only one seccomp listener
+// watch a process, so a sandbox cannot start there; the outer sandbox's
+// syscall layer serves its processes instead.
+func Inside() bool {
+	b, err := os.ReadFile("/proc/1/cmdline")
+	return err == nil && strings.HasPrefix(string(b), initArg+"\x00")
+}
