@@ -31,10 +31,18 @@
 // writer can redact them. Responses are never decompressed: the record
 // and the client get the bytes the server sent. The proxy speaks to
 // upstream servers itself rather than through net/http's Transport (which
-// would hide the chunk framing): connections are kept per scheme and host
-// (up to 64 idle each, 90 s), checked to be still open before reuse, and a
-// request the server dropped on a reused connection is sent again on a
-// new one when that is safe (nothing was written, or it is idempotent).
+// would hide the chunk framing): upstream connections follow the
+// client's (a client connection's requests share upstream connections
+// only among themselves, up to 64 idle, 90 s), are checked to be still
+// open before reuse, and a request the server dropped on a reused
+// connection is sent again on a new one when that is safe (nothing was
+// written, or it is idempotent). Once a destination has accepted a
+// connection, the proxy keeps one more to it dialled (and TLS-handshaken)
+// ahead, which the next client connection needing a new one takes for
+// itself alone (spare.go): a client that opens a connection per request
+// does not wait for a dial each time, and the server sees one connection
+// more than the client opened, idle until used or until the proxy shuts
+// down.
 //
 // # Streams
 //

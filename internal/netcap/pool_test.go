@@ -1,57 +1,260 @@
 package netcap
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 )
 
-// TestUpstreamFollowsClientConnections: requests of one client connection
-// reuse one upstream connection; another client connection gets its own;
-// when a client connection closes, its upstream connection closes too. The
-// server sees the connection pattern it would see without dal.
-func TestUpstreamFollowsClientConnections(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	opened := 0
-	closedCh := make(chan struct{}, 8)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
-	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch st {
-		case http.StateNew:
-			opened++
-		case http.StateClosed:
-			closedCh <- struct{}{}
+// connServer is an HTTP(S) server that numbers its connections in the
+// order it accepts them and answers every request with the number of the
+// connection it came on; it notes which clients (X-Client) each
+// connection served, and when each closes.
+type connServer struct {
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	ids     map[net.Conn]int
+	clients map[int]map[string]bool // by connection
+	closed  map[int]chan struct{}
+}
+
+type connIDKey struct{}
+
+func newConnServer(t *testing.T, useTLS bool) *connServer {
+	s := &connServer{ids: make(map[net.Conn]int), clients: make(map[int]map[string]bool), closed: make(map[int]chan struct{})}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Context().Value(connIDKey{}).(int)
+		s.mu.Lock()
+		if s.clients[id] == nil {
+			s.clients[id] = make(map[string]bool)
+		}
+		s.clients[id][r.Header.Get("X-Client")] = true
+		s.mu.Unlock()
+		io.WriteString(w, strconv.Itoa(id))
+	}))
+	// ConnContext runs in the accept loop, right after each Accept: the
+	// numbers follow the accept order.
+	s.srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		id := len(s.ids)
+		s.ids[c] = id
+		s.closed[id] = make(chan struct{})
+		return context.WithValue(ctx, connIDKey{}, id)
+	}
+	s.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st != http.StateClosed {
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		close(s.closed[s.ids[c]])
+	}
+	// Spares being dialled when the test ends fail their handshake.
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	if useTLS {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *connServer) roots() *x509.CertPool {
+	pool := x509.NewCertPool()
+	if s.srv.TLS != nil {
+		pool.AddCert(s.srv.Certificate())
+	}
+	return pool
+}
+
+// waitClosed waits until the server's connection id has closed.
+func (s *connServer) waitClosed(t *testing.T, id int) {
+	t.Helper()
+	s.mu.Lock()
+	ch := s.closed[id]
+	s.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(testTimeout):
+		t.Fatalf("upstream connection %d is still open", id)
+	}
+}
+
+// shared returns a connection that served more than one client.
+func (s *connServer) shared() (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, cs := range s.clients {
+		if len(cs) > 1 {
+			return id, true
 		}
 	}
-	srv.Start()
-	defer srv.Close()
-	counts := func() int { mu.Lock(); defer mu.Unlock(); return opened }
+	return 0, false
+}
 
-	r := newRig(t, Config{})
-	addr := r.explicit()
-	a := proxyClient(addr, nil)
-	for range 3 {
-		get(t, a, srv.URL+"/a")
+// countingDial dials plainly and counts the connections opened and
+// closed.
+type countingDial struct {
+	mu             sync.Mutex
+	opened, closed int
+}
+
+type countedConn struct {
+	net.Conn
+	d    *countingDial
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.d.mu.Lock(); c.d.closed++; c.d.mu.Unlock() })
+	return c.Conn.Close()
+}
+
+func (d *countingDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{Timeout: testTimeout}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
 	}
-	if o := counts(); o != 1 {
-		t.Fatalf("3 requests on one client connection opened %d upstream connections, want 1", o)
+	d.mu.Lock()
+	d.opened++
+	d.mu.Unlock()
+	return &countedConn{Conn: c, d: d}, nil
+}
+
+func (d *countingDial) counts() (opened, closed int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.opened, d.closed
+}
+
+// connID does a GET of u with c as client name and returns the number
+// of the upstream connection that served it.
+func connID(t *testing.T, c *http.Client, u, name string) int {
+	t.Helper()
+	resp, body := get(t, c, u, "X-Client", name)
+	id, err := strconv.Atoi(string(body))
+	if resp.StatusCode != 200 || err != nil {
+		t.Fatalf("GET %s: %d %q", u, resp.StatusCode, body)
 	}
-	b := proxyClient(addr, nil)
-	get(t, b, srv.URL+"/b")
-	if o := counts(); o != 2 {
-		t.Fatalf("a second client connection shares an upstream connection: %d opened, want 2", o)
+	return id
+}
+
+// TestUpstreamFollowsClientConnections: requests of one client connection
+// reuse one upstream connection; another client connection gets another;
+// no upstream connection ever serves two client connections. Besides
+// those the proxy opens at most one connection per destination ahead of
+// need (its spare, spare.go), which serves no request until a client
+// connection takes it. When a client connection closes, its upstream
+// connection closes too; at shutdown, so does the spare.
+func TestUpstreamFollowsClientConnections(t *testing.T) {
+	t.Parallel()
+	for _, useTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[useTLS], func(t *testing.T) {
+			t.Parallel()
+			srv := newConnServer(t, useTLS)
+			var d countingDial
+			r := newRig(t, Config{Dial: d.dial, UpstreamRoots: srv.roots()})
+			addr := r.explicit()
+			a := proxyClient(addr, caPool(r.ca))
+			idA := connID(t, a, srv.srv.URL+"/a", "a")
+			for range 2 {
+				if id := connID(t, a, srv.srv.URL+"/a", "a"); id != idA {
+					t.Fatalf("one client connection's requests went on upstream connections %d and %d, want one", idA, id)
+				}
+			}
+			b := proxyClient(addr, caPool(r.ca))
+			if id := connID(t, b, srv.srv.URL+"/b", "b"); id == idA {
+				t.Fatalf("a second client connection shares upstream connection %d", id)
+			}
+			if id, ok := srv.shared(); ok {
+				t.Fatalf("upstream connection %d served two client connections", id)
+			}
+			if opened, _ := d.counts(); opened > 3 {
+				t.Errorf("the proxy opened %d upstream connections for 2 client connections, want at most 3 (one spare)", opened)
+			}
+			a.CloseIdleConnections()
+			srv.waitClosed(t, idA)
+			b.CloseIdleConnections()
+			r.shutdown()
+			if opened, closed := d.counts(); closed != opened {
+				t.Errorf("after shutdown %d of the %d upstream connections are still open", opened-closed, opened)
+			}
+		})
 	}
-	a.CloseIdleConnections()
-	select {
-	case <-closedCh:
-	case <-time.After(testTimeout):
-		t.Fatal("the upstream connection outlived its client connection")
+}
+
+// TestSpareUpstreamConn: a client that opens a connection per request
+// gets, from its second request on, the connection the proxy dialled
+// ahead (HTTP, and HTTPS with TLS 1.3's session tickets arriving after
+// the handshake), each used by that client connection only; a spare the
+// server closed is not used, and the request still succeeds.
+func TestSpareUpstreamConn(t *testing.T) {
+	t.Parallel()
+	for _, useTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[useTLS], func(t *testing.T) {
+			t.Parallel()
+			srv := newConnServer(t, useTLS)
+			r := newRig(t, Config{UpstreamRoots: srv.roots()})
+			kept := make(chan struct{}, 8)
+			r.p.transport.spareKept = func() { kept <- struct{}{} }
+			waitKept := func() {
+				t.Helper()
+				select {
+				case <-kept:
+				case <-time.After(testTimeout):
+					t.Fatal("the proxy kept no spare upstream connection")
+				}
+			}
+			c := proxyClient(r.explicit(), caPool(r.ca))
+			c.Transport.(*http.Transport).DisableKeepAlives = true
+			if useTLS {
+				c.Transport.(*http.Transport).TLSClientConfig.MinVersion = tls.VersionTLS13
+			}
+			if id := connID(t, c, srv.srv.URL+"/", "c0"); id != 0 {
+				t.Fatalf("the first request went on upstream connection %d, want 0", id)
+			}
+			for i := 1; i <= 3; i++ {
+				waitKept()
+				// The spare is the last connection the server accepted.
+				if id := connID(t, c, srv.srv.URL+"/", fmt.Sprintf("c%d", i)); id != i {
+					t.Fatalf("request %d went on upstream connection %d, want %d (the spare)", i, id, i)
+				}
+			}
+			waitKept()
+			// The server closes the spare (number 4): the next request
+			// goes elsewhere, and succeeds.
+			srv.mu.Lock()
+			var spare net.Conn
+			for conn, id := range srv.ids {
+				if id == 4 {
+					spare = conn
+				}
+			}
+			srv.mu.Unlock()
+			if spare == nil {
+				t.Fatal("the server has not accepted the spare")
+			}
+			spare.Close()
+			srv.waitClosed(t, 4)
+			if id := connID(t, c, srv.srv.URL+"/", "c4"); id == 4 {
+				t.Fatal("a request went on a spare the server had closed")
+			}
+			if id, ok := srv.shared(); ok {
+				t.Fatalf("upstream connection %d served two client connections", id)
+			}
+		})
 	}
-	b.CloseIdleConnections()
 }

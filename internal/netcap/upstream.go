@@ -50,10 +50,26 @@ type upstream struct {
 	idle   map[string][]*upConn // by key; the most recently used last
 	nidle  int
 	closed bool
+
+	// spares are connections dialled ahead, by destination (spare.go);
+	// dialling marks the destinations whose spare is being dialled, by
+	// goroutines spareDials counts, under spareCtx, which closeIdle
+	// cancels with stopSpares.
+	spares     map[string]*spareConn
+	dialling   map[string]bool
+	spareDials sync.WaitGroup
+	spareCtx   context.Context
+	stopSpares context.CancelFunc
+	// spareKept, if set, is called (with mu held) each time a spare is
+	// kept; a test hook.
+	spareKept func()
 }
 
 func newUpstream(dial func(ctx context.Context, network, addr string) (net.Conn, error), dst string, roots *x509.CertPool) *upstream {
-	return &upstream{dial: dial, dst: dst, roots: roots, idle: make(map[string][]*upConn)}
+	u := &upstream{dial: dial, dst: dst, roots: roots, idle: make(map[string][]*upConn),
+		spares: make(map[string]*spareConn), dialling: make(map[string]bool)}
+	u.spareCtx, u.stopSpares = context.WithCancel(context.Background())
+	return u
 }
 
 // upConn is one upstream connection.
@@ -68,8 +84,11 @@ type upConn struct {
 	bw    *bufio.Writer
 	wrote *countWriter
 	key   string
-	// reused: the connection served an earlier exchange.
+	// reused: the connection served an earlier exchange; spare: it was
+	// dialled ahead (spare.go). Either way the server may have closed it
+	// before the request reached it.
 	reused    bool
+	spare     bool
 	idleSince time.Time
 	idleTimer *time.Timer
 	released  atomic.Bool // br and bw went back to their pools
@@ -170,12 +189,17 @@ func (u *upstream) roundTrip(ctx context.Context, req *http.Request, body []byte
 	// Upstream connections follow the client's: one client connection's
 	// requests share upstream connections only among themselves, so the
 	// server sees the connection pattern it would see without dal (a client
-	// that opens a connection per request gets fresh, quick-ACKed ones).
+	// that opens a connection per request gets fresh, quick-ACKed ones;
+	// pooled ones made servers that write without TCP_NODELAY wait for
+	// 40 ms delayed ACKs). A spare (spare.go) is fresh too, and once
+	// taken belongs to one client connection.
+	clientKey := key
 	if tag, ok := ctx.Value(clientConnKey{}).(string); ok {
-		key += "#" + tag
+		clientKey += "#" + tag
 	}
+	useSpare := true
 	for {
-		c, err := u.get(ctx, key, addr, serverName, req.URL.Scheme == "https")
+		c, err := u.get(ctx, key, clientKey, addr, serverName, req.URL.Scheme == "https", useSpare)
 		if err != nil {
 			return nil, sent, err
 		}
@@ -188,9 +212,12 @@ func (u *upstream) roundTrip(ctx context.Context, req *http.Request, body []byte
 		if !errors.As(err, &re) {
 			return nil, sent, err
 		}
-		if !c.reused || (!re.unwritten && !idempotent(req)) {
+		if !(c.reused || c.spare) || (!re.unwritten && !idempotent(req)) {
 			return nil, sent, re.err
 		}
+		// Once: a server that closes every connection at once would
+		// otherwise be tried spare after spare.
+		useSpare = useSpare && !c.spare
 	}
 }
 
@@ -285,11 +312,13 @@ func idempotent(req *http.Request) bool {
 	return k1 || k2
 }
 
-// get returns an idle connection for key that is still open, or a new
-// one.
-func (u *upstream) get(ctx context.Context, key, addr, serverName string, useTLS bool) (*upConn, error) {
+// get returns an idle connection of the client connection (clientKey)
+// that is still open, else the spare for the destination (key) if
+// useSpare, else a new one; a new or spare one has the next spare
+// dialled.
+func (u *upstream) get(ctx context.Context, key, clientKey, addr, serverName string, useTLS, useSpare bool) (*upConn, error) {
 	for {
-		c := u.takeIdle(key)
+		c := u.takeIdle(clientKey)
 		if c == nil {
 			break
 		}
@@ -299,7 +328,18 @@ func (u *upstream) get(ctx context.Context, key, addr, serverName string, useTLS
 		}
 		c.close()
 	}
-	return u.connect(ctx, key, addr, serverName, useTLS)
+	var c *upConn
+	if useSpare {
+		c = u.takeSpare(key, clientKey)
+	}
+	if c == nil {
+		var err error
+		if c, err = u.connect(ctx, clientKey, addr, serverName, useTLS); err != nil {
+			return nil, err
+		}
+	}
+	u.prepareSpare(key, addr, serverName, useTLS)
+	return c, nil
 }
 
 func (u *upstream) connect(ctx context.Context, key, addr, serverName string, useTLS bool) (*upConn, error) {
@@ -417,11 +457,11 @@ func (u *upstream) release(tag string) {
 	}
 }
 
-// closeIdle closes every idle connection; connections finishing later
-// are closed rather than kept.
+// closeIdle closes every idle connection and spare, and returns once no
+// spare is being dialled; connections finishing later are closed rather
+// than kept.
 func (u *upstream) closeIdle() {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	u.closed = true
 	for key, cs := range u.idle {
 		for _, c := range cs {
@@ -431,4 +471,7 @@ func (u *upstream) closeIdle() {
 		delete(u.idle, key)
 	}
 	u.nidle = 0
+	u.closeSpares()
+	u.mu.Unlock()
+	u.spareDials.Wait()
 }

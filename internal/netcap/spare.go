@@ -1,0 +1,145 @@
+package netcap
+
+import (
+	"crypto/tls"
+	"time"
+)
+
+// A spare is an upstream connection dialled (and, for HTTPS, handshaken)
+// ahead of need, one per destination: a client that opens a connection
+// per request (urllib, requests without a session) otherwise waits for a
+// dial on every call. The next client connection that needs a new
+// upstream connection to that destination takes the spare, the proxy
+// dials the next one in the background, and the spare belongs from then
+// on to that client connection alone, as a connection dialled for it
+// would: upstream connections are never shared between client
+// connections (see roundTrip). The server sees one connection more than
+// the client opened, opened earlier and idle until the client's request
+// comes; it is a fresh connection when used, as one dialled for the
+// request is.
+//
+// A destination gets a spare only after a connection to it succeeded, so
+// a refused or failing destination is not dialled in the background. A
+// spare is checked before use: a plain one with a non-blocking peek (a
+// server that closed it left EOF), an HTTPS one by stopping the read
+// that has been taking the server's post-handshake messages (TLS 1.3
+// session tickets) since the handshake; a spare that ended meanwhile is
+// closed and a fresh connection dialled. One that has not been taken for
+// idleTimeout is closed, and the proxy's shutdown closes it.
+
+// spareConn is a spare with, for HTTPS, the read watching it.
+type spareConn struct {
+	c     *upConn
+	timer *time.Timer
+	// watched is closed when the watching read returns; alive is then
+	// false if it returned anything but the deadline set by take (nil
+	// for plain connections).
+	watched chan struct{}
+	alive   bool
+}
+
+// watch reads from c's TLS connection until take stops it: the server's
+// post-handshake messages are taken in the meantime, and anything else
+// (data, an alert, EOF) marks the spare dead.
+func (s *spareConn) watch(tc *tls.Conn) {
+	defer close(s.watched)
+	var b [1]byte
+	n, err := tc.Read(b[:])
+	s.alive = n == 0 && isTimeout(err)
+}
+
+// usable stops the watch (HTTPS) and reports whether s is still open and
+// silent. It is called once, by the spare's taker.
+func (s *spareConn) usable() bool {
+	if s.watched == nil {
+		return s.c.br.Buffered() == 0 && peekAlive(s.c.raw)
+	}
+	s.c.conn.SetReadDeadline(time.Unix(1, 0))
+	<-s.watched
+	s.c.conn.SetReadDeadline(time.Time{})
+	return s.alive
+}
+
+// takeSpare returns the spare for key, if there is one and it is still
+// open, as a new connection of the client connection whose key is
+// clientKey.
+func (u *upstream) takeSpare(key, clientKey string) *upConn {
+	u.mu.Lock()
+	s := u.spares[key]
+	delete(u.spares, key)
+	u.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.timer.Stop()
+	if !s.usable() {
+		s.c.close()
+		return nil
+	}
+	s.c.key = clientKey
+	s.c.spare = true
+	return s.c
+}
+
+// prepareSpare starts dialling a spare for key, unless one is kept or
+// being dialled, or the upstream is closed.
+func (u *upstream) prepareSpare(key, addr, serverName string, useTLS bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.spares[key] != nil || u.dialling[key] {
+		return
+	}
+	u.dialling[key] = true
+	u.spareDials.Add(1)
+	go u.dialSpare(key, addr, serverName, useTLS)
+}
+
+// dialSpare dials a spare for key and keeps it; a failure is dropped (the
+// next request dials, and reports, itself).
+func (u *upstream) dialSpare(key, addr, serverName string, useTLS bool) {
+	defer u.spareDials.Done()
+	c, err := u.connect(u.spareCtx, key, addr, serverName, useTLS)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.dialling, key)
+	if err != nil {
+		return
+	}
+	if u.closed || u.spares[key] != nil {
+		c.close()
+		return
+	}
+	s := &spareConn{c: c}
+	if tc, ok := c.conn.(*tls.Conn); ok {
+		s.watched = make(chan struct{})
+		go s.watch(tc)
+	}
+	s.timer = time.AfterFunc(idleTimeout, func() { u.expireSpare(key, s) })
+	u.spares[key] = s
+	if u.spareKept != nil {
+		u.spareKept()
+	}
+}
+
+// expireSpare closes s if it is still key's spare.
+func (u *upstream) expireSpare(key string, s *spareConn) {
+	u.mu.Lock()
+	if u.spares[key] != s {
+		u.mu.Unlock()
+		return
+	}
+	delete(u.spares, key)
+	u.mu.Unlock()
+	s.c.close()
+}
+
+// closeSpares closes the spares and stops the dials under way; called
+// with u.mu held, once u.closed is set.
+func (u *upstream) closeSpares() {
+	u.stopSpares()
+	for key, s := range u.spares {
+		s.timer.Stop()
+		s.c.close()
+		delete(u.spares, key)
+	}
+}
