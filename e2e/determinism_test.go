@@ -111,6 +111,34 @@ func secondsBetween(t *testing.T, a, b string) float64 {
 // changes the random values and nothing else (issue 14).
 func TestUnmodifiedProgramsAreDeterministic(t *testing.T) {
 	t.Parallel()
+	checkProbes(t, "record", unmodifiedProbes(t))
+}
+
+// TestRunMakesUnmodifiedProgramsDeterministic runs the same probes under
+// `dal-exec run` (strict, the default mode), which puts the agent's tree
+// under the same syscall layer in namespaces of its own: two runs in
+// fresh workspaces print the same bytes, another seed changes the random
+// values only (issue 14).
+func TestRunMakesUnmodifiedProgramsDeterministic(t *testing.T) {
+	t.Parallel()
+	checkProbes(t, "run", unmodifiedProbes(t))
+}
+
+// checkProbes checks each probe with checkProbe, in parallel.
+func checkProbes(t *testing.T, via string, probes []determinismProbe) {
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
+	for _, p := range probes {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			checkProbe(t, key, via, p)
+		})
+	}
+}
+
+// unmodifiedProbes are the probes of programs dal does not shim: C
+// (dynamic and static), Go without dal's package, bash, coreutils,
+// util-linux, git, and Python running C children.
+func unmodifiedProbes(t *testing.T) []determinismProbe {
 	dir := t.TempDir()
 	built := buildProbes(t, dir)
 	python := pythonInterpreter(t)
@@ -172,20 +200,15 @@ func TestUnmodifiedProgramsAreDeterministic(t *testing.T) {
 				onVirtualClock(t, v, "time")
 			}},
 	}
-	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
-	for _, p := range probes {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			checkProbe(t, key, p)
-		})
-	}
+	return probes
 }
 
 // checkProbe records probe p three times under `dal-exec record --mode
-// strict` (seeds 7, 7, 8) in fresh workspaces: the two seed-7 recordings
-// print the same bytes, the seed-8 one changes the random lines and nothing
-// else, and a replay of the first is EXACT.
-func checkProbe(t *testing.T, key []string, p determinismProbe) {
+// strict` (seeds 7, 7, 8) in fresh workspaces, or runs it so with
+// `dal-exec run` when via is "run": the two seed-7 runs print the same
+// bytes, the seed-8 one changes the random lines and nothing else, and a
+// replay of the first recording is EXACT.
+func checkProbe(t *testing.T, key []string, via string, p determinismProbe) {
 	// Fresh workspaces whose paths have the same length: the
 	// path is in the agent's environment, whose size moves its
 	// stack (see the stack-address probe).
@@ -197,10 +220,13 @@ func checkProbe(t *testing.T, key []string, p determinismProbe) {
 		if err := os.Mkdir(ws, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		r := dalIn(t, ws, key, append([]string{"record", "--mode", "strict", "--seed", seed,
-			"--no-apply", "--out", out, "--"}, p.argv...)...)
+		args := []string{"record", "--mode", "strict", "--seed", seed, "--no-apply", "--out", out, "--"}
+		if via == "run" {
+			args = []string{"run", "--seed", seed, "--"}
+		}
+		r := dalIn(t, ws, key, append(args, p.argv...)...)
 		if r.code != 0 {
-			t.Fatalf("record --seed %s: exit %d\nstdout:\n%s\nstderr:\n%s", seed, r.code, r.stdout, r.stderr)
+			t.Fatalf("%s --seed %s: exit %d\nstdout:\n%s\nstderr:\n%s", via, seed, r.code, r.stdout, r.stderr)
 		}
 		return r, out
 	}
@@ -237,6 +263,9 @@ func checkProbe(t *testing.T, key []string, p determinismProbe) {
 		}
 	}
 
+	if via == "run" {
+		return
+	}
 	rep := dalIn(t, "/", key, "replay", bundle)
 	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
 		t.Errorf("replay: exit %d\n%s%s", rep.code, rep.stdout, rep.stderr)
@@ -299,13 +328,7 @@ func TestShimmedRuntimesAreDeterministic(t *testing.T) {
 				}
 			}},
 	}
-	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
-	for _, p := range probes {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			checkProbe(t, key, p)
-		})
-	}
+	checkProbes(t, "record", probes)
 }
 
 // lineDiff lists the lines where a and b differ.

@@ -1,0 +1,120 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dal-runtime/dal/internal/sysvirt"
+)
+
+// directConfig is a direct sandbox with a run directory of its own under
+// a new temporary directory, showing the file shown (content "shown").
+func directConfig(t *testing.T) (cfg Config, host string) {
+	t.Helper()
+	host = t.TempDir()
+	runDir := filepath.Join(host, "run")
+	if err := os.Mkdir(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shown := filepath.Join(host, "shown")
+	if err := os.WriteFile(shown, []byte("shown"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg = Config{Direct: true, Staging: filepath.Join(host, "staging"), RunDir: runDir,
+		Mounts:  []Mount{{Source: shown, Target: runDir + "/files/shown", ReadOnly: true}},
+		Virtual: sysvirt.Config{Seed: 7, Random: true, Clock: true, EpochNS: 1767225600e9, MonoNS: 1e12, QuantumNS: 1000}}
+	return cfg, host
+}
+
+// TestDirectSandbox: the agent of a direct sandbox works on the host's
+// files (what it writes there stays), sees dal's files in a tmpfs over the
+// run directory (the host's directory stays empty), is pid 100 with the
+// host name dal, and reads the seeded /dev/urandom and virtual clock.
+func TestDirectSandbox(t *testing.T) {
+	t.Parallel()
+	cfg, host := directConfig(t)
+	script := `echo made > ` + host + `/made; cat ` + cfg.RunDir + `/files/shown; echo; echo $$; hostname
+head -c 8 /dev/urandom | od -An -tx1; date +%s; touch ` + cfg.RunDir + `/scratch && echo scratch ok`
+	var outs []string
+	for range 2 {
+		os.Remove(filepath.Join(host, "made"))
+		r := run(t, cfg, script)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		outs = append(outs, r.stdout)
+	}
+	if outs[0] != outs[1] {
+		t.Errorf("two runs differ:\n%s\n%s", outs[0], outs[1])
+	}
+	lines := strings.Split(outs[0], "\n")
+	if len(lines) < 6 || lines[0] != "shown" || lines[1] != "100" || lines[2] != "dal" || lines[4] != "1767225600" || lines[5] != "scratch ok" {
+		t.Errorf("the agent saw %q: want the shown file, pid 100, host name dal, the virtual clock and a writable run directory", outs[0])
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "made")); err != nil || string(b) != "made\n" {
+		t.Errorf("what the agent wrote on the host is %q (%v), want it there", b, err)
+	}
+	if ents, _ := os.ReadDir(cfg.RunDir); len(ents) != 0 {
+		t.Errorf("the host's run directory holds %d entries after the run, want none (a tmpfs covered it)", len(ents))
+	}
+}
+
+// TestDirectSandboxRefusesALinkedRunDir: a run directory that is a
+// symbolic link, or under one, is refused in one sentence and nothing is
+// mounted where the link points.
+func TestDirectSandboxRefusesALinkedRunDir(t *testing.T) {
+	t.Parallel()
+	cfg, host := directConfig(t)
+	target := filepath.Join(host, "elsewhere")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	links := filepath.Join(host, "links")
+	if err := os.Mkdir(links, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(links, "run"), filepath.Join(links, "up", "run")} {
+		if dir == filepath.Join(links, "run") {
+			if err := os.Symlink(target, dir); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := os.Symlink(host, filepath.Join(links, "up")); err != nil {
+				t.Fatal(err)
+			}
+			dir = filepath.Join(links, "up", "elsewhere")
+		}
+		c := cfg
+		c.RunDir = dir
+		c.Mounts = []Mount{{Source: cfg.Mounts[0].Source, Target: dir + "/shown"}}
+		cmd := command(t, c, "echo ran")
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		var se *SetupError
+		if !errors.As(err, &se) || !strings.Contains(se.Msg, "symbolic link") || out.Len() != 0 {
+			t.Errorf("run directory %s: %v, output %q; want a setup error naming the symbolic link", dir, err, out.String())
+		}
+		if ents, _ := os.ReadDir(target); len(ents) != 0 {
+			t.Errorf("something appeared where the link points: %d entries", len(ents))
+		}
+	}
+}
+
+// TestDirectSandboxChecks: mounts outside the run directory are refused
+// before anything starts.
+func TestDirectSandboxChecks(t *testing.T) {
+	t.Parallel()
+	cfg, host := directConfig(t)
+	cfg.Mounts = []Mount{{Source: cfg.Mounts[0].Source, Target: filepath.Join(host, "outside")}}
+	if _, err := Command(cfg, []string{"/bin/true"}, nil, host); err == nil || !strings.Contains(err.Error(), "not below the run directory") {
+		t.Errorf("a mount outside the run directory: %v", err)
+	}
+}
