@@ -150,8 +150,9 @@
 //
 // Create stages a bundle in <dir>/.<name>.partial-XXXX beside its
 // output; Commit hashes everything, writes and signs the manifest,
-// fsyncs files and directories and renames the staging directory to the
-// output (or packs it into the output archive) without ever replacing
+// syncs the staging directory's filesystem (syncfs(2): every file and
+// directory on disk, one device flush) and renames the staging directory
+// to the output (or packs it into the output archive) without ever replacing
 // an existing path. A crash leaves either a complete bundle or none, and
 // at most a staging directory, which Leftovers finds. Archives are
 // deterministic: sorted entries, zero owners and times, modes

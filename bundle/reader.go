@@ -526,7 +526,7 @@ func (b *Bundle) verifyFiles() error {
 	for i := range t.entries {
 		t.entries[i].want = want[t.entries[i].rel].want
 	}
-	hashEntries(b.root, t.entries, false, true)
+	hashEntries(b.root, t.entries, true)
 	for _, e := range t.entries {
 		if e.err != nil {
 			return corrupt(b.Path, e.rel, e.err, "cannot be read (%v)", e.err)

@@ -148,8 +148,9 @@ func (w *Writer) WriteJSON(rel string, v any) error {
 // staging directory (sorted, streaming, in parallel), fills m.Dal (files,
 // symlinks, empty directories, public key, format version) and m's other
 // defaults, checks m against the schema, writes manifest.json and its
-// ed25519 signature manifest.sig, fsyncs every file and directory,
-// renames the staging directory to out (or packs it into the archive
+// ed25519 signature manifest.sig, syncs the staging directory's
+// filesystem (every file and directory of the bundle is on disk; an
+// archive is synced once packed instead), renames the staging directory to out (or packs it into the archive
 // out) and fsyncs out's parent. m is modified.
 //
 // On any error the staging directory is removed and nothing is left at
@@ -186,7 +187,7 @@ func (w *Writer) commit(m *Manifest, key ed25519.PrivateKey) error {
 	if err != nil {
 		return fmt.Errorf("bundle %s: %w", w.out, err)
 	}
-	hashEntries(root, t.entries, true, true)
+	hashEntries(root, t.entries, true)
 	m.Dal.Files = map[string]string{}
 	m.Dal.Symlinks = nil
 	m.Dal.EmptyDirs = nil
@@ -219,15 +220,19 @@ func (w *Writer) commit(m *Manifest, key ed25519.PrivateKey) error {
 		return fmt.Errorf("bundle %s: the manifest does not conform to the execution-snapshot schema: %w", w.out, err)
 	}
 	sig := encodeSignature(ed25519.Sign(key, data))
-	if err := writeFileSync(filepath.Join(w.staging, ManifestFile), data, 0o644); err != nil {
+	if err := writeNew(filepath.Join(w.staging, ManifestFile), data, 0o644); err != nil {
 		return writeErr(w.out, ManifestFile, err)
 	}
-	if err := writeFileSync(filepath.Join(w.staging, SignatureFile), sig, 0o644); err != nil {
+	if err := writeNew(filepath.Join(w.staging, SignatureFile), sig, 0o644); err != nil {
 		return writeErr(w.out, SignatureFile, err)
 	}
 	hook("manifest")
-	if err := syncDirs(w.staging, t.dirs); err != nil {
-		return writeErr(w.out, "directories", err)
+	// An archive is synced as a whole file; the staging directory it is
+	// packed from then goes.
+	if w.packing == packDir {
+		if err := syncFS(w.staging); err != nil {
+			return writeErr(w.out, "its files", err)
+		}
 	}
 	hook("synced")
 	if w.packing != packDir {
