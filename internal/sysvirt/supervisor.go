@@ -21,6 +21,8 @@ type Supervisor struct {
 	cfg Config
 	fd  int // the seccomp listener, set by Handle
 
+	killedBy unix.Signal // set by Trace: the signal that killed the agent
+
 	mu      sync.Mutex
 	procs   map[int]*proc // by thread-group id
 	threads map[int]int   // thread id → thread-group id

@@ -59,6 +59,7 @@ func (s *Supervisor) Trace(agent int) int {
 			s.exited(pid)
 			if pid == agent {
 				if ws.Signaled() {
+					s.killedBy = ws.Signal()
 					return 128 + int(ws.Signal())
 				}
 				return ws.ExitStatus()
@@ -455,3 +456,7 @@ func groupStop(pid int) bool {
 	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&info[0])), 0, 0)
 	return errno == unix.EINVAL
 }
+
+// KilledBy is the signal that killed the agent [Supervisor.Trace] traced,
+// 0 when it exited.
+func (s *Supervisor) KilledBy() unix.Signal { return s.killedBy }
