@@ -149,13 +149,15 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 	t.Parallel()
 	marker := fmt.Sprintf("%d.%d", time.Now().UnixNano()%1000, os.Getpid())
 	// A child in the group, a grandchild that escapes with setsid, and the
-	// agent itself, all sleeping.
-	script := fmt.Sprintf("sleep 1%s & setsid sleep 2%s & sleep 3%s", marker, marker, marker)
+	// agent itself, all busy (a sleep would take no real time in strict
+	// mode).
+	loop := "while :; do :; done"
+	script := fmt.Sprintf("sh -c '%s' spin1%s & setsid sh -c '%s' spin2%s & sh -c '%s' spin3%s", loop, marker, loop, marker, loop, marker)
 	r := dalExec(t, nil, "run", "--timeout", "300ms", "--", "sh", "-c", script)
 	if r.code != 124 || !strings.Contains(r.stderr, "--timeout 300ms reached") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
-	if out, _ := exec.Command("pgrep", "-f", "sleep [123]"+marker).Output(); len(out) > 0 {
+	if out, _ := exec.Command("pgrep", "-f", "spin[123]"+marker).Output(); len(out) > 0 {
 		t.Fatalf("processes survived the timeout: %s", out)
 	}
 }
@@ -163,11 +165,11 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 func TestLeftoverProcessesAreKilled(t *testing.T) {
 	t.Parallel()
 	marker := fmt.Sprintf("7%d", os.Getpid())
-	r := dalExec(t, nil, "run", "--", "sh", "-c", "setsid sleep "+marker+" & echo started")
+	r := dalExec(t, nil, "run", "--", "sh", "-c", "setsid sh -c 'while :; do :; done' spin"+marker+" & echo started")
 	if r.code != 0 || !strings.Contains(r.stderr, "leaving 1 processes running") {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
 	}
-	if out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output(); len(out) > 0 {
+	if out, _ := exec.Command("pgrep", "-f", "spin"+marker).Output(); len(out) > 0 {
 		t.Fatalf("orphan survived: %s", out)
 	}
 }

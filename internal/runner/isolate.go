@@ -69,7 +69,7 @@ func isolate(spec *Spec, tmp string, embedded bool) {
 		if err != nil {
 			return Wrapped{}, err
 		}
-		return Wrapped{Cmd: c.Cmd, Wait: c.Wait, Close: c.Close}, nil
+		return Wrapped{Cmd: c.Cmd, Wait: c.Wait, Close: c.Close, Ended: c.Ended}, nil
 	}
 }
 

@@ -93,6 +93,11 @@ type Wrapped struct {
 	// Close, when set, releases what the wrapper holds. The runner calls
 	// it once done with the command, whether it started it or not.
 	Close func() error
+	// Ended, when set, says after Wait how the agent inside ended (the
+	// wrapper's own exit status cannot): the signal that killed it (0:
+	// it exited) and the processes it left running, which the wrapper
+	// killed. ok is false when the wrapper could not say.
+	Ended func() (sig syscall.Signal, left int, ok bool)
 }
 
 // Result is what a run produced.
@@ -330,6 +335,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result) error {
 	cmd := &exec.Cmd{Path: path, Args: spec.Args, Dir: spec.Dir, Env: env.List()}
 	wait := cmd.Wait
+	var ended func() (syscall.Signal, int, bool)
 	if spec.Wrap != nil {
 		argv := append([]string{path}, spec.Args[1:]...)
 		w, err := spec.Wrap(argv, env.List(), spec.Dir)
@@ -339,7 +345,7 @@ func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result)
 		if w.Close != nil {
 			defer w.Close()
 		}
-		cmd, wait = w.Cmd, w.Wait
+		cmd, wait, ended = w.Cmd, w.Wait, w.Ended
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	if cmd.SysProcAttr == nil {
@@ -399,6 +405,11 @@ wait:
 	}
 	res.Wall = time.Since(start)
 	left := cleanupTree()
+	sig, inside, reported := syscall.Signal(0), 0, false
+	if ended != nil && !res.TimedOut {
+		sig, inside, reported = ended()
+		left += inside
+	}
 	if res.TimedOut {
 		res.Killed += left
 		res.ExitCode = 124
@@ -414,6 +425,11 @@ wait:
 	switch {
 	case werr == nil:
 		res.ExitCode = 0
+	case errors.As(werr, &ee) && reported:
+		res.ExitCode = ee.ExitCode()
+		if sig != 0 {
+			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s; exit code %d\n", sig, res.ExitCode)
+		}
 	case errors.As(werr, &ee):
 		ws := ee.Sys().(syscall.WaitStatus)
 		if ws.Signaled() {

@@ -37,6 +37,7 @@ const (
 	deniedFD = 4 // Staging/denied.jsonl, opened for append
 	gateFD   = 5 // the init's end of the gate socket (gate.go)
 	countsFD = 6 // Staging/sysvirt.json: what the syscall layer served
+	exitFD   = 7 // Staging/exit.json: how the agent ended (exitReport)
 )
 
 // runInit is the init's whole life; it returns the exit status.
@@ -47,7 +48,9 @@ func runInit(arg string) int {
 	syscall.CloseOnExec(deniedFD)
 	syscall.CloseOnExec(gateFD)
 	syscall.CloseOnExec(countsFD)
+	syscall.CloseOnExec(exitFD)
 	countsOut := os.NewFile(countsFD, "counts")
+	exitOut := os.NewFile(exitFD, "exit")
 	gate := os.NewFile(gateFD, "gate")
 	fail := func(err error) int {
 		msg := err.Error()
@@ -190,15 +193,22 @@ func runInit(arg string) int {
 		}
 	}()
 	var code int
+	var rep exitReport
 	if w.virt != nil {
 		code = w.virt.Trace(pid)
+		rep.Signal = int(w.virt.KilledBy())
 		if b, err := json.Marshal(w.virt.Counts()); err == nil {
 			countsOut.Write(b)
 		}
 	} else {
-		code = reap(pid)
+		code, rep.Signal = reap(pid)
 	}
 	countsOut.Close()
+	rep.Left = leftRunning()
+	if b, err := json.Marshal(rep); err == nil {
+		exitOut.Write(b)
+	}
+	exitOut.Close()
 	if term != nil {
 		// What the agent left running holds the pty: end it now, as
 		// leaving PID 1 would, so its output drains and ends.
@@ -214,8 +224,8 @@ func runInit(arg string) int {
 }
 
 // reap waits for every child until the agent exits, and returns the
-// agent's exit status (128+n when killed by signal n).
-func reap(agent int) int {
+// agent's exit status (128+n when killed by signal n) and that signal.
+func reap(agent int) (int, int) {
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, 0, nil)
@@ -223,16 +233,41 @@ func reap(agent int) int {
 			continue
 		}
 		if err != nil {
-			return 127
+			return 127, 0
 		}
 		if pid != agent {
 			continue
 		}
 		if ws.Signaled() {
-			return 128 + int(ws.Signal())
+			return 128 + int(ws.Signal()), int(ws.Signal())
 		}
-		return ws.ExitStatus()
+		return ws.ExitStatus(), 0
 	}
+}
+
+// exitReport is how the agent ended, for the parent ([Cmd.Ended]): the
+// init's own exit status cannot tell an agent killed by signal n from one
+// that exited 128+n, nor say what the agent left running, which the
+// namespace's end kills.
+type exitReport struct {
+	Signal int `json:"signal,omitempty"`
+	Left   int `json:"left,omitempty"` // processes still running when the agent exited
+}
+
+// leftRunning counts the processes of the sandbox's pid namespace other
+// than the init, from its /proc.
+func leftRunning() int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // lookPath finds name in the agent's PATH, inside the sandbox.

@@ -62,7 +62,7 @@ type PolicyCall struct {
 }
 
 // policyFD is the init's end of the gate channel (a socketpair).
-const policyFD = 7
+const policyFD = 8
 
 // Bounds of what the watcher reads of an exec's arguments.
 const (

@@ -108,6 +108,7 @@ func Upper(cfg Config) string { return filepath.Join(cfg.Staging, "upper") }
 func workDir(cfg Config) string    { return filepath.Join(cfg.Staging, "work") }
 func deniedFile(cfg Config) string { return filepath.Join(cfg.Staging, "denied.jsonl") }
 func countsFile(cfg Config) string { return filepath.Join(cfg.Staging, "sysvirt.json") }
+func exitFile(cfg Config) string   { return filepath.Join(cfg.Staging, "exit.json") }
 
 // Virtualized returns what the syscall layer served in the finished
 // sandbox of cfg; ok is false when it was not enabled or left nothing (the
@@ -195,6 +196,7 @@ type Cmd struct {
 	// to its end (or the channel was closed).
 	policyRead chan struct{}
 	work       string // the overlay's work directory (Staging/work)
+	exit       string // Staging/exit.json (exitReport)
 	before     func(*Cmd) error
 
 	gateMu   sync.Mutex // held for each request on the gate
@@ -281,6 +283,12 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		return fail(fmt.Errorf("create the syscall layer's counts: %w", err))
 	}
 	c.child = append(c.child, counts)
+	exit, err := os.OpenFile(exitFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fail(fmt.Errorf("create the sandbox's exit report: %w", err))
+	}
+	c.child = append(c.child, exit)
+	c.exit = exitFile(cfg)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fail(fmt.Errorf("create the sandbox status pipe: %w", err))
@@ -299,7 +307,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		Path:       "/proc/self/exe",
 		Args:       []string{initArg, string(b)},
 		Env:        env,
-		ExtraFiles: []*os.File{pw, denied, gr, counts}, // fd 3, 4, 5, 6
+		ExtraFiles: []*os.File{pw, denied, gr, counts, exit}, // fd 3, 4, 5, 6, 7
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: flags,
 			Pdeathsig:  syscall.SIGKILL,
@@ -326,7 +334,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		if err != nil {
 			return fail(err)
 		}
-		c.ExtraFiles = append(c.ExtraFiles, child) // fd 7
+		c.ExtraFiles = append(c.ExtraFiles, child) // fd 8
 		c.child = append(c.child, child)
 		c.policy, c.policyRead = parent, make(chan struct{})
 		go servePolicy(parent, cfg.Policy, c.policyRead)
@@ -525,6 +533,22 @@ func (c *Cmd) Wait() error {
 		return rerr
 	}
 	return werr
+}
+
+// Ended reports how the agent of a waited-for c ended: the signal that
+// killed it (0 when it exited) and how many processes it left running in
+// the sandbox, which the end of the sandbox killed. ok is false when the
+// init could not say (it was killed).
+func (c *Cmd) Ended() (sig syscall.Signal, left int, ok bool) {
+	b, err := os.ReadFile(c.exit)
+	if err != nil || len(b) == 0 {
+		return 0, 0, false
+	}
+	var r exitReport
+	if json.Unmarshal(b, &r) != nil {
+		return 0, 0, false
+	}
+	return syscall.Signal(r.Signal), r.Left, true
 }
 
 // Close closes every descriptor c owns: the parent's ends of the status
