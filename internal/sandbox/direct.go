@@ -99,6 +99,11 @@ func mountDirect(sp *spec) error {
 	if err := mountProc(); err != nil {
 		return err
 	}
+	if sp.Virtual.Clock {
+		if err := virtualProcClock(sp.Virtual.MonoNS); err != nil {
+			return err
+		}
+	}
 	if !sp.Virtual.Random {
 		return nil
 	}

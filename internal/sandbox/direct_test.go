@@ -38,7 +38,8 @@ func TestDirectSandbox(t *testing.T) {
 	t.Parallel()
 	cfg, host := directConfig(t)
 	script := `echo made > ` + host + `/made; cat ` + cfg.RunDir + `/files/shown; echo; echo $$; hostname
-head -c 8 /dev/urandom | od -An -tx1; date +%s; touch ` + cfg.RunDir + `/scratch && echo scratch ok`
+head -c 8 /dev/urandom | od -An -tx1; date +%s; touch ` + cfg.RunDir + `/scratch && echo scratch ok
+cat /proc/uptime /proc/loadavg`
 	var outs []string
 	for range 2 {
 		os.Remove(filepath.Join(host, "made"))
@@ -54,6 +55,9 @@ head -c 8 /dev/urandom | od -An -tx1; date +%s; touch ` + cfg.RunDir + `/scratch
 	lines := strings.Split(outs[0], "\n")
 	if len(lines) < 6 || lines[0] != "shown" || lines[1] != "100" || lines[2] != "dal" || lines[4] != "1767225600" || lines[5] != "scratch ok" {
 		t.Errorf("the agent saw %q: want the shown file, pid 100, host name dal, the virtual clock and a writable run directory", outs[0])
+	}
+	if !strings.HasSuffix(outs[0], "scratch ok\n1000.00 1000.00\n0.00 0.00 0.00 1/1 100\n") {
+		t.Errorf("/proc/uptime and /proc/loadavg are not the virtual machine's: %q", outs[0])
 	}
 	if b, err := os.ReadFile(filepath.Join(host, "made")); err != nil || string(b) != "made\n" {
 		t.Errorf("what the agent wrote on the host is %q (%v), want it there", b, err)

@@ -106,6 +106,11 @@ func mountAll(sp *spec) error {
 			return err
 		}
 	}
+	if sp.Virtual.Clock {
+		if err := virtualProcClock(sp.Virtual.MonoNS); err != nil {
+			return err
+		}
+	}
 	// Parents before children: a bind may sit inside the workspace or the
 	// workspace inside a bind.
 	sort.SliceStable(atts, func(i, j int) bool {
