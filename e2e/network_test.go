@@ -434,7 +434,7 @@ sys.exit(7)
 			if rec.code != 7 || strings.TrimSpace(rec.stdout) != tc.want {
 				t.Fatalf("record: exit %d (want the agent's 7)\nstdout %q\nstderr %s", rec.code, rec.stdout, rec.stderr)
 			}
-			for _, bad := range []string{"certificate", "context canceled", "killed", "signal"} {
+			for _, bad := range []string{"certificate", "context canceled", "killed by", "signal"} {
 				if strings.Contains(rec.stderr, bad) {
 					t.Errorf("dal's log mentions %q:\n%s", bad, rec.stderr)
 				}
@@ -632,7 +632,7 @@ func TestNetworkClients(t *testing.T) {
 				// reads as many events as dal hands it by then.
 				asyncTLS := useTLS && (c.name == "aiohttp" || c.name == "httpx-async")
 				checkClosedEarly(t, filepath.Join(out, "network.har"), c.one && !asyncTLS, !c.one)
-				for _, bad := range []string{"certificate", "context canceled", "killed", "signal"} {
+				for _, bad := range []string{"certificate", "context canceled", "killed by", "signal"} {
 					if strings.Contains(rec.stderr, bad) {
 						t.Errorf("record: dal's log mentions %q:\n%s", bad, rec.stderr)
 					}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -16,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -145,19 +147,29 @@ func TestReachLoopbackAndHost(t *testing.T) {
 			t.Parallel()
 			// A port known before the proxy starts, listened on before or
 			// after it.
-			l := listenOn(t, tc.bind)
-			addr := l.Addr().String()
-			if tc.after {
-				l.Close()
-			}
-			var allow []netip.AddrPort
-			if tc.named {
-				allow = []netip.AddrPort{netip.MustParseAddrPort(addr)}
-			}
-			rg := newRig(t, Config{Allow: append([]netip.AddrPort{}, allow...)})
-			proxy := rg.explicit()
-			if tc.after {
-				l = listenOn(t, addr)
+			var l net.Listener
+			var addr, proxy string
+			var rg *rig
+			for try := 0; l == nil; try++ {
+				l = listenOn(t, tc.bind)
+				addr = l.Addr().String()
+				if tc.after {
+					l.Close()
+				}
+				var allow []netip.AddrPort
+				if tc.named {
+					allow = []netip.AddrPort{netip.MustParseAddrPort(addr)}
+				}
+				rg = newRig(t, Config{Allow: append([]netip.AddrPort{}, allow...)})
+				proxy = rg.explicit()
+				if tc.after {
+					// Another test may have taken the freed port meanwhile:
+					// then again with another.
+					var err error
+					if l, err = net.Listen("tcp", addr); err != nil && (try == 9 || !errors.Is(err, syscall.EADDRINUSE)) {
+						t.Fatalf("listen on %s: %v", addr, err)
+					}
+				}
 			}
 			srv := serveAt(t, l, false)
 
