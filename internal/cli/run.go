@@ -25,7 +25,10 @@ func RunCommand() *ucli.Command {
 dal-exec itself fails). The agent's environment is scrubbed to an allowlist (PATH, HOME,
 USER, LOGNAME, SHELL, TERM, TMPDIR) plus --keep-env, and gets the guard rails: AGENT_* variables,
 TZ=UTC, LC_ALL=C.UTF-8, PYTHONHASHSEED, GOMAXPROCS, one CPU, and the Python and Node shims. In
-strict mode TMPDIR is a fresh directory of the run's own (--keep-env TMPDIR keeps yours).
+strict mode TMPDIR is a fresh directory of the run's own (--keep-env TMPDIR keeps yours). In strict
+and seeded modes every process of the agent's tree, whatever its language, runs under dal's syscall
+layer (clocks, randomness, pids, file times) in pid, mount, UTS and IPC namespaces of its own, on
+your files and with your privileges.
 
 Examples:
    dal-exec run -- python3 agent.py                      strict, seed 0
