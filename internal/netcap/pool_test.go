@@ -25,14 +25,18 @@ type connServer struct {
 
 	mu      sync.Mutex
 	ids     map[net.Conn]int
+	conns   []net.Conn              // by number
 	clients map[int]map[string]bool // by connection
 	closed  map[int]chan struct{}
+	// accepted is signalled each time a connection is accepted.
+	accepted chan struct{}
 }
 
 type connIDKey struct{}
 
 func newConnServer(t *testing.T, useTLS bool) *connServer {
-	s := &connServer{ids: make(map[net.Conn]int), clients: make(map[int]map[string]bool), closed: make(map[int]chan struct{})}
+	s := &connServer{ids: make(map[net.Conn]int), clients: make(map[int]map[string]bool), closed: make(map[int]chan struct{}),
+		accepted: make(chan struct{}, 1)}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Context().Value(connIDKey{}).(int)
 		s.mu.Lock()
@@ -50,7 +54,12 @@ func newConnServer(t *testing.T, useTLS bool) *connServer {
 		defer s.mu.Unlock()
 		id := len(s.ids)
 		s.ids[c] = id
+		s.conns = append(s.conns, c)
 		s.closed[id] = make(chan struct{})
+		select {
+		case s.accepted <- struct{}{}:
+		default:
+		}
 		return context.WithValue(ctx, connIDKey{}, id)
 	}
 	s.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
@@ -78,6 +87,29 @@ func (s *connServer) roots() *x509.CertPool {
 		pool.AddCert(s.srv.Certificate())
 	}
 	return pool
+}
+
+// conn waits until the server has accepted connection id, and returns
+// it.
+func (s *connServer) conn(t *testing.T, id int) net.Conn {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		n := len(s.conns)
+		var c net.Conn
+		if id < n {
+			c = s.conns[id]
+		}
+		s.mu.Unlock()
+		if c != nil {
+			return c
+		}
+		select {
+		case <-s.accepted:
+		case <-time.After(testTimeout):
+			t.Fatalf("the server accepted %d connections, not connection %d", n, id)
+		}
+	}
 }
 
 // waitClosed waits until the server's connection id has closed.
@@ -236,18 +268,7 @@ func TestSpareUpstreamConn(t *testing.T) {
 			waitKept()
 			// The server closes the spare (number 4): the next request
 			// goes elsewhere, and succeeds.
-			srv.mu.Lock()
-			var spare net.Conn
-			for conn, id := range srv.ids {
-				if id == 4 {
-					spare = conn
-				}
-			}
-			srv.mu.Unlock()
-			if spare == nil {
-				t.Fatal("the server has not accepted the spare")
-			}
-			spare.Close()
+			srv.conn(t, 4).Close()
 			srv.waitClosed(t, 4)
 			if id := connID(t, c, srv.srv.URL+"/", "c4"); id == 4 {
 				t.Fatal("a request went on a spare the server had closed")
