@@ -200,7 +200,7 @@ function start(say, KEY, Module) {
     process.on('worker', () => {
       note('clock/worker_threads');
       note('random/worker_threads');
-      say(`node pid ${process.pid} (stream ${stream}) started a worker thread: worker threads run on the real clock, real randomness and native timers`);
+      say(`node pid ${process.pid} (stream ${stream}) started a worker thread: the shim does not serve worker threads (they read the process's clock, randomness and native timers: dal's syscall layer's in a strict run, record or replay, else real ones)`);
     });
     process.on('exit', onExit);
     // Stay the last 'exit' listener, so reads in the agent's own exit
