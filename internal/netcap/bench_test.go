@@ -3,8 +3,11 @@ package netcap
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -234,4 +237,42 @@ func BenchmarkRecordLLMCalls(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkRecordRemoteHTTPS: plain calls to an HTTPS server whose TLS
+// handshake takes 5 ms to answer (standing in for a remote API's round
+// trip), from a client that opens a connection per request through the
+// explicit proxy (CONNECT, then TLS to dal's certificate). Without the
+// spare upstream connection (spare.go) every call waits for a handshake
+// upstream; with it, the handshake is made ahead.
+func BenchmarkRecordRemoteHTTPS(b *testing.B) {
+	const handshake = 5 * time.Millisecond
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}]}`)
+	}))
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		time.Sleep(handshake)
+		return nil, nil
+	}}
+	ts.StartTLS()
+	b.Cleanup(ts.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	rg := newRig(b, Config{UpstreamRoots: roots})
+	rg.p.seq.record = nil
+	c := proxyClient(rg.explicit(), caPool(rg.ca))
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0}`
+	for b.Loop() {
+		resp, err := c.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/call")
 }

@@ -279,3 +279,70 @@ func TestSpareUpstreamConn(t *testing.T) {
 		})
 	}
 }
+
+// TestSpareUpstreamConnBeingDialled: a request that comes while the spare
+// is still being dialled waits for that dial and uses the spare, rather
+// than dialling one more connection.
+func TestSpareUpstreamConnBeingDialled(t *testing.T) {
+	t.Parallel()
+	srv := newConnServer(t, false)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var mu sync.Mutex
+	dials := 0
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		dials++
+		n := dials
+		mu.Unlock()
+		if n == 2 { // the first spare: held until the request waits for it
+			started <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return (&net.Dialer{Timeout: testTimeout}).DialContext(ctx, network, addr)
+	}
+	r := newRig(t, Config{Dial: dial})
+	claimed := make(chan struct{}, 1)
+	r.p.transport.spareClaimed = func() { claimed <- struct{}{} }
+	c := proxyClient(r.explicit(), nil)
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	if id := connID(t, c, srv.srv.URL+"/", "c0"); id != 0 {
+		t.Fatalf("the first request went on upstream connection %d, want 0", id)
+	}
+	select {
+	case <-started:
+	case <-time.After(testTimeout):
+		t.Fatal("the proxy dialled no spare")
+	}
+	// Not connID: t.Fatal belongs to the test's goroutine.
+	got := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, srv.srv.URL+"/", nil)
+		req.Header.Set("X-Client", "c1")
+		resp, err := c.Do(req)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		got <- string(body)
+	}()
+	select {
+	case <-claimed:
+	case <-time.After(testTimeout):
+		t.Fatal("the second request did not wait for the spare being dialled")
+	}
+	close(release)
+	if id := <-got; id != "1" {
+		t.Fatalf("the second request got %q, want 1 (the number of the spare's upstream connection)", id)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if dials > 3 {
+		t.Errorf("%d dials for 2 requests, want at most 3 (the first, the spare it waited for, the next spare)", dials)
+	}
+}

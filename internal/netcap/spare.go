@@ -1,6 +1,7 @@
 package netcap
 
 import (
+	"context"
 	"crypto/tls"
 	"time"
 )
@@ -17,6 +18,10 @@ import (
 // the client opened, opened earlier and idle until the client's request
 // comes; it is a fresh connection when used, as one dialled for the
 // request is.
+//
+// A request that finds the spare still being dialled waits for that dial
+// rather than starting its own, which could only finish later (one
+// request per dial: others dial themselves).
 //
 // A destination gets a spare only after a connection to it succeeded, so
 // a refused or failing destination is not dialled in the background. A
@@ -60,25 +65,63 @@ func (s *spareConn) usable() bool {
 	return s.alive
 }
 
-// takeSpare returns the spare for key, if there is one and it is still
-// open, as a new connection of the client connection whose key is
-// clientKey.
-func (u *upstream) takeSpare(key, clientKey string) *upConn {
+// spareDial is a spare being dialled.
+type spareDial struct {
+	done chan struct{} // closed when the dial has ended
+	// claimed: a request waits for it, and gets c (nil if the dial
+	// failed) rather than it being kept.
+	claimed bool
+	c       *upConn
+}
+
+// takeSpare returns the spare for key as a new connection of the client
+// connection whose key is clientKey: the one kept if it is still open,
+// else the one being dialled, once dialled, if no other request waits
+// for it; nil when there is none (or ctx ended).
+func (u *upstream) takeSpare(ctx context.Context, key, clientKey string) *upConn {
 	u.mu.Lock()
 	s := u.spares[key]
 	delete(u.spares, key)
+	d := u.dialling[key]
+	if s == nil && d != nil && !d.claimed {
+		d.claimed = true
+		if u.spareClaimed != nil {
+			u.spareClaimed()
+		}
+	} else {
+		d = nil
+	}
 	u.mu.Unlock()
-	if s == nil {
+	var c *upConn
+	switch {
+	case s != nil:
+		s.timer.Stop()
+		if !s.usable() {
+			s.c.close()
+			return nil
+		}
+		c = s.c
+	case d != nil:
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			go func() {
+				<-d.done
+				if d.c != nil {
+					d.c.close()
+				}
+			}()
+			return nil
+		}
+		if c = d.c; c == nil {
+			return nil
+		}
+	default:
 		return nil
 	}
-	s.timer.Stop()
-	if !s.usable() {
-		s.c.close()
-		return nil
-	}
-	s.c.key = clientKey
-	s.c.spare = true
-	return s.c
+	c.key = clientKey
+	c.spare = true
+	return c
 }
 
 // prepareSpare starts dialling a spare for key, unless one is kept or
@@ -86,18 +129,21 @@ func (u *upstream) takeSpare(key, clientKey string) *upConn {
 func (u *upstream) prepareSpare(key, addr, serverName string, useTLS bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.closed || u.spares[key] != nil || u.dialling[key] {
+	if u.closed || u.spares[key] != nil || u.dialling[key] != nil {
 		return
 	}
-	u.dialling[key] = true
+	d := &spareDial{done: make(chan struct{})}
+	u.dialling[key] = d
 	u.spareDials.Add(1)
-	go u.dialSpare(key, addr, serverName, useTLS)
+	go u.dialSpare(key, addr, serverName, useTLS, d)
 }
 
-// dialSpare dials a spare for key and keeps it; a failure is dropped (the
-// next request dials, and reports, itself).
-func (u *upstream) dialSpare(key, addr, serverName string, useTLS bool) {
+// dialSpare dials d, a spare for key, and hands it to the request that
+// claimed it or keeps it; a failure is dropped (the request dials, and
+// reports, itself).
+func (u *upstream) dialSpare(key, addr, serverName string, useTLS bool, d *spareDial) {
 	defer u.spareDials.Done()
+	defer close(d.done)
 	c, err := u.connect(u.spareCtx, key, addr, serverName, useTLS)
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -107,6 +153,10 @@ func (u *upstream) dialSpare(key, addr, serverName string, useTLS bool) {
 	}
 	if u.closed || u.spares[key] != nil {
 		c.close()
+		return
+	}
+	if d.claimed {
+		d.c = c
 		return
 	}
 	s := &spareConn{c: c}

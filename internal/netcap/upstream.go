@@ -56,18 +56,19 @@ type upstream struct {
 	// goroutines spareDials counts, under spareCtx, which closeIdle
 	// cancels with stopSpares.
 	spares     map[string]*spareConn
-	dialling   map[string]bool
+	dialling   map[string]*spareDial
 	spareDials sync.WaitGroup
 	spareCtx   context.Context
 	stopSpares context.CancelFunc
-	// spareKept, if set, is called (with mu held) each time a spare is
-	// kept; a test hook.
-	spareKept func()
+	// spareKept and spareClaimed, if set, are called (with mu held) each
+	// time a spare is kept, and each time a request waits for one being
+	// dialled; test hooks.
+	spareKept, spareClaimed func()
 }
 
 func newUpstream(dial func(ctx context.Context, network, addr string) (net.Conn, error), dst string, roots *x509.CertPool) *upstream {
 	u := &upstream{dial: dial, dst: dst, roots: roots, idle: make(map[string][]*upConn),
-		spares: make(map[string]*spareConn), dialling: make(map[string]bool)}
+		spares: make(map[string]*spareConn), dialling: make(map[string]*spareDial)}
 	u.spareCtx, u.stopSpares = context.WithCancel(context.Background())
 	return u
 }
@@ -330,7 +331,7 @@ func (u *upstream) get(ctx context.Context, key, clientKey, addr, serverName str
 	}
 	var c *upConn
 	if useSpare {
-		c = u.takeSpare(key, clientKey)
+		c = u.takeSpare(ctx, key, clientKey)
 	}
 	if c == nil {
 		var err error
