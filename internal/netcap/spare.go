@@ -37,15 +37,17 @@ type spareConn struct {
 	c     *upConn
 	timer *time.Timer
 	// watched is closed when the watching read returns; alive is then
-	// false if it returned anything but the deadline set by take (nil
+	// false if it returned anything but the deadline set by usable (nil
 	// for plain connections).
 	watched chan struct{}
 	alive   bool
 }
 
-// watch reads from c's TLS connection until take stops it: the server's
-// post-handshake messages are taken in the meantime, and anything else
-// (data, an alert, EOF) marks the spare dead.
+// watch reads from c's TLS connection until usable stops it or the
+// connection is closed (expired, or the proxy shutting down): the
+// server's post-handshake messages are taken in the meantime, and
+// anything else (data, an alert, EOF) marks the spare dead. It runs on a
+// goroutine of its own, one per kept HTTPS spare.
 func (s *spareConn) watch(tc *tls.Conn) {
 	defer close(s.watched)
 	var b [1]byte
