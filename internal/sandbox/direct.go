@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -51,51 +50,21 @@ func mountDirect(sp *spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("sandbox: make the mounts private: %v", err)
 	}
-	var atts []attach
-	closeAtts := func() {
-		for _, a := range atts {
-			unix.Close(a.fd)
-		}
-	}
-	for _, m := range sp.SocketsAt {
-		a, err := bindSocket(m.Source)
-		if err != nil {
-			closeAtts()
-			return err
-		}
-		a.target = filepath.Clean(m.Target)
-		atts = append(atts, a)
-	}
-	for _, m := range sp.Mounts {
-		a, err := bind(m.Source, m.Target, m.ReadOnly, false)
-		if err != nil {
-			closeAtts()
-			return fmt.Errorf("sandbox: %s cannot be shown at %s: %v", m.Source, m.Target, err)
-		}
-		atts = append(atts, a)
+	atts, err := shown(sp)
+	if err != nil {
+		return err
 	}
 	if sp.RunDir != "" {
 		if err := mountRunDir(sp.RunDir); err != nil {
-			closeAtts()
+			closeAttaches(atts)
 			return err
 		}
 	}
-	sort.SliceStable(atts, func(i, j int) bool {
-		return strings.Count(atts[i].target, "/") < strings.Count(atts[j].target, "/")
-	})
-	for _, a := range atts {
-		// Below the run directory's fresh tmpfs: nothing there but
-		// what the init made.
-		if err := mountPoint(a.target, a.file); err != nil {
-			closeAtts()
-			return fmt.Errorf("sandbox: no mount point for %s: %v", a.target, err)
-		}
-		if err := unix.MoveMount(a.fd, "", unix.AT_FDCWD, a.target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			closeAtts()
-			return fmt.Errorf("sandbox: mount %s: %v", a.target, err)
-		}
+	// Below the run directory's fresh tmpfs: nothing there but what the
+	// init made.
+	if err := attachAll(atts); err != nil {
+		return err
 	}
-	closeAtts()
 	if err := mountProc(); err != nil {
 		return err
 	}

@@ -58,21 +58,11 @@ func mountAll(sp *spec) error {
 		}
 		atts = append(atts, a)
 	}
-	for _, m := range sp.SocketsAt {
-		a, err := bindSocket(m.Source)
-		if err != nil {
-			return err
-		}
-		a.target = filepath.Clean(m.Target)
-		atts = append(atts, a)
+	more, err := shown(sp)
+	if err != nil {
+		return err
 	}
-	for _, m := range sp.Mounts {
-		a, err := bind(m.Source, m.Target, m.ReadOnly, false)
-		if err != nil {
-			return fmt.Errorf("sandbox: %s cannot be shown at %s: %v", m.Source, m.Target, err)
-		}
-		atts = append(atts, a)
-	}
+	atts = append(atts, more...)
 	devs, err := cloneDevices()
 	if err != nil {
 		return err
@@ -113,6 +103,42 @@ func mountAll(sp *spec) error {
 	}
 	// Parents before children: a bind may sit inside the workspace or the
 	// workspace inside a bind.
+	if err := attachAll(atts); err != nil {
+		return err
+	}
+	return maskSockets(sockets, sp)
+}
+
+// shown takes detached mounts of what sp shows at targets of their own:
+// its SocketsAt and Mounts.
+func shown(sp *spec) ([]attach, error) {
+	var atts []attach
+	fail := func(err error) ([]attach, error) {
+		closeAttaches(atts)
+		return nil, err
+	}
+	for _, m := range sp.SocketsAt {
+		a, err := bindSocket(m.Source)
+		if err != nil {
+			return fail(err)
+		}
+		a.target = filepath.Clean(m.Target)
+		atts = append(atts, a)
+	}
+	for _, m := range sp.Mounts {
+		a, err := bind(m.Source, m.Target, m.ReadOnly, false)
+		if err != nil {
+			return fail(fmt.Errorf("sandbox: %s cannot be shown at %s: %v", m.Source, m.Target, err))
+		}
+		atts = append(atts, a)
+	}
+	return atts, nil
+}
+
+// attachAll mounts atts at their targets, parents before children, making
+// each mount point where the tree is writable, and closes them.
+func attachAll(atts []attach) error {
+	defer closeAttaches(atts)
 	sort.SliceStable(atts, func(i, j int) bool {
 		return strings.Count(atts[i].target, "/") < strings.Count(atts[j].target, "/")
 	})
@@ -123,9 +149,14 @@ func mountAll(sp *spec) error {
 		if err := unix.MoveMount(a.fd, "", unix.AT_FDCWD, a.target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("sandbox: mount %s: %v", a.target, err)
 		}
+	}
+	return nil
+}
+
+func closeAttaches(atts []attach) {
+	for _, a := range atts {
 		unix.Close(a.fd)
 	}
-	return maskSockets(sockets, sp)
 }
 
 // bind clones source (with its submounts when recursive) as a detached
