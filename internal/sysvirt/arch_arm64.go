@@ -14,3 +14,8 @@ const (
 	sysPoll   = -3
 	sysSelect = -4
 )
+
+const (
+	sysAlarm = -5
+	sysPause = -6
+)

@@ -41,12 +41,26 @@ func Rules(cfg Config) []Rule {
 			Rule{Nr: unix.SYS_GETTIMEOFDAY},
 			Rule{Nr: unix.SYS_NANOSLEEP},
 			Rule{Nr: unix.SYS_CLOCK_NANOSLEEP, Cond: CondIn, Arg: 0, In: virtualClocks},
-			Rule{Nr: unix.SYS_EPOLL_PWAIT, Cond: CondPositive, Arg: 3},
-			Rule{Nr: unix.SYS_EPOLL_PWAIT2, Cond: CondNonNull, Arg: 3},
-			Rule{Nr: unix.SYS_PPOLL, Cond: CondNonNull, Arg: 2},
-			Rule{Nr: unix.SYS_PSELECT6, Cond: CondNonNull, Arg: 4},
+			// Waits with a timeout, and untimed ones (a timer may end
+			// them): all but those whose int timeout is 0.
+			Rule{Nr: unix.SYS_EPOLL_PWAIT, Cond: CondNonNull, Arg: 3},
+			Rule{Nr: unix.SYS_EPOLL_PWAIT2},
+			Rule{Nr: unix.SYS_PPOLL},
+			Rule{Nr: unix.SYS_PSELECT6},
 			Rule{Nr: unix.SYS_FUTEX, Cond: CondFutex, In: []uint32{futexWaitBitset, futexLockPI, futexLockPI2, futexWaitRequeuePI}},
 			Rule{Nr: unix.SYS_FUTEX_WAITV, Cond: CondNonNull, Arg: 3},
+			// Timers on the virtual clock, and the waits for a signal
+			// they may end (timers.go).
+			Rule{Nr: unix.SYS_SETITIMER, Cond: CondIn, Arg: 0, In: []uint32{unix.ITIMER_REAL}},
+			Rule{Nr: unix.SYS_GETITIMER, Cond: CondIn, Arg: 0, In: []uint32{unix.ITIMER_REAL}},
+			Rule{Nr: unix.SYS_TIMER_SETTIME},
+			Rule{Nr: unix.SYS_TIMER_GETTIME},
+			Rule{Nr: unix.SYS_TIMER_GETOVERRUN},
+			Rule{Nr: unix.SYS_TIMER_DELETE},
+			Rule{Nr: unix.SYS_TIMERFD_SETTIME},
+			Rule{Nr: unix.SYS_TIMERFD_GETTIME},
+			Rule{Nr: unix.SYS_RT_SIGSUSPEND},
+			Rule{Nr: unix.SYS_RT_SIGTIMEDWAIT},
 		)
 		r = append(r, statRules()...)
 		for _, nr := range legacyNotified {
@@ -54,9 +68,9 @@ func Rules(cfg Config) []Rule {
 		}
 		for _, t := range legacyTimed {
 			if t[1] >= 0 {
-				r = append(r, Rule{Nr: t[0], Cond: CondPositive, Arg: t[1]})
+				r = append(r, Rule{Nr: t[0], Cond: CondNonNull, Arg: t[1]})
 			} else {
-				r = append(r, Rule{Nr: t[0], Cond: CondNonNull, Arg: 4})
+				r = append(r, Rule{Nr: t[0]})
 			}
 		}
 	}
@@ -99,6 +113,28 @@ func callName(nr int) string {
 		return "mmap"
 	case unix.SYS_MPROTECT:
 		return "mprotect"
+	case unix.SYS_SETITIMER:
+		return "setitimer"
+	case unix.SYS_GETITIMER:
+		return "getitimer"
+	case unix.SYS_TIMER_SETTIME:
+		return "timer_settime"
+	case unix.SYS_TIMER_GETTIME:
+		return "timer_gettime"
+	case unix.SYS_TIMER_GETOVERRUN:
+		return "timer_getoverrun"
+	case unix.SYS_TIMERFD_SETTIME:
+		return "timerfd_settime"
+	case unix.SYS_TIMERFD_GETTIME:
+		return "timerfd_gettime"
+	case unix.SYS_RT_SIGSUSPEND:
+		return "rt_sigsuspend"
+	case unix.SYS_RT_SIGTIMEDWAIT:
+		return "rt_sigtimedwait"
+	case sysAlarm:
+		return "alarm"
+	case sysPause:
+		return "pause"
 	}
 	if s := statName(nr); s != "" {
 		return s

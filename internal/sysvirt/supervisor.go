@@ -34,6 +34,10 @@ type Supervisor struct {
 	tracer   atomic.Int32
 	selfOnce sync.Once
 	selfView selfView
+	// restarts are the calls a timer's signal interrupted, by thread
+	// (timers.go); pendingRestarts their number, read without mu.
+	restarts        map[int]restart
+	pendingRestarts atomic.Int32
 }
 
 // proc is one process (thread group) and its stream.
@@ -71,6 +75,12 @@ type proc struct {
 	instant    int64
 	instantAt  int64
 	instantSet bool
+	// Timers (timers.go): children counts the processes it started that
+	// the tracer has not reaped (one could end a wait for a signal with
+	// its SIGCHLD); ended says its own exit was seen.
+	timers   []*vtimer
+	children int
+	ended    bool
 }
 
 // New returns a supervisor for cfg.
@@ -213,6 +223,9 @@ func realNow(k byte) int64 {
 // supervisor's calls, and reports whether it was.
 func (s *Supervisor) Handle(fd int, n *Notif) bool {
 	s.fd = fd
+	if s.restarted(n) {
+		return true
+	}
 	switch int(n.Nr) {
 	case unix.SYS_CLOCK_GETTIME:
 		s.clockGettime(n)
@@ -223,9 +236,27 @@ func (s *Supervisor) Handle(fd int, n *Notif) bool {
 	case unix.SYS_GETRANDOM:
 		s.getrandom(n)
 	case unix.SYS_NANOSLEEP:
-		s.sleep(n, clockMonotonic, 0, n.Args[0])
+		s.sleep(n, clockMonotonic, 0, n.Args[0], n.Args[1])
 	case unix.SYS_CLOCK_NANOSLEEP:
-		s.sleep(n, int32(n.Args[0]), int(n.Args[1]), n.Args[2])
+		s.sleep(n, int32(n.Args[0]), int(n.Args[1]), n.Args[2], n.Args[3])
+	case unix.SYS_SETITIMER:
+		s.setitimer(n, false)
+	case unix.SYS_GETITIMER:
+		s.getitimer(n)
+	case unix.SYS_TIMER_SETTIME:
+		s.timerSettime(n)
+	case unix.SYS_TIMER_GETTIME:
+		s.timerGettime(n, timerPOSIX)
+	case unix.SYS_TIMER_GETOVERRUN:
+		s.timerGetoverrun(n)
+	case unix.SYS_TIMER_DELETE:
+		s.timerDelete(n)
+	case unix.SYS_TIMERFD_SETTIME:
+		s.timerfdSettime(n)
+	case unix.SYS_TIMERFD_GETTIME:
+		s.timerGettime(n, timerFD)
+	case unix.SYS_RT_SIGSUSPEND, unix.SYS_RT_SIGTIMEDWAIT:
+		s.sigwait(n)
 	case unix.SYS_FUTEX:
 		s.futex(n)
 	case unix.SYS_FUTEX_WAITV:
@@ -381,8 +412,9 @@ func (s *Supervisor) rng(p *proc) *seedrng.Stream {
 	return p.rng
 }
 
-// sleep serves nanosleep and clock_nanosleep.
-func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
+// sleep serves nanosleep and clock_nanosleep; rem is where a relative
+// sleep interrupted by a signal writes the time left.
+func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 	k := clockKind(id)
 	s.mu.Lock()
 	p := s.caller(n)
@@ -408,6 +440,25 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req uint64) {
 	}
 	if d <= 0 {
 		s.served("sleep")
+		s.mu.Unlock()
+		s.reply(n, 0)
+		return
+	}
+	if p.threads <= 1 && p.armedTimers() {
+		// A timer whose signal the sleep takes ends it there.
+		tid := int(n.Pid)
+		st, _ := readSigState(tid)
+		end := s.nowT(p, tid) + d
+		woken, send := s.advance(p, tid, d, signalWakes(st, st.blk))
+		s.served("sleep")
+		if woken != nil {
+			if flags&unix.TIMER_ABSTIME == 0 && rem != 0 {
+				writeMem(tid, rem, putTimespec(end-woken.deadline))
+			}
+			s.interrupt(n, send)
+			s.mu.Unlock()
+			return
+		}
 		s.mu.Unlock()
 		s.reply(n, 0)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"github.com/dal-runtime/dal/seedrng"
@@ -40,19 +41,29 @@ func (s *Supervisor) Trace(agent int) int {
 	started := false
 	// Stops seen while dal injected calls into a task, for the loop.
 	var queued []stop
+	// Exits held until the parent reaches its wait (holdExit).
+	var held []heldExit
 	for {
 		var ws unix.WaitStatus
 		var pid int
 		if len(queued) > 0 {
 			pid, ws, queued = queued[0].pid, queued[0].ws, queued[1:]
 		} else {
+			flags := unix.WALL
+			if len(held) > 0 {
+				flags |= unix.WNOHANG
+			}
 			var err error
-			pid, err = unix.Wait4(-1, &ws, unix.WALL, nil)
+			pid, err = unix.Wait4(-1, &ws, flags, nil)
 			if err == unix.EINTR {
 				continue
 			}
 			if err != nil {
 				return 127
+			}
+			if pid == 0 {
+				held = s.release(held)
+				continue
 			}
 		}
 		if ws.Exited() || ws.Signaled() {
@@ -81,6 +92,10 @@ func (s *Supervisor) Trace(agent int) int {
 				resume(pid, in.sig)
 			}
 		case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXIT:
+			if s.holdExit(pid) {
+				held = append(held, heldExit{pid: pid, tries: settleTries})
+				continue
+			}
 			s.exiting(pid)
 			unix.PtraceCont(pid, 0)
 		case sig == unix.SIGTRAP && (ws.TrapCause() == unix.PTRACE_EVENT_FORK ||
@@ -174,6 +189,7 @@ func (s *Supervisor) spawned(parent, child int, vfork bool) {
 	s.harvest(p, parent)
 	c := s.newProc(child, p.stream+"."+strconv.Itoa(p.spawned))
 	c.parent = p.tgid
+	p.children++
 	// A child starts where its parent's sleeps and waits had brought
 	// it: not its reads, so a child's values never depend on how often its
 	// parent looked at the clock (a shimmed runtime's own bookkeeping
@@ -216,7 +232,14 @@ func parentOf(tid int) int {
 // running one command after another is: `date; sleep 2; date` shows two
 // seconds pass. It runs at the exit's first step, before the process's
 // descriptors close, so the parent cannot have seen the end yet. A parent
-// busy meanwhile keeps its own time: when it looks is up to the scheduler.
+// with one thread (or a timer) is first waited for (holdExit); one still
+// busy after that, or with several threads, keeps its own time: when it
+// looks is up to the scheduler.
+//
+// When the parent has a timer armed and its timer whose signal ends its
+// wait is due before the child's time, the timer fires there and the
+// parent's clock stops at it: `timeout 5 sleep 10` times out (the signal
+// is pending before the child's end is), `timeout 5 sleep 1` does not.
 func (s *Supervisor) exiting(tid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -227,15 +250,83 @@ func (s *Supervisor) exiting(tid int) {
 	if p == nil || p.parent == 0 {
 		return
 	}
+	parent := s.procs[p.parent]
+	p.ended = true
 	// What looking at files newer than its clock added stays the
 	// process's own (filetimes.go): whoever looks at them later moves
 	// on by itself, whether or not the parent was idle at this exit.
 	base := p.base - p.looked
-	parent := s.procs[p.parent]
 	if parent == nil || parent.base >= base || !idle(parent.tgid) {
 		return
 	}
-	s.setBase(parent, parent.tgid, base)
+	if !parent.armedTimers() {
+		s.setBase(parent, parent.tgid, base)
+		return
+	}
+	st, _ := readSigState(parent.tgid)
+	if _, send := s.advance(parent, parent.tgid, base-parent.base, signalWakes(st, st.blk)); send != nil {
+		s.mu.Unlock()
+		send()
+		s.mu.Lock()
+	}
+}
+
+// heldExit is a process stopped at its exit until its parent reaches a
+// wait, or tries runs out.
+type heldExit struct {
+	pid   int
+	tries int
+}
+
+// settleTries bounds how long an exit is held: that many looks, 50 µs
+// apart (100 ms).
+const settleTries = 2000
+
+// holdExit reports whether process tid's exit, stopped at its first step,
+// should wait for its parent to reach a wait: its parent has one thread
+// or a timer armed, would get time from it, and is running, faulting a
+// page in, or stopped for the tracer (a fork event the tracer has not
+// seen: the tracer reports the newest task's stops first). What the
+// parent does before waiting, such as arming the timer `timeout` arms
+// after starting its command, then happens before the child's end in
+// virtual time however the scheduler ran them.
+func (s *Supervisor) holdExit(tid int) bool {
+	s.mu.Lock()
+	p := s.procs[tid]
+	if p == nil || p.parent == 0 || p.ended {
+		s.mu.Unlock()
+		return false
+	}
+	parent := s.procs[p.parent]
+	hold := parent != nil && parent.base < p.base-p.looked && (parent.armedTimers() || parent.threads == 1)
+	s.mu.Unlock()
+	return hold && !settled(p.parent)
+}
+
+// release lets the held exits whose parent has settled (or that waited
+// long enough) go on, and returns the others, after a pause when there are
+// any.
+func (s *Supervisor) release(held []heldExit) []heldExit {
+	kept := held[:0]
+	for _, h := range held {
+		s.mu.Lock()
+		parent := 0
+		if p := s.procs[h.pid]; p != nil {
+			parent = p.parent
+		}
+		s.mu.Unlock()
+		if h.tries <= 0 || parent == 0 || settled(parent) {
+			s.exiting(h.pid)
+			unix.PtraceCont(h.pid, 0)
+			continue
+		}
+		h.tries--
+		kept = append(kept, h)
+	}
+	if len(kept) > 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	return kept
 }
 
 // idle reports whether no thread of process tgid is running.
@@ -276,6 +367,11 @@ func (s *Supervisor) exited(tid int) {
 		if tid == g {
 			delete(s.procs, g)
 			s.pidfds.drop(p)
+			p.dropTimers(nil)
+			// Reaped by the tracer: the parent's SIGCHLD is pending now.
+			if parent := s.procs[p.parent]; parent != nil {
+				parent.children--
+			}
 		}
 	}
 }
@@ -306,6 +402,8 @@ func (s *Supervisor) exec(pid int) injected {
 	p.execs++
 	p.threads = 1
 	s.pidfds.drop(p)
+	// An exec deletes POSIX timers; alarms and timerfds stay.
+	p.dropTimers(func(t *vtimer) bool { return t.kind != timerPOSIX })
 	for tid, g := range s.threads {
 		if g == p.tgid && tid != pid {
 			delete(s.threads, tid)

@@ -24,8 +24,13 @@ type waitCall struct {
 	// epoll: the caller's epoll descriptor (fds then are its members,
 	// used only to judge outstanding I/O).
 	epoll int
-	// zero writes what the kernel writes when the call times out.
+	// zero writes what the kernel writes when the call times out; left
+	// the time left when a signal interrupts it (ppoll, select, pselect6).
 	zero func() error
+	left func(ns int64)
+	// mask is the signal mask the call sets for its wait (hasMask).
+	mask    uint64
+	hasMask bool
 }
 
 // wait serves the calls of the poll, select and epoll families that exist
@@ -33,11 +38,10 @@ type waitCall struct {
 func (s *Supervisor) wait(n *Notif) {
 	a := n.Args
 	w := &waitCall{n: n, pid: int(n.Pid), epoll: -1}
-	var sigmask bool
-	var tsp uint64
+	var tsp, maskAddr uint64
 	switch int(n.Nr) {
 	case unix.SYS_PPOLL:
-		tsp, sigmask = a[2], a[3] != 0
+		tsp, maskAddr = a[2], a[3]
 	case unix.SYS_PSELECT6:
 		tsp = a[4]
 		if a[5] != 0 {
@@ -46,14 +50,14 @@ func (s *Supervisor) wait(n *Notif) {
 				Continue(s.fd, n.ID)
 				return
 			}
-			sigmask = binary.LittleEndian.Uint64(b[:]) != 0
+			maskAddr = binary.LittleEndian.Uint64(b[:])
 		}
 	case sysEpollWait:
 		w.timeout = msTimeout(a[3])
 	case unix.SYS_EPOLL_PWAIT:
-		w.timeout, sigmask = msTimeout(a[3]), a[4] != 0
+		w.timeout, maskAddr = msTimeout(a[3]), a[4]
 	case unix.SYS_EPOLL_PWAIT2:
-		tsp, sigmask = a[3], a[4] != 0
+		tsp, maskAddr = a[3], a[4]
 	}
 	if tsp != 0 {
 		ns, errno := readTimespec(w.pid, tsp)
@@ -65,12 +69,13 @@ func (s *Supervisor) wait(n *Notif) {
 	} else if int(n.Nr) != sysEpollWait && int(n.Nr) != unix.SYS_EPOLL_PWAIT {
 		w.timeout = -1
 	}
-	if sigmask && w.timeout > 0 && s.cfg.Clock {
-		s.mu.Lock()
-		s.real("wait_sigmask")
-		s.mu.Unlock()
-		Continue(s.fd, n.ID)
-		return
+	if maskAddr != 0 {
+		var b [8]byte
+		if ReadMem(w.pid, maskAddr, b[:]) != nil {
+			Continue(s.fd, n.ID) // the kernel reports it
+			return
+		}
+		w.mask, w.hasMask = binary.LittleEndian.Uint64(b[:]), true
 	}
 	switch int(n.Nr) {
 	case unix.SYS_PPOLL:
@@ -97,7 +102,7 @@ const pollfdSize = 8
 
 // servePoll serves poll and ppoll; tsp is ppoll's timespec (0 for poll).
 func (s *Supervisor) servePoll(w *waitCall, fds, nfds, tsp uint64, pp bool) {
-	if w.timeout <= 0 || nfds > 1<<16 {
+	if w.timeout == 0 || nfds > 1<<16 {
 		Continue(s.fd, w.n.ID)
 		return
 	}
@@ -127,13 +132,16 @@ func (s *Supervisor) servePoll(w *waitCall, fds, nfds, tsp uint64, pp bool) {
 		}
 		return nil
 	}
+	if pp && tsp != 0 {
+		w.left = func(ns int64) { writeMem(w.pid, tsp, putTimespec(ns)) }
+	}
 	s.serveWait(w)
 }
 
 // serveSelect serves select and pselect6; tv is select's timeval or
 // pselect6's timespec.
 func (s *Supervisor) serveSelect(w *waitCall, nfds int, r, wr, e, tv uint64, pselect bool) {
-	if w.timeout <= 0 || nfds < 0 || nfds > 1<<16 {
+	if w.timeout == 0 || nfds < 0 || nfds > 1<<16 {
 		Continue(s.fd, w.n.ID)
 		return
 	}
@@ -172,6 +180,18 @@ func (s *Supervisor) serveSelect(w *waitCall, nfds int, r, wr, e, tv uint64, pse
 		}
 		return writeMem(w.pid, tv, make([]byte, 16))
 	}
+	if tv != 0 {
+		w.left = func(ns int64) {
+			if !pselect {
+				ns = ns / 1000 * 1000 // a timeval
+				b := putTimespec(ns)
+				binary.LittleEndian.PutUint64(b[8:], uint64(ns%1e9/1000))
+				writeMem(w.pid, tv, b)
+				return
+			}
+			writeMem(w.pid, tv, putTimespec(ns))
+		}
+	}
 	s.serveWait(w)
 }
 
@@ -195,11 +215,20 @@ func (s *Supervisor) serveSelect(w *waitCall, nfds int, r, wr, e, tv uint64, pse
 // unchanged. Answering CONTINUE at once would change what a program's
 // clock reads after a timeout, so it is not done.
 func (s *Supervisor) serveWait(w *waitCall) {
-	if w.timeout <= 0 || !s.cfg.Clock {
+	if w.timeout == 0 || !s.cfg.Clock {
 		Continue(s.fd, w.n.ID)
 		return
 	}
 	s.mu.Lock()
+	if w.timeout < 0 {
+		// An untimed wait ends on a timer or not at all: the kernel's,
+		// unless the process has a timer armed.
+		if p := s.lookup(w.pid); p == nil || !p.armedTimers() {
+			s.mu.Unlock()
+			Continue(s.fd, w.n.ID)
+			return
+		}
+	}
 	p := s.caller(w.n)
 	pidfd := -1
 	if p != nil {
@@ -215,6 +244,26 @@ func (s *Supervisor) serveWait(w *waitCall) {
 		return
 	}
 	l := look(w, p.tgid, pidfd)
+	if w.hasMask && l.verdict == waitExpire {
+		// The mask the call would set matters only to a signal pending
+		// or arriving meanwhile: jumping, none can arrive but a timer's,
+		// which advance judges under the mask.
+		if st, ok := readSigState(w.pid); !ok || st.pending&^w.mask != 0 {
+			l.verdict = waitReal
+		}
+	}
+	if l.verdict == waitReal && (w.hasMask || w.timeout < 0) {
+		// dal cannot apply the mask to a real wait of its own; an
+		// untimed one has nothing to expire.
+		l.close()
+		if w.hasMask {
+			s.mu.Lock()
+			s.real("wait_sigmask")
+			s.mu.Unlock()
+		}
+		Continue(s.fd, w.n.ID)
+		return
+	}
 	switch l.verdict {
 	case waitKernel, waitReady:
 		// Ready now: the call returns at once and time does not move.
@@ -402,12 +451,26 @@ const recheck = 2 * time.Millisecond
 // once (a clock read or getrandom held for its answer is as good as
 // running). A thread that cannot be read counts as blocked (it is gone).
 func quiescent(tgid, caller int) bool {
+	return blocked(tgid, caller, false)
+}
+
+// settled reports whether every thread of process tgid has reached a
+// wait: as quiescent, and none in uninterruptible sleep (a page fault),
+// stopped for the tracer, which will let it go on, or held for the
+// supervisor's answer. The tracer's thread
+// calls it, without mu: its reads make no stat (readFile), which the
+// supervisor would have to answer.
+func settled(tgid int) bool {
+	return blocked(tgid, -1, true)
+}
+
+func blocked(tgid, caller int, strict bool) bool {
 	dir := "/proc/" + strconv.Itoa(tgid) + "/task"
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return true
 	}
-	if len(ents) == 1 {
+	if len(ents) == 1 && caller >= 0 {
 		return true
 	}
 	for _, e := range ents {
@@ -415,7 +478,7 @@ func quiescent(tgid, caller int) bool {
 		if err != nil || tid == caller {
 			continue
 		}
-		b, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
+		b, err := readFile(dir + "/" + e.Name() + "/stat")
 		if err != nil {
 			continue
 		}
@@ -426,8 +489,19 @@ func quiescent(tgid, caller int) bool {
 		switch b[i+2] {
 		case 'R':
 			return false
+		case 'D', 't':
+			if strict {
+				return false
+			}
 		case 'S':
-			sc, err := os.ReadFile(dir + "/" + e.Name() + "/syscall")
+			if strict {
+				// Held for the supervisor's answer, which may not be
+				// decided yet (a wait's, which may jump).
+				if w, err := readFile(dir + "/" + e.Name() + "/wchan"); err == nil && bytes.HasPrefix(w, []byte("seccomp_do_user_notif")) {
+					return false
+				}
+			}
+			sc, err := readFile(dir + "/" + e.Name() + "/syscall")
 			if err != nil {
 				continue
 			}
@@ -443,22 +517,85 @@ func quiescent(tgid, caller int) bool {
 	return true
 }
 
-// expire answers w as timed out and moves p's clock by its timeout.
+// expire answers w as timed out and moves p's clock by its timeout; a
+// timer due before then ends it instead: a timerfd it waits on is ready,
+// a signal interrupts it. An untimed wait no timer ends is left to the
+// kernel.
 func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
 	if !Valid(s.fd, w.n.ID) {
 		return
+	}
+	s.mu.Lock()
+	if p.armedTimers() {
+		start := s.nowT(p, w.pid)
+		woken, send := s.advance(p, w.pid, w.timeout, s.waitWakes(w, p))
+		switch {
+		case woken != nil && woken.kind == timerFD:
+			s.served("wait")
+			s.mu.Unlock()
+			send()
+			Continue(s.fd, w.n.ID) // ready now
+			return
+		case woken != nil:
+			if w.left != nil && w.timeout > 0 {
+				w.left(max(start+w.timeout-woken.deadline, 0))
+			}
+			s.served("wait")
+			s.interrupt(w.n, send)
+			s.mu.Unlock()
+			return
+		case w.timeout < 0:
+			s.mu.Unlock()
+			Continue(s.fd, w.n.ID)
+			return
+		}
+		s.mu.Unlock()
+	} else {
+		if w.timeout < 0 {
+			s.mu.Unlock()
+			Continue(s.fd, w.n.ID)
+			return
+		}
+		s.setBase(p, w.pid, p.base+w.timeout)
+		s.mu.Unlock()
 	}
 	if w.zero != nil && w.zero() != nil {
 		s.fail(w.n, unix.EFAULT)
 		return
 	}
 	s.mu.Lock()
-	s.setBase(p, w.pid, p.base+w.timeout)
 	if count != "" {
 		s.served(count)
 	}
 	s.mu.Unlock()
 	s.reply(w.n, 0)
+}
+
+// waitWakes is advance's wakes for w: a timerfd w watches, or a signal
+// that interrupts it.
+func (s *Supervisor) waitWakes(w *waitCall, p *proc) func(*vtimer) bool {
+	st, _ := readSigState(w.pid)
+	mask := st.blk
+	if w.hasMask {
+		mask = w.mask
+	}
+	var fds []int
+	if w.epoll >= 0 {
+		fds = epollMembers(p.tgid, w.epoll)
+	} else {
+		fds = w.fds
+	}
+	return func(t *vtimer) bool {
+		if t.kind == timerFD {
+			for _, fd := range fds {
+				if fd == t.id {
+					return true
+				}
+			}
+			return false
+		}
+		return st.interrupts(t.sigOf(), mask)
+	}
 }
 
 // epollMembers lists the descriptors registered in tgid's epoll fd epfd.
@@ -497,7 +634,8 @@ func outstandingFD(tgid, fd int, dup func(int) (int, bool)) bool {
 		}
 		v, err := unix.GetsockoptInt(d, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
 		return err != nil || v == 0
-	case link == "anon_inode:[eventfd]":
+	case link == "anon_inode:[eventfd]", link == "anon_inode:[timerfd]":
+		// A timerfd's expiries are dal's (timers.go).
 		return false
 	case strings.HasPrefix(link, "pipe:"), strings.HasPrefix(link, "anon_inode:"),
 		strings.HasPrefix(link, "/dev/pts/"), strings.HasPrefix(link, "/dev/tty"),
@@ -511,8 +649,10 @@ func outstandingFD(tgid, fd int, dup func(int) (int, bool)) bool {
 // which a thread blocked in it is about to return from.
 func instant(nr int) bool {
 	switch nr {
-	case unix.SYS_CLOCK_GETTIME, unix.SYS_GETTIMEOFDAY, unix.SYS_GETRANDOM:
+	case unix.SYS_CLOCK_GETTIME, unix.SYS_GETTIMEOFDAY, unix.SYS_GETRANDOM,
+		unix.SYS_SETITIMER, unix.SYS_GETITIMER, unix.SYS_TIMER_SETTIME, unix.SYS_TIMER_GETTIME,
+		unix.SYS_TIMER_GETOVERRUN, unix.SYS_TIMER_DELETE, unix.SYS_TIMERFD_SETTIME, unix.SYS_TIMERFD_GETTIME:
 		return true
 	}
-	return nr == sysTime && sysTime >= 0
+	return (nr == sysTime && sysTime >= 0) || (nr == sysAlarm && sysAlarm >= 0)
 }
