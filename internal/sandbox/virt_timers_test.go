@@ -16,12 +16,14 @@ import (
 const timersSource = `#define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
@@ -37,6 +39,11 @@ static void oninfo(int sig, siginfo_t *si, void *uc) {
 	code = si->si_code;
 	value = si->si_value.sival_int;
 	timerid = si->si_timerid;
+}
+
+static void *idle(void *arg) {
+	pause();
+	return NULL;
 }
 
 static long long now(clockid_t c) {
@@ -142,6 +149,13 @@ int main(int argc, char **argv) {
 		n = poll(&p, 1, 5000);
 		read(fd, &ticks, 8);
 		printf("poll=%d ticks=%llu\n", n, (unsigned long long)ticks);
+	} else if (!strcmp(m, "timerfd-read")) {
+		int fd = timerfd_create(CLOCK_BOOTTIME, 0);
+		struct itimerspec its = {{0, 0}, {2, 500000000}};
+		timerfd_settime(fd, 0, &its, NULL);
+		uint64_t ticks = 0;
+		read(fd, &ticks, 8);
+		printf("read ticks=%llu\n", (unsigned long long)ticks);
 	} else if (!strcmp(m, "timerfd-abs")) {
 		int fd = timerfd_create(CLOCK_REALTIME, 0);
 		struct itimerspec its = {{0, 0}, {now(CLOCK_REALTIME) / 1000000000LL + 60, 0}};
@@ -170,6 +184,51 @@ int main(int argc, char **argv) {
 			printf("epoll_wait=%d ticks=%llu at %lld\n", n, (unsigned long long)ticks, now(CLOCK_MONOTONIC) - t0);
 		}
 		printf("total=%llu\n", (unsigned long long)total);
+	} else if (!strcmp(m, "threaded-abs")) {
+		pthread_t th;
+		pthread_create(&th, NULL, idle, NULL);
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &set, NULL);
+		struct sigevent sev = {0};
+		sev.sigev_notify = SIGEV_SIGNAL;
+		sev.sigev_signo = SIGUSR1;
+		timer_t t;
+		timer_create(CLOCK_REALTIME, &sev, &t);
+		struct itimerspec its = {{0, 0}, {now(CLOCK_REALTIME) / 1000000000LL + 1, 0}};
+		timer_settime(t, TIMER_ABSTIME, &its, NULL);
+		printf("sigwaitinfo=%d\n", sigwaitinfo(&set, NULL) == SIGUSR1);
+		return 0;
+	} else if (!strcmp(m, "settime") || !strcmp(m, "gettime")) {
+		/* The benchmarks' loop: argv[2] calls. */
+		long n = atol(argv[2]);
+		struct sigevent sev = {0};
+		sev.sigev_notify = SIGEV_NONE;
+		timer_t t;
+		timer_create(CLOCK_MONOTONIC, &sev, &t);
+		struct itimerspec its = {{0, 0}, {3600, 0}}, cur;
+		timer_settime(t, 0, &its, NULL);
+		long acc = 0;
+		for (long i = 0; i < n; i++) {
+			if (m[0] == 's')
+				timer_settime(t, 0, &its, NULL);
+			else
+				timer_gettime(t, &cur), acc += cur.it_value.tv_sec;
+		}
+		printf("%ld\n", acc);
+		return 0;
+	} else if (!strcmp(m, "ready")) {
+		/* The benchmarks' loop: argv[2] untimed epoll_waits, each
+		 * ready at once (an eventfd that stays readable). */
+		long n = atol(argv[2]), acc = 0;
+		int efd = eventfd(1, 0), ep = epoll_create1(0);
+		struct epoll_event ev = {.events = EPOLLIN};
+		epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev);
+		for (long i = 0; i < n; i++)
+			acc += epoll_wait(ep, &ev, 1, -1);
+		printf("%ld\n", acc);
+		return 0;
 	} else if (!strcmp(m, "busy")) {
 		signal(SIGALRM, onsig);
 		alarm(1);
@@ -185,14 +244,14 @@ int main(int argc, char **argv) {
 `
 
 // buildTimers compiles timersSource into a directory of its own.
-func buildTimers(t *testing.T) string {
+func buildTimers(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	src, bin := filepath.Join(dir, "timers.c"), filepath.Join(dir, "timers")
 	if err := os.WriteFile(src, []byte(timersSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("gcc", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", "-O2", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	return bin
@@ -244,6 +303,7 @@ func TestVirtTimersFollowTheVirtualClock(t *testing.T) {
 		{"posix-abs", []string{"sigsuspend=-1 errno=4 fired=1 code=-2 value=42 overrun=0", "elapsed mono=3000"}},
 		{"thread-id", []string{"sigwaitinfo=34 rtmin+0 code=-2 value=7", "elapsed mono=4000"}},
 		{"timerfd", []string{"armed: 0.700000000 left", "poll=1 ticks=1", "poll=1 ticks=3", "elapsed mono=1700"}},
+		{"timerfd-read", []string{"read ticks=1", "elapsed mono=2500"}},
 		{"timerfd-abs", []string{"select=1 ticks=1", "elapsed mono=60000"}},
 		{"epoll", []string{"epoll_wait=1 ticks=1 at 100", "epoll_wait=1 ticks=1 at 500", "total=5", "elapsed mono=500"}},
 	}
@@ -317,4 +377,46 @@ func TestVirtTimersSeededStayReal(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "fired=1 alarm left=0") || c.Served["timer"] != 0 {
 		t.Fatalf("seeded alarm-sleep: exit %d, stdout %q, served %v", r.code, r.stdout, c.Served)
 	}
+}
+
+// TestVirtTimersThreadedAbsolute: a process with several threads waits
+// for its timers in real time (its waits do not jump), so an absolute
+// deadline on its virtual clock is kept at the same distance on the real
+// one: one second, not the months between the virtual epoch and now. The
+// fire is counted as an escape.
+func TestVirtTimersThreadedAbsolute(t *testing.T) {
+	t.Parallel()
+	bin := buildTimers(t)
+	r, c := layerScript(t, strictLayer, bin, bin+" threaded-abs")
+	if r.code != 0 || r.stdout != "sigwaitinfo=1\n" || c.Escapes["timer"] != 1 {
+		t.Fatalf("threaded absolute timer: exit %d, stdout %q, escapes %v", r.code, r.stdout, c.Escapes)
+	}
+}
+
+// BenchmarkVirtTimerSettime: timer_settime answered by the supervisor
+// against the kernel's, per call.
+//
+//	go test ./internal/sandbox -run '^$' -bench 'VirtTimer' -benchtime 2s
+func BenchmarkVirtTimerSettime(b *testing.B) {
+	benchTimers(b, "settime")
+}
+
+// BenchmarkVirtUntimedWaitReady: an untimed epoll_wait that is ready at
+// once: the filter lets it through (a process's watcher finds the untimed
+// waits a timer ends), at the filter's cost.
+func BenchmarkVirtUntimedWaitReady(b *testing.B) {
+	benchTimers(b, "ready")
+}
+
+// BenchmarkVirtTimerGettime: timer_gettime likewise.
+func BenchmarkVirtTimerGettime(b *testing.B) {
+	benchTimers(b, "gettime")
+}
+
+func benchTimers(b *testing.B, op string) {
+	bin := buildTimers(b)
+	n := max(b.N, 20000)
+	nat, layer := perCall(b, bin, op, n, inBox), perCall(b, bin, op, n, layered)
+	b.ReportMetric(nat, "sandbox-ns/call")
+	b.ReportMetric(layer, "ns/op")
 }

@@ -18,13 +18,10 @@ func (s *Supervisor) waitLegacy(n *Notif) bool {
 		s.servePoll(w, n.Args[0], n.Args[1], 0, false)
 	case unix.SYS_ALARM:
 		s.setitimer(n, true)
-	case unix.SYS_PAUSE:
-		s.sigwait(n)
 	case unix.SYS_SELECT:
 		tv := n.Args[4]
 		if tv == 0 {
-			w.timeout = -1
-			s.serveSelect(w, int(n.Args[0]), n.Args[1], n.Args[2], n.Args[3], 0, false)
+			Continue(s.fd, n.ID)
 			return true
 		}
 		var b [16]byte
@@ -46,11 +43,10 @@ func (s *Supervisor) waitLegacy(n *Notif) bool {
 }
 
 // legacyNotified are the calls of this ABI beyond [Notified]'s.
-var legacyNotified = []int{unix.SYS_TIME, unix.SYS_ALARM, unix.SYS_PAUSE}
+var legacyNotified = []int{unix.SYS_TIME, unix.SYS_ALARM}
 
 // legacyTimed are poll and select: (nr, index of an int timeout in ms, or
-// -1 for a pointer). Every wait but a zero int timeout is handed over:
-// an untimed one may end on a timer (timers.go).
+// -1 for a pointer).
 var legacyTimed = [][2]int{{unix.SYS_POLL, 2}, {unix.SYS_SELECT, -1}, {unix.SYS_EPOLL_WAIT, 3}}
 
 const sysEpollWait = unix.SYS_EPOLL_WAIT

@@ -81,6 +81,7 @@ type proc struct {
 	timers   []*vtimer
 	children int
 	ended    bool
+	watching bool // its watcher runs (timers.go)
 }
 
 // New returns a supervisor for cfg.
@@ -247,15 +248,13 @@ func (s *Supervisor) Handle(fd int, n *Notif) bool {
 		s.timerSettime(n)
 	case unix.SYS_TIMER_GETTIME:
 		s.timerGettime(n, timerPOSIX)
-	case unix.SYS_TIMER_GETOVERRUN:
-		s.timerGetoverrun(n)
 	case unix.SYS_TIMER_DELETE:
 		s.timerDelete(n)
 	case unix.SYS_TIMERFD_SETTIME:
 		s.timerfdSettime(n)
 	case unix.SYS_TIMERFD_GETTIME:
 		s.timerGettime(n, timerFD)
-	case unix.SYS_RT_SIGSUSPEND, unix.SYS_RT_SIGTIMEDWAIT:
+	case unix.SYS_RT_SIGTIMEDWAIT:
 		s.sigwait(n)
 	case unix.SYS_FUTEX:
 		s.futex(n)

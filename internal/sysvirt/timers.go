@@ -35,8 +35,10 @@ const (
 // vtimer is one timer of a process.
 type vtimer struct {
 	kind timerKind
-	// id is a POSIX timer's id or a timerfd's descriptor number.
-	id int
+	// id is a POSIX timer's id or a timerfd's descriptor number; clock
+	// the kind of its clock ('r' or 'm').
+	id    int
+	clock byte
 	// deadline is the virtual offset (base + reads×quantum, as
 	// Supervisor.nowT) at which an armed timer expires next.
 	armed    bool
@@ -148,6 +150,157 @@ func (s *Supervisor) arm(p *proc, t *vtimer, now, deadline, interval int64) {
 	t.armed, t.deadline, t.interval, t.overrun = true, deadline, interval, 0
 	g := t.gen
 	t.backstop = time.AfterFunc(time.Duration(max(deadline-now, 0)), func() { s.backstopFire(p, t, g) })
+	if !p.watching {
+		p.watching = true
+		go s.watch(p)
+	}
+}
+
+// watchEvery is how often a process's watcher looks at it.
+const watchEvery = 500 * time.Microsecond
+
+// watch is p's watcher: while p has a timer armed, it looks every
+// watchEvery whether p's one thread sleeps in the kernel in an untimed wait
+// that only a timer can end — pause, sigsuspend, sigtimedwait without a
+// timeout, poll, ppoll, epoll_wait, epoll_pwait or epoll_pwait2 without a
+// timeout on descriptors none of which is outstanding I/O, or a blocking
+// read of a timerfd — with no child that could end it, and if so fires
+// the first timer that ends it: the timerfd becomes readable, or the
+// signal interrupts the kernel's own wait under the mask the call set,
+// exactly as the kernel's timer would. Untimed waits are not handed to
+// the supervisor (an event loop's ready epoll_wait would pay a round trip
+// each time), so they are found this way; a look costs real latency
+// (watchEvery), never virtual time.
+func (s *Supervisor) watch(p *proc) {
+	for {
+		time.Sleep(watchEvery)
+		s.mu.Lock()
+		if s.procs[p.tgid] != p || !p.armedTimers() {
+			p.watching = false
+			s.mu.Unlock()
+			return
+		}
+		alone := p.threads == 1 && p.children == 0
+		s.mu.Unlock()
+		if !alone {
+			continue
+		}
+		call, fds, ok := untimedWait(p.tgid)
+		if !ok || anyOutstanding(p.tgid, fds) {
+			continue
+		}
+		st, ok := readSigState(p.tgid)
+		if !ok {
+			continue
+		}
+		s.mu.Lock()
+		if again, _, _ := untimedWait(p.tgid); s.procs[p.tgid] != p || again != call {
+			s.mu.Unlock()
+			continue
+		}
+		_, send := s.advance(p, p.tgid, -1, func(t *vtimer) bool {
+			if t.kind == timerFD {
+				for _, fd := range fds {
+					if fd == t.id {
+						return true
+					}
+				}
+				return false
+			}
+			return st.interrupts(t.sigOf(), st.blk)
+		})
+		s.mu.Unlock()
+		if send != nil {
+			send()
+		}
+	}
+}
+
+// untimedWait reads the untimed wait process tgid's one thread sleeps in,
+// in the kernel: its /proc syscall line and the descriptors it waits on.
+func untimedWait(tgid int) (string, []int, bool) {
+	dir := "/proc/" + strconv.Itoa(tgid)
+	b, err := readFile(dir + "/stat")
+	if err != nil {
+		return "", nil, false
+	}
+	if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'S' {
+		return "", nil, false
+	}
+	if w, err := readFile(dir + "/wchan"); err != nil || bytes.HasPrefix(w, []byte("seccomp_do_user_notif")) {
+		return "", nil, false
+	}
+	line, err := readFile(dir + "/syscall")
+	if err != nil {
+		return "", nil, false
+	}
+	f := strings.Fields(string(line))
+	if len(f) < 7 {
+		return "", nil, false
+	}
+	nr, err := strconv.Atoi(f[0])
+	if err != nil {
+		return "", nil, false
+	}
+	var a [6]uint64
+	for i := range a {
+		a[i], _ = strconv.ParseUint(strings.TrimPrefix(f[i+1], "0x"), 16, 64)
+	}
+	call := string(line)
+	switch {
+	case nr == unix.SYS_READ || nr == unix.SYS_READV:
+		return call, []int{int(int32(a[0]))}, true
+	case nr == sysPoll && int32(a[2]) < 0, nr == unix.SYS_PPOLL && a[2] == 0:
+		if a[1] > 1<<16 {
+			return "", nil, false
+		}
+		raw := make([]byte, a[1]*pollfdSize)
+		if ReadMem(tgid, a[0], raw) != nil {
+			return "", nil, false
+		}
+		var fds []int
+		for i := 0; i < int(a[1]); i++ {
+			if fd := int32(binary.LittleEndian.Uint32(raw[i*8:])); fd >= 0 {
+				fds = append(fds, int(fd))
+			}
+		}
+		return call, fds, true
+	case (nr == sysEpollWait || nr == unix.SYS_EPOLL_PWAIT) && int32(a[3]) < 0, nr == unix.SYS_EPOLL_PWAIT2 && a[3] == 0:
+		return call, epollMembers(tgid, int(int32(a[0]))), true
+	case nr == sysPause, nr == unix.SYS_RT_SIGSUSPEND, nr == unix.SYS_RT_SIGTIMEDWAIT && a[2] == 0:
+		// Only a signal ends these; the thread's mask is the one the
+		// call set.
+		return call, nil, true
+	}
+	return "", nil, false
+}
+
+// anyOutstanding reports whether one of tgid's descriptors fds is
+// outstanding I/O (wait.go).
+func anyOutstanding(tgid int, fds []int) bool {
+	pidfd, err := unix.PidfdOpen(tgid, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(pidfd)
+	for _, fd := range fds {
+		probe := -1
+		out := outstandingFD(tgid, fd, func(fd int) (int, bool) {
+			d, err := unix.PidfdGetfd(pidfd, fd, 0)
+			if err != nil {
+				return -1, false
+			}
+			probe = d
+			return d, true
+		})
+		if probe >= 0 {
+			unix.Close(probe)
+		}
+		if out {
+			return true
+		}
+	}
+	return false
 }
 
 // backstopFire fires t on the real clock: its process did not wait for it
@@ -567,7 +720,7 @@ func (s *Supervisor) setitimer(n *Notif, alarm bool) {
 		}
 	} else {
 		if t == nil {
-			t = &vtimer{kind: timerAlarm}
+			t = &vtimer{kind: timerAlarm, clock: 'r'}
 			p.timers = append(p.timers, t)
 		}
 		s.arm(p, t, now, now+value, interval)
@@ -658,19 +811,35 @@ func (s *Supervisor) timerSettime(n *Notif) {
 	if p == nil {
 		return
 	}
-	desc, clock, ok := posixTimer(p.tgid, id)
-	k := clockKind(clock)
-	if !ok || k == 0 || n.Args[2] == 0 {
-		// Not a timer (the kernel says EINVAL) or a CPU-time one: real.
-		if ok && k == 0 {
-			s.mu.Lock()
-			s.real("cpu_timer")
-			s.mu.Unlock()
+	// A timer armed before is described already: its id names it until
+	// timer_delete or an exec, which dal sees.
+	s.mu.Lock()
+	var desc vtimer
+	known := p.timer(timerPOSIX, id)
+	if known != nil {
+		desc = vtimer{kind: timerPOSIX, id: id, clock: known.clock, signo: known.signo, tid: known.tid, none: known.none, value: known.value}
+	}
+	s.mu.Unlock()
+	if known == nil {
+		var clock int32
+		var ok bool
+		if desc, clock, ok = posixTimer(p.tgid, id); !ok || clockKind(clock) == 0 {
+			// Not a timer (the kernel says EINVAL) or a CPU-time one: real.
+			if ok {
+				s.mu.Lock()
+				s.real("cpu_timer")
+				s.mu.Unlock()
+			}
+			Continue(s.fd, n.ID)
+			return
 		}
-		Continue(s.fd, n.ID)
+		desc.clock = clockKind(clock)
+	}
+	if n.Args[2] == 0 {
+		Continue(s.fd, n.ID) // the kernel's EFAULT
 		return
 	}
-	s.settime(n, p, &desc, k, int(n.Args[1])&unix.TIMER_ABSTIME != 0, n.Args[2], n.Args[3])
+	s.settime(n, p, &desc, desc.clock, int(n.Args[1])&unix.TIMER_ABSTIME != 0, n.Args[2], n.Args[3])
 }
 
 // settime arms timer desc of p (created if new) from the itimerspec at
@@ -689,7 +858,7 @@ func (s *Supervisor) settime(n *Notif, p *proc, desc *vtimer, k byte, abs bool, 
 		t = desc
 		p.timers = append(p.timers, t)
 	} else {
-		t.signo, t.tid, t.none, t.value = desc.signo, desc.tid, desc.none, desc.value
+		t.clock, t.signo, t.tid, t.none, t.value = desc.clock, desc.signo, desc.tid, desc.none, desc.value
 		if desc.file > 0 && desc.file != t.file {
 			if t.file > 0 {
 				unix.Close(t.file)
@@ -774,26 +943,6 @@ func (s *Supervisor) timerGettime(n *Notif, k timerKind) {
 	}
 }
 
-// timerGetoverrun(id).
-func (s *Supervisor) timerGetoverrun(n *Notif) {
-	p := s.timerCaller(n)
-	if p == nil {
-		return
-	}
-	s.mu.Lock()
-	t := p.timer(timerPOSIX, int(int32(n.Args[0])))
-	var o int64
-	if t != nil {
-		o = t.overrun
-	}
-	s.mu.Unlock()
-	if t == nil {
-		Continue(s.fd, n.ID)
-		return
-	}
-	s.reply(n, o)
-}
-
 // timerDelete(id): the kernel deletes it; dal forgets it.
 func (s *Supervisor) timerDelete(n *Notif) {
 	if s.cfg.Clock {
@@ -838,8 +987,8 @@ func (s *Supervisor) timerfdSettime(n *Notif) {
 		file = t.file
 	}
 	s.mu.Unlock()
-	desc := &vtimer{kind: timerFD, id: fd, file: file}
-	s.settime(n, p, desc, clockKind(clock), int(n.Args[1])&unix.TFD_TIMER_ABSTIME != 0, n.Args[2], n.Args[3])
+	desc := &vtimer{kind: timerFD, id: fd, clock: clockKind(clock), file: file}
+	s.settime(n, p, desc, desc.clock, int(n.Args[1])&unix.TFD_TIMER_ABSTIME != 0, n.Args[2], n.Args[3])
 }
 
 // timerfdClock reads the clock of tgid's timerfd fd; ok is false when fd
@@ -871,13 +1020,12 @@ func sameFile(mine, tgid, fd int) bool {
 	return errno == 0 && r == 0
 }
 
-// Signal waits: pause, rt_sigsuspend, rt_sigtimedwait.
-
-// sigwait serves the waits for a signal. A process with one thread and no
-// child running (a child's exit could end the wait) jumps to the first of
-// its timers whose signal ends the wait, or to a timed wait's end;
-// otherwise the wait is the kernel's, and a timer fires there on its
-// backstop.
+// sigwait serves rt_sigtimedwait (sigwaitinfo, sigtimedwait). A process
+// with one thread and no child running (a child's exit could end the
+// wait) jumps to the first of its timers whose signal ends the wait, or
+// to a timed wait's end; otherwise the wait is the kernel's, and a timer
+// fires there through the watcher or its backstop. pause and sigsuspend
+// are the watcher's alone.
 func (s *Supervisor) sigwait(n *Notif) {
 	if !s.cfg.Clock {
 		Continue(s.fd, n.ID)
@@ -895,26 +1043,17 @@ func (s *Supervisor) sigwait(n *Notif) {
 	var set uint64 // sigtimedwait: the signals waited for
 	st, ok := readSigState(tid)
 	mask := st.blk
-	switch int(n.Nr) {
-	case unix.SYS_RT_SIGSUSPEND:
-		var b [8]byte
-		if ReadMem(tid, n.Args[0], b[:]) != nil {
+	var b [8]byte
+	if ReadMem(tid, n.Args[0], b[:]) != nil {
+		ok = false
+	}
+	set = binary.LittleEndian.Uint64(b[:])
+	if n.Args[2] != 0 {
+		d, errno := readTimespec(tid, n.Args[2])
+		if errno != 0 {
 			ok = false
 		}
-		mask = binary.LittleEndian.Uint64(b[:])
-	case unix.SYS_RT_SIGTIMEDWAIT:
-		var b [8]byte
-		if ReadMem(tid, n.Args[0], b[:]) != nil {
-			ok = false
-		}
-		set = binary.LittleEndian.Uint64(b[:])
-		if n.Args[2] != 0 {
-			d, errno := readTimespec(tid, n.Args[2])
-			if errno != 0 {
-				ok = false
-			}
-			span = d
-		}
+		span = d
 	}
 	s.mu.Lock()
 	if !ok || p.threads > 1 || p.children > 0 || st.pending&^mask != 0 || st.pending&set != 0 || (span < 0 && !p.armedTimers()) {

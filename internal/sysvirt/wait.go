@@ -102,7 +102,7 @@ const pollfdSize = 8
 
 // servePoll serves poll and ppoll; tsp is ppoll's timespec (0 for poll).
 func (s *Supervisor) servePoll(w *waitCall, fds, nfds, tsp uint64, pp bool) {
-	if w.timeout == 0 || nfds > 1<<16 {
+	if w.timeout <= 0 || nfds > 1<<16 {
 		Continue(s.fd, w.n.ID)
 		return
 	}
@@ -141,7 +141,7 @@ func (s *Supervisor) servePoll(w *waitCall, fds, nfds, tsp uint64, pp bool) {
 // serveSelect serves select and pselect6; tv is select's timeval or
 // pselect6's timespec.
 func (s *Supervisor) serveSelect(w *waitCall, nfds int, r, wr, e, tv uint64, pselect bool) {
-	if w.timeout == 0 || nfds < 0 || nfds > 1<<16 {
+	if w.timeout <= 0 || nfds < 0 || nfds > 1<<16 {
 		Continue(s.fd, w.n.ID)
 		return
 	}
@@ -215,20 +215,13 @@ func (s *Supervisor) serveSelect(w *waitCall, nfds int, r, wr, e, tv uint64, pse
 // unchanged. Answering CONTINUE at once would change what a program's
 // clock reads after a timeout, so it is not done.
 func (s *Supervisor) serveWait(w *waitCall) {
-	if w.timeout == 0 || !s.cfg.Clock {
+	if w.timeout <= 0 || !s.cfg.Clock {
+		// Untimed waits are the kernel's; a timer ends them through
+		// the process's watcher (timers.go).
 		Continue(s.fd, w.n.ID)
 		return
 	}
 	s.mu.Lock()
-	if w.timeout < 0 {
-		// An untimed wait ends on a timer or not at all: the kernel's,
-		// unless the process has a timer armed.
-		if p := s.lookup(w.pid); p == nil || !p.armedTimers() {
-			s.mu.Unlock()
-			Continue(s.fd, w.n.ID)
-			return
-		}
-	}
 	p := s.caller(w.n)
 	pidfd := -1
 	if p != nil {
@@ -252,15 +245,12 @@ func (s *Supervisor) serveWait(w *waitCall) {
 			l.verdict = waitReal
 		}
 	}
-	if l.verdict == waitReal && (w.hasMask || w.timeout < 0) {
-		// dal cannot apply the mask to a real wait of its own; an
-		// untimed one has nothing to expire.
+	if l.verdict == waitReal && w.hasMask {
+		// dal cannot apply the mask to a real wait of its own.
 		l.close()
-		if w.hasMask {
-			s.mu.Lock()
-			s.real("wait_sigmask")
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		s.real("wait_sigmask")
+		s.mu.Unlock()
 		Continue(s.fd, w.n.ID)
 		return
 	}
@@ -519,8 +509,7 @@ func blocked(tgid, caller int, strict bool) bool {
 
 // expire answers w as timed out and moves p's clock by its timeout; a
 // timer due before then ends it instead: a timerfd it waits on is ready,
-// a signal interrupts it. An untimed wait no timer ends is left to the
-// kernel.
+// a signal interrupts it.
 func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
 	if !Valid(s.fd, w.n.ID) {
 		return
@@ -537,25 +526,16 @@ func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
 			Continue(s.fd, w.n.ID) // ready now
 			return
 		case woken != nil:
-			if w.left != nil && w.timeout > 0 {
+			if w.left != nil {
 				w.left(max(start+w.timeout-woken.deadline, 0))
 			}
 			s.served("wait")
 			s.interrupt(w.n, send)
 			s.mu.Unlock()
 			return
-		case w.timeout < 0:
-			s.mu.Unlock()
-			Continue(s.fd, w.n.ID)
-			return
 		}
 		s.mu.Unlock()
 	} else {
-		if w.timeout < 0 {
-			s.mu.Unlock()
-			Continue(s.fd, w.n.ID)
-			return
-		}
 		s.setBase(p, w.pid, p.base+w.timeout)
 		s.mu.Unlock()
 	}
@@ -651,7 +631,7 @@ func instant(nr int) bool {
 	switch nr {
 	case unix.SYS_CLOCK_GETTIME, unix.SYS_GETTIMEOFDAY, unix.SYS_GETRANDOM,
 		unix.SYS_SETITIMER, unix.SYS_GETITIMER, unix.SYS_TIMER_SETTIME, unix.SYS_TIMER_GETTIME,
-		unix.SYS_TIMER_GETOVERRUN, unix.SYS_TIMER_DELETE, unix.SYS_TIMERFD_SETTIME, unix.SYS_TIMERFD_GETTIME:
+		unix.SYS_TIMER_DELETE, unix.SYS_TIMERFD_SETTIME, unix.SYS_TIMERFD_GETTIME:
 		return true
 	}
 	return (nr == sysTime && sysTime >= 0) || (nr == sysAlarm && sysAlarm >= 0)
