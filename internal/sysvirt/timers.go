@@ -156,8 +156,12 @@ func (s *Supervisor) arm(p *proc, t *vtimer, now, deadline, interval int64) {
 	}
 }
 
-// watchEvery is how often a process's watcher looks at it.
-const watchEvery = 500 * time.Microsecond
+// A process's watcher looks at it watchEvery after it last changed what
+// it was doing, then less and less often, down to every watchAtMost.
+const (
+	watchEvery  = 200 * time.Microsecond
+	watchAtMost = 4 * time.Millisecond
+)
 
 // watch is p's watcher: while p has a timer armed, it looks every
 // watchEvery whether p's one thread sleeps in the kernel in an untimed wait
@@ -170,10 +174,12 @@ const watchEvery = 500 * time.Microsecond
 // exactly as the kernel's timer would. Untimed waits are not handed to
 // the supervisor (an event loop's ready epoll_wait would pay a round trip
 // each time), so they are found this way; a look costs real latency
-// (watchEvery), never virtual time.
+// (watchEvery to watchAtMost), never virtual time.
 func (s *Supervisor) watch(p *proc) {
+	every, last := watchEvery, ""
 	for {
-		time.Sleep(watchEvery)
+		time.Sleep(every)
+		every = min(every*2, watchAtMost)
 		s.mu.Lock()
 		if s.procs[p.tgid] != p || !p.armedTimers() {
 			p.watching = false
@@ -186,6 +192,9 @@ func (s *Supervisor) watch(p *proc) {
 			continue
 		}
 		call, fds, ok := untimedWait(p.tgid)
+		if call != last {
+			every, last = watchEvery, call
+		}
 		if !ok || anyOutstanding(p.tgid, fds) {
 			continue
 		}
@@ -213,6 +222,7 @@ func (s *Supervisor) watch(p *proc) {
 		if send != nil {
 			send()
 		}
+		every = watchEvery
 	}
 }
 
