@@ -68,7 +68,7 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 		b.SyscallLayer = v
 		// The layer serves every process from env.json's seed and
 		// epoch: captured unless something escaped it.
-		layerClock = in.virtCfg.Clock && v.Escapes["clock"] == 0 && v.Escapes["sleep"] == 0 && v.Unpatched == 0
+		layerClock = in.virtCfg.Clock && v.Escapes["clock"] == 0 && v.Escapes["sleep"] == 0 && v.Escapes["timer"] == 0 && v.Unpatched == 0
 		layerRandom = in.virtCfg.Random && v.Escapes["random"] == 0 && v.Unpatched == 0
 		if in.virtCfg.Clock {
 			cat(ebpf.Clock).Shim += v.Served["clock"]
@@ -84,7 +84,7 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 			cat(ebpf.Random).Captured = layerRandom
 			cat(ebpf.Random).Record = "env.json"
 		}
-		for _, k := range []string{"clock", "sleep", "random"} {
+		for _, k := range []string{"clock", "sleep", "timer", "random"} {
 			if n := v.Escapes[k]; n > 0 {
 				c := string(ebpf.Clock)
 				if k == "random" {
