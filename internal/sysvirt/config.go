@@ -41,15 +41,18 @@ type Counts struct {
 	Unpatched int `json:"unpatched,omitempty"`
 	// Served counts calls answered from the streams: "clock", "sleep",
 	// "wait", "random", "at_random", "deadline" (a translated absolute
-	// deadline).
+	// deadline), "timer" (a timer call answered, or a timer fired on the
+	// virtual clock).
 	Served map[string]int64 `json:"served,omitempty"`
 	// Real counts calls that ran on real time or real randomness, by
 	// reason: "cpu_clock", "sleep_threaded", "wait_sigmask",
 	// "wait_outstanding" (waited in real time for I/O; t jumped only on
-	// expiry), "other_clock".
+	// expiry), "other_clock", "cpu_timer" (a POSIX timer on a CPU-time
+	// clock).
 	Real map[string]int64 `json:"real,omitempty"`
 	// Escapes are calls that returned real clock or random values where a
-	// virtual one was due; any makes the category uncaptured.
+	// virtual one was due, and "timer": timers that fired on the real
+	// clock; any makes the category uncaptured.
 	Escapes map[string]int64 `json:"escapes,omitempty"`
 	// Calls counts, by system call name, the calls the supervisor answered
 	// itself: they never reached the kernel's syscall entry, where the
