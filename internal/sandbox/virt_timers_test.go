@@ -420,3 +420,36 @@ func benchTimers(b *testing.B, op string) {
 	b.ReportMetric(nat, "sandbox-ns/call")
 	b.ReportMetric(layer, "ns/op")
 }
+
+// TestVirtTimersScripts: Python's signal.alarm and setitimer around
+// time.sleep (clock_nanosleep with TIMER_ABSTIME, retried after the
+// handler, PEP 475) and Perl's alarm around sleep, on the virtual clock.
+func TestVirtTimersScripts(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, script, want string }{
+		{"python", `/usr/bin/python3 -c '
+import signal, time
+fired = []
+signal.signal(signal.SIGALRM, lambda *a: fired.append(time.monotonic()))
+t = time.monotonic()
+signal.alarm(2)
+time.sleep(5)
+signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
+while len(fired) < 4:
+    signal.pause()
+signal.setitimer(signal.ITIMER_REAL, 0)
+print([round(f - t, 3) for f in fired], round(time.monotonic() - t, 3))
+'`, "[2.0, 5.25, 5.5, 5.75] 5.75"},
+		{"perl", `perl -e '$SIG{ALRM} = sub { print "alarm\n" }; alarm 3; $left = sleep 10; print "slept $left\n"'`, "alarm\nslept 3\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			a := strictScript(t, "", c.script)
+			b := strictScript(t, "", c.script)
+			if a.code != 0 || a.stdout != b.stdout || !strings.HasPrefix(a.stdout, c.want) {
+				t.Fatalf("two strict runs of %s: exit %d, stdout\n%s\nthen\n%s\nwant %q, stderr %s", c.name, a.code, a.stdout, b.stdout, c.want, a.stderr)
+			}
+		})
+	}
+}
