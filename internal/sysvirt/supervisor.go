@@ -38,6 +38,9 @@ type Supervisor struct {
 	// (timers.go); pendingRestarts their number, read without mu.
 	restarts        map[int]restart
 	pendingRestarts atomic.Int32
+	// realWaits are the threads whose wait the supervisor holds in real
+	// time (waitReal), by thread id: decided, for Supervisor.settled.
+	realWaits sync.Map
 }
 
 // proc is one process (thread group) and its stream.

@@ -300,7 +300,7 @@ func (s *Supervisor) holdExit(tid int) bool {
 	parent := s.procs[p.parent]
 	hold := parent != nil && parent.base < p.base-p.looked && (parent.armedTimers() || parent.threads == 1)
 	s.mu.Unlock()
-	return hold && !settled(p.parent)
+	return hold && !s.settled(p.parent)
 }
 
 // release lets the held exits whose parent has settled (or that waited
@@ -315,7 +315,7 @@ func (s *Supervisor) release(held []heldExit) []heldExit {
 			parent = p.parent
 		}
 		s.mu.Unlock()
-		if h.tries <= 0 || parent == 0 || settled(parent) {
+		if h.tries <= 0 || parent == 0 || s.settled(parent) {
 			s.exiting(h.pid)
 			unix.PtraceCont(h.pid, 0)
 			continue

@@ -405,7 +405,9 @@ func (s *Supervisor) waitReal(w *waitCall, p *proc, l *waitLook) {
 	s.real("wait_outstanding")
 	s.mu.Unlock()
 	fd, id := s.fd, w.n.ID
+	s.realWaits.Store(w.pid, true)
 	go func() {
+		defer s.realWaits.Delete(w.pid)
 		defer l.close()
 		if l.pidfd >= 0 {
 			defer unix.Close(l.pidfd)
@@ -441,20 +443,26 @@ const recheck = 2 * time.Millisecond
 // once (a clock read or getrandom held for its answer is as good as
 // running). A thread that cannot be read counts as blocked (it is gone).
 func quiescent(tgid, caller int) bool {
-	return blocked(tgid, caller, false)
+	return blocked(tgid, caller, nil)
 }
 
 // settled reports whether every thread of process tgid has reached a
 // wait: as quiescent, and none in uninterruptible sleep (a page fault),
-// stopped for the tracer, which will let it go on, or held for the
-// supervisor's answer. The tracer's thread
-// calls it, without mu: its reads make no stat (readFile), which the
-// supervisor would have to answer.
-func settled(tgid int) bool {
-	return blocked(tgid, -1, true)
+// stopped for the tracer, which will let it go on, or held for an answer
+// the supervisor has not decided (a wait held in real time has been). The
+// tracer's thread calls it, without mu: its reads make no stat
+// (readFile), which the supervisor would have to answer.
+func (s *Supervisor) settled(tgid int) bool {
+	return blocked(tgid, -1, func(tid int) bool {
+		_, ok := s.realWaits.Load(tid)
+		return ok
+	})
 }
 
-func blocked(tgid, caller int, strict bool) bool {
+// blocked is quiescent, or settled when decided is not nil: it reports
+// whether a thread held for the supervisor's answer has it decided.
+func blocked(tgid, caller int, decided func(tid int) bool) bool {
+	strict := decided != nil
 	dir := "/proc/" + strconv.Itoa(tgid) + "/task"
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -487,7 +495,7 @@ func blocked(tgid, caller int, strict bool) bool {
 			if strict {
 				// Held for the supervisor's answer, which may not be
 				// decided yet (a wait's, which may jump).
-				if w, err := readFile(dir + "/" + e.Name() + "/wchan"); err == nil && bytes.HasPrefix(w, []byte("seccomp_do_user_notif")) {
+				if w, err := readFile(dir + "/" + e.Name() + "/wchan"); err == nil && bytes.HasPrefix(w, []byte("seccomp_do_user_notif")) && !decided(tid) {
 					return false
 				}
 			}
