@@ -156,6 +156,15 @@ int main(int argc, char **argv) {
 		uint64_t ticks = 0;
 		read(fd, &ticks, 8);
 		printf("read ticks=%llu\n", (unsigned long long)ticks);
+	} else if (!strcmp(m, "timerfd-select")) {
+		int fd = timerfd_create(CLOCK_MONOTONIC, 0);
+		struct itimerspec its = {{0, 0}, {0, 900000000}};
+		timerfd_settime(fd, 0, &its, NULL);
+		fd_set rd;
+		FD_ZERO(&rd);
+		FD_SET(fd, &rd);
+		int n = select(fd + 1, &rd, NULL, NULL, NULL);
+		printf("select=%d ready=%d\n", n, FD_ISSET(fd, &rd) != 0);
 	} else if (!strcmp(m, "timerfd-abs")) {
 		int fd = timerfd_create(CLOCK_REALTIME, 0);
 		struct itimerspec its = {{0, 0}, {now(CLOCK_REALTIME) / 1000000000LL + 60, 0}};
@@ -304,6 +313,7 @@ func TestVirtTimersFollowTheVirtualClock(t *testing.T) {
 		{"thread-id", []string{"sigwaitinfo=34 rtmin+0 code=-2 value=7", "elapsed mono=4000"}},
 		{"timerfd", []string{"armed: 0.700000000 left", "poll=1 ticks=1", "poll=1 ticks=3", "elapsed mono=1700"}},
 		{"timerfd-read", []string{"read ticks=1", "elapsed mono=2500"}},
+		{"timerfd-select", []string{"select=1 ready=1", "elapsed mono=900"}},
 		{"timerfd-abs", []string{"select=1 ticks=1", "elapsed mono=60000"}},
 		{"epoll", []string{"epoll_wait=1 ticks=1 at 100", "epoll_wait=1 ticks=1 at 500", "total=5", "elapsed mono=500"}},
 	}

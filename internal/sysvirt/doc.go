@@ -205,7 +205,8 @@
 //     ppoll's timeout) as the kernel's would. Timers whose expiry does
 //     not end the wait fire on the way, all their expirations at once;
 //   - an untimed wait — pause, sigsuspend, sigwaitinfo, poll, ppoll,
-//     epoll_wait, epoll_pwait, epoll_pwait2 without a timeout on
+//     select, pselect6, epoll_wait, epoll_pwait, epoll_pwait2 without a
+//     timeout on
 //     descriptors none of which is outstanding I/O, a blocking read of a
 //     timerfd — is left to the kernel (handing it over would make an
 //     event loop's ready epoll_wait pay a round trip) and found by the
@@ -333,8 +334,7 @@
 //     threads or a child running, unless a timed wait that jumps reaches
 //     them first. A process that reads its clock past a deadline without
 //     waiting (each read adds the quantum) gets the timer at its next wait
-//     or on the backstop. select and pselect6 without a timeout are not
-//     watched. An alarm's signal carries SI_USER from the sandbox's init,
+//     or on the backstop. An alarm's signal carries SI_USER from the sandbox's init,
 //     not the kernel's SI_KERNEL; timer_getoverrun is the kernel's (0), the
 //     overrun dal counted is in the signal's si_overrun. A timerfd a child
 //     inherited is timed per process; TFD_TIMER_CANCEL_ON_SET never

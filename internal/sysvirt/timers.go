@@ -166,9 +166,9 @@ const (
 // watch is p's watcher: while p has a timer armed, it looks every
 // watchEvery whether p's one thread sleeps in the kernel in an untimed wait
 // that only a timer can end — pause, sigsuspend, sigtimedwait without a
-// timeout, poll, ppoll, epoll_wait, epoll_pwait or epoll_pwait2 without a
-// timeout on descriptors none of which is outstanding I/O, or a blocking
-// read of a timerfd — with no child that could end it, and if so fires
+// timeout, poll, ppoll, select, pselect6, epoll_wait, epoll_pwait or
+// epoll_pwait2 without a timeout on descriptors none of which is
+// outstanding I/O, or a blocking read of a timerfd — with no child that could end it, and if so fires
 // the first timer that ends it: the timerfd becomes readable, or the
 // signal interrupts the kernel's own wait under the mask the call set,
 // exactly as the kernel's timer would. Untimed waits are not handed to
@@ -277,6 +277,27 @@ func untimedWait(tgid int) (string, []int, bool) {
 		return call, fds, true
 	case (nr == sysEpollWait || nr == unix.SYS_EPOLL_PWAIT) && int32(a[3]) < 0, nr == unix.SYS_EPOLL_PWAIT2 && a[3] == 0:
 		return call, epollMembers(tgid, int(int32(a[0]))), true
+	case nr == sysSelect && a[4] == 0, nr == unix.SYS_PSELECT6 && a[4] == 0:
+		if a[0] > 1<<16 {
+			return "", nil, false
+		}
+		size := (a[0] + 63) / 64 * 8
+		var fds []int
+		for _, addr := range a[1:4] {
+			if addr == 0 {
+				continue
+			}
+			set := make([]byte, size)
+			if ReadMem(tgid, addr, set) != nil {
+				return "", nil, false
+			}
+			for fd := 0; fd < int(a[0]); fd++ {
+				if set[fd/8]&(1<<(fd%8)) != 0 {
+					fds = append(fds, fd)
+				}
+			}
+		}
+		return call, fds, true
 	case nr == sysPause, nr == unix.SYS_RT_SIGSUSPEND, nr == unix.SYS_RT_SIGTIMEDWAIT && a[2] == 0:
 		// Only a signal ends these; the thread's mask is the one the
 		// call set.
