@@ -353,7 +353,9 @@
 //     read the clock, which the scheduler decides.
 //   - ptrace: a program in the sandbox cannot trace another (strace, gdb):
 //     dal is the tracer. A group stop (SIGSTOP, SIGTSTP) does not stop.
-//   - dal-exec run has no sandbox and so no syscall layer.
+//   - dal-exec run (strict and seeded) is under this layer in a direct
+//     sandbox of the host's files (internal/sandbox/direct.go); logged
+//     and default runs are not.
 //
 // # Counts
 //
