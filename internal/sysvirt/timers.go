@@ -314,24 +314,7 @@ func anyOutstanding(tgid int, fds []int) bool {
 		return true
 	}
 	defer unix.Close(pidfd)
-	for _, fd := range fds {
-		probe := -1
-		out := outstandingFD(tgid, fd, func(fd int) (int, bool) {
-			d, err := unix.PidfdGetfd(pidfd, fd, 0)
-			if err != nil {
-				return -1, false
-			}
-			probe = d
-			return d, true
-		})
-		if probe >= 0 {
-			unix.Close(probe)
-		}
-		if out {
-			return true
-		}
-	}
-	return false
+	return anyOutstandingCopy(tgid, pidfd, fds)
 }
 
 // backstopFire fires t on the real clock: its process did not wait for it

@@ -367,12 +367,18 @@ func (l *waitLook) outstanding() bool {
 		}
 		return false
 	}
-	for _, fd := range epollMembers(l.tgid, l.w.epoll) {
-		// A member's copy lives for the one look: kept, it would hold
-		// the file open after the process closed it.
+	return anyOutstandingCopy(l.tgid, l.pidfd, epollMembers(l.tgid, l.w.epoll))
+}
+
+// anyOutstandingCopy reports whether one of tgid's descriptors fds is
+// outstanding I/O, judged on a copy of each taken through pidfd for the
+// one look: kept, it would hold the file open after the process closed
+// it.
+func anyOutstandingCopy(tgid, pidfd int, fds []int) bool {
+	for _, fd := range fds {
 		probe := -1
-		out := outstandingFD(l.tgid, fd, func(fd int) (int, bool) {
-			d, err := unix.PidfdGetfd(l.pidfd, fd, 0)
+		out := outstandingFD(tgid, fd, func(fd int) (int, bool) {
+			d, err := unix.PidfdGetfd(pidfd, fd, 0)
 			if err != nil {
 				return -1, false
 			}
