@@ -283,7 +283,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		return fail(fmt.Errorf("create the syscall layer's counts: %w", err))
 	}
 	c.child = append(c.child, counts)
-	exit, err := os.OpenFile(exitFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	exit, err := os.OpenFile(exitFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fail(fmt.Errorf("create the sandbox's exit report: %w", err))
 	}
