@@ -164,7 +164,7 @@ func unmodifiedProbes(t *testing.T) []determinismProbe {
 		// arguments above it, which holds the workspace's path.
 		{name: "stack-address", argv: []string{built.stack}, want: []string{"stack_address", "environment_bytes"}},
 		{name: "go", argv: []string{built.goProbe},
-			want: []string{"now", "since_loop_under_1ms", "crypto_rand", "getpid", "slept", "after_sleep"},
+			want: []string{"now", "since_loop_under_1ms", "crypto_rand", "getpid", "map_order", "rand_v2", "slept", "after_sleep", "map_order_after_sleep", "rand_v2_after_sleep"},
 			check: func(t *testing.T, v map[string]string) {
 				if v["slept"] != "2s" || v["after_sleep"] != strconv.Itoa(epochSeconds+2) {
 					t.Errorf("time.Sleep(2s) took %s on the virtual clock (then %s), want 2s", v["slept"], v["after_sleep"])

@@ -156,6 +156,10 @@ func runInit(arg string) int {
 		if err := noASLR(); err != nil {
 			return fail(err)
 		}
+		// And the order in which its threads run (batch.go).
+		if err := batchPolicy(true); err != nil {
+			return fail(err)
+		}
 		// And pids: the agent gets agentPID whatever threads the init
 		// started before it, and its tree counts on from there.
 		warmThreads(16)
@@ -179,6 +183,9 @@ func runInit(arg string) int {
 	})
 	if err != nil {
 		return fail(fmt.Errorf("start %s in the sandbox: %v", sp.Argv[0], err))
+	}
+	if w.virt != nil {
+		batchPolicy(false) // the agent's tree keeps it; this thread, its tracer, need not
 	}
 	if term != nil {
 		term.start()

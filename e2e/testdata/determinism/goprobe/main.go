@@ -3,23 +3,33 @@
 // does not import dal's agent package: built with CGO_ENABLED=0, it is what
 // an unmodified Go tool sees.
 //
-// What it prints is what the syscall layer makes repeat for Go today. Two
-// sources still vary between same-seed runs, a measured limit (see
-// internal/sysvirt's doc), so they are printed at a grain that repeats or
-// not at all: the runtime's own threads (sysmon, idle Ms) read the clock at
-// moments the scheduler picks and a process's reads share one counter, so
-// time.Now moves by a few reads' quanta (8–15 µs in 10 runs) — printed in
-// seconds; and the runtime seeds each thread's generator in thread-creation
-// order, so math/rand/v2 and map order depend on which thread runs main
-// after a sleep — not printed.
+// Map order and math/rand/v2 come from the runtime's per-thread generators,
+// seeded from AT_RANDOM in thread-creation order; they repeat because the
+// agent's threads run under SCHED_BATCH on one CPU (internal/sandbox's
+// batch.go), before and after a sleep.
 package main
 
 import (
 	crand "crypto/rand"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"time"
 )
+
+// mapOrder is the iteration order of a map of 16 ints.
+func mapOrder() string {
+	m := map[int]bool{}
+	for i := range 16 {
+		m[i] = true
+	}
+	s := ""
+	for k := range m {
+		s += strconv.Itoa(k) + ","
+	}
+	return s
+}
 
 func main() {
 	start := time.Now()
@@ -34,10 +44,14 @@ func main() {
 	crand.Read(b)
 	fmt.Printf("random crypto_rand %x\n", b)
 	fmt.Println("fixed getpid", os.Getpid())
+	fmt.Println("random map_order", mapOrder())
+	fmt.Println("random rand_v2", rand.Uint64())
 
 	// A 2 s sleep moves the virtual clock by 2 s at once.
 	before := time.Now()
 	time.Sleep(2 * time.Second)
 	fmt.Println("fixed slept", time.Since(before).Round(time.Second))
 	fmt.Println("fixed after_sleep", time.Now().Unix())
+	fmt.Println("random map_order_after_sleep", mapOrder())
+	fmt.Println("random rand_v2_after_sleep", rand.Uint64())
 }
