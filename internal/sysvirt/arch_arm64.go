@@ -19,3 +19,8 @@ const (
 	sysAlarm = -5
 	sysPause = -6
 )
+
+// fsBase: arm64 has no dal vDSO, so no quiet thread to name (quiet.go).
+func fsBase(int) (uint64, bool) { return 0, false }
+
+func fsgsbase() bool { return false }

@@ -85,6 +85,11 @@ type proc struct {
 	children int
 	ended    bool
 	watching bool // its watcher runs (timers.go)
+	// Its image's quiet thread (quiet.go): goImage, Go built it;
+	// quietSeen, its first new thread was seen; quiet, that thread.
+	goImage   bool
+	quietSeen bool
+	quiet     int
 }
 
 // New returns a supervisor for cfg.
@@ -201,7 +206,7 @@ func clockKind(id int32) byte {
 // quantum when tick. With dal's vDSO the reads it served count too.
 // Callers hold mu.
 func (s *Supervisor) now(p *proc, tid int, k byte, tick bool) int64 {
-	if tick {
+	if tick && tid != p.quiet {
 		p.reads++
 		s.syncPage(p, tid)
 	}

@@ -131,6 +131,7 @@ func (s *Supervisor) Trace(agent int) int {
 			}
 			delete(fresh, pid)
 			seen[pid] = true
+			s.quietStart(pid)
 			unix.PtraceCont(pid, 0)
 		default:
 			seen[pid] = true
@@ -179,6 +180,7 @@ func (s *Supervisor) spawned(parent, child int, vfork bool) {
 		if _, ok := s.threads[child]; !ok {
 			s.threads[child] = p.tgid
 			p.threads++
+			p.quietJoined(child)
 			s.spawnedView(p, nil, child)
 		}
 		return
@@ -394,12 +396,14 @@ const (
 // exec edits the auxiliary vector of pid's new image, stopped before its
 // first instruction, and says how the task goes on.
 func (s *Supervisor) exec(pid int) injected {
+	isGo := goImage(pid)
 	s.mu.Lock()
 	p := s.lookup(pid)
 	if p == nil {
 		p = s.newProc(pid, "0.?"+strconv.Itoa(pid))
 	}
 	p.execs++
+	p.goImage, p.quietSeen, p.quiet = isGo, false, 0
 	p.threads = 1
 	s.pidfds.drop(p)
 	// An exec deletes POSIX timers; alarms and timerfds stay.

@@ -35,10 +35,15 @@ const (
 	OffRndSize   = 48
 	OffRndActive = 56 // one byte: the buffer getrandom draws from
 	OffReads     = 64 // clock reads served in the process
+	OffNQuiet    = 72 // how many of the quiet FS bases are set
+	OffQuiet     = 80 // MaxQuiet FS bases of threads whose reads do not move the clock
 	OffRndPos0   = 128
 	OffRndPos1   = 192
 	OffRnd0      = 4096
 	OffRnd1      = 8192
+
+	// MaxQuiet is how many quiet threads the data pages hold.
+	MaxQuiet = 6
 
 	// RndSize is the size of each of the two getrandom buffers.
 	RndSize = 4096

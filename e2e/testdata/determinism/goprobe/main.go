@@ -3,7 +3,11 @@
 // does not import dal's agent package: built with CGO_ENABLED=0, it is what
 // an unmodified Go tool sees.
 //
-// Map order and math/rand/v2 come from the runtime's per-thread generators,
+// Clock values are printed to the nanosecond, as "any" (the runtime's own
+// reads before main's follow its map seeds, so the seed moves them): the
+// monitor thread's reads do not move the program's clock (internal/sysvirt's
+// quiet.go). Map order
+// and math/rand/v2 come from the runtime's per-thread generators,
 // seeded from AT_RANDOM in thread-creation order; they repeat because the
 // agent's threads run under SCHED_BATCH on one CPU (internal/sandbox's
 // batch.go), before and after a sleep.
@@ -34,11 +38,19 @@ func mapOrder() string {
 func main() {
 	start := time.Now()
 	fmt.Println("fixed now", start.Unix())
+	fmt.Println("any now_ns", start.UnixNano())
 	sum := 0
 	for i := range 100000 {
 		sum += i * i
 	}
 	fmt.Println("fixed since_loop_under_1ms", time.Since(start) < time.Millisecond && sum > 0)
+	// About 100 ms of work without a clock read: the runtime's monitor
+	// thread (sysmon) wakes many times meanwhile and reads the clock.
+	loop := time.Now()
+	for i := range 200_000_000 {
+		sum ^= i * i
+	}
+	fmt.Println("any busy_loop", time.Since(loop), sum != 1)
 
 	b := make([]byte, 16)
 	crand.Read(b)
@@ -50,8 +62,12 @@ func main() {
 	// A 2 s sleep moves the virtual clock by 2 s at once.
 	before := time.Now()
 	time.Sleep(2 * time.Second)
-	fmt.Println("fixed slept", time.Since(before).Round(time.Second))
-	fmt.Println("fixed after_sleep", time.Now().Unix())
+	slept := time.Since(before)
+	fmt.Println("fixed slept", slept.Round(time.Millisecond))
+	fmt.Println("any slept_ns", slept)
+	after := time.Now()
+	fmt.Println("fixed after_sleep", after.Unix())
+	fmt.Println("any after_sleep_ns", after.UnixNano())
 	fmt.Println("random map_order_after_sleep", mapOrder())
 	fmt.Println("random rand_v2_after_sleep", rand.Uint64())
 }
