@@ -366,9 +366,10 @@
 //     read the clock, which the scheduler decides. A Go program with
 //     GOMAXPROCS=1 (strict mode's default) runs one goroutine at a time, in
 //     an order SCHED_BATCH keeps: its map order, math/rand/v2 values and
-//     clock repeat (goprobe in e2e; 350 of 350 minimal runs alike quiet and
-//     under load, one earlier draw of ~250 differed: a time-slice end
-//     between two thread hand-offs). With more processors its goroutines
+//     clock repeat (goprobe in e2e). Not always: 3 of about 700 runs of a
+//     minimal program drew the other map order, quiet machine, none of 170
+//     under load (a time slice ending between two thread hand-offs, most
+//     likely). With more processors its goroutines
 //     run in parallel and the order is the machine's.
 //   - Without HWCAP2_FSGSBASE (kernels before 5.9, CPUs without it) Go's
 //     sysmon reads move the clock as any thread's do.
