@@ -418,3 +418,31 @@ func TestGoDialsUnderTheLayer(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, want %q\n%s", r.code, r.stdout, want, tail(r.stderr, 20))
 	}
 }
+
+// TestGoSpinWaitIsPreempted: a Go program spinning on a flag another
+// goroutine sets (GOMAXPROCS=1) needs the runtime's preemption, which runs
+// on the clock; with the monitor thread's reads quiet the clock would
+// stand still forever. dal moves it after a second of real time, and says
+// so: syscalls.json lists the move as a clock escape.
+func TestGoSpinWaitIsPreempted(t *testing.T) {
+	t.Parallel()
+	prog := filepath.Join(t.TempDir(), "gospin")
+	build := exec.Command("go", "build", "-o", prog, "./testdata/determinism/gospin")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build gospin: %v\n%s", err, out)
+	}
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "key")}
+	bundle := filepath.Join(t.TempDir(), "b")
+	r := dalIn(t, t.TempDir(), env, "record", "--mode", "strict", "--no-apply", "--out", bundle, "--", prog)
+	if r.code != 0 || r.stdout != "spun true\n" {
+		t.Fatalf("exit %d, stdout %q, want \"spun true\"\n%s", r.code, r.stdout, tail(r.stderr, 20))
+	}
+	b, err := os.ReadFile(filepath.Join(bundle, "syscalls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "dal moved the clock 10 ms so its runtime could preempt it") || !strings.Contains(r.stderr, "escape (clock)") {
+		t.Errorf("the clock's move is not reported as an escape:\n%s\n%s", b, r.stderr)
+	}
+}

@@ -69,6 +69,14 @@
 // get no quantum); they are not counted as served. Before, a program's own
 // time.Now moved by how often sysmon had run: 12–56 µs over a 100 ms loop
 // and 0–3 µs over a sleep, run to run; now 1 µs, every run (quiet.go).
+// Preemption runs on that clock too, so a goroutine that computes without
+// reading the clock is not preempted: two goroutines racing through 50 ms
+// of work each finish one after the other, every run (natively with one
+// processor they interleave differently each time). A goroutine spinning
+// on another's flag would then spin forever: when the program read no
+// clock for a second of real time while sysmon kept waking, the clock
+// moves 10 ms (Go's preemption interval) and the move is a clock escape,
+// with a note saying why.
 // The agent's tree runs under SCHED_BATCH (internal/sandbox's batch.go),
 // which keeps the Go runtime's thread hand-offs, and so its per-thread
 // random seeds (map order, math/rand/v2), in program order.

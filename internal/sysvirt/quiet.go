@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strconv"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/sysvirt/vdso"
 	"golang.org/x/sys/unix"
@@ -60,6 +61,39 @@ func (s *Supervisor) quietStart(tid int) {
 
 // goBuildInfo is the section every Go executable has, stripped or not.
 var goBuildInfo = []byte(".go.buildinfo\x00")
+
+// A program whose clock stands still cannot be preempted: Go's sysmon
+// preempts a goroutine that ran 10 ms by the clock, and with its reads
+// quiet a goroutine spinning on another's flag (GOMAXPROCS=1) would spin
+// forever. When the program has read no clock while its quiet thread kept
+// waking for stallLimit of real time, its clock moves by stallStep (Go's
+// forcePreemptNS) and the move counts as a clock escape: from there its
+// values follow the real clock. A busy loop that reads no clock and
+// allocates nothing for longer than a second does the same.
+const (
+	stallLimit = time.Second
+	stallStep  = int64(10 * time.Millisecond)
+)
+
+// quietSleep runs at a real sleep of thread tid of p (in a multi-threaded
+// process sleeps are real). Callers hold mu.
+func (s *Supervisor) quietSleep(p *proc, tid int) {
+	if tid != p.quiet {
+		return
+	}
+	v, now := p.reads+s.pageReads(p, tid), time.Now()
+	if v != p.stallReads || p.stallSince.IsZero() {
+		p.stallReads, p.stallSince = v, now
+		return
+	}
+	if now.Sub(p.stallSince) < stallLimit {
+		return
+	}
+	p.stallSince = now
+	s.setBase(p, tid, p.base+stallStep)
+	s.escaped("clock")
+	s.counts.note("a Go program ran a second without reading its clock: dal moved the clock 10 ms so its runtime could preempt it (its clock values from there are not reproducible)")
+}
 
 // goImage reports whether task pid's executable was built by Go.
 func goImage(pid int) bool { return goFile("/proc/" + strconv.Itoa(pid) + "/exe") }

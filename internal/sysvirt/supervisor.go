@@ -90,6 +90,10 @@ type proc struct {
 	goImage   bool
 	quietSeen bool
 	quiet     int
+	// The program's reads when its quiet thread last saw them change,
+	// and when that was (real clock): quietSleep.
+	stallReads int64
+	stallSince time.Time
 }
 
 // New returns a supervisor for cfg.
@@ -478,6 +482,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 		return
 	}
 	s.real("sleep_threaded")
+	s.quietSleep(p, int(n.Pid))
 	s.mu.Unlock()
 	fd, id2 := s.fd, n.ID
 	go func() {

@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -51,6 +52,33 @@ func main() {
 		sum ^= i * i
 	}
 	fmt.Println("any busy_loop", time.Since(loop), sum != 1)
+
+	// Two goroutines race through ~50 ms of work each, noting their
+	// progress: preemption runs on the clock, which their loops do not
+	// read, so one finishes first, every run.
+	var mu sync.Mutex
+	var order []byte
+	var wg sync.WaitGroup
+	for _, name := range []byte("ab") {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := 0
+			for i := range 10 {
+				for j := range 10_000_000 {
+					x += j ^ i
+				}
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+			}
+			mu.Lock()
+			sum ^= x
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	fmt.Println("fixed goroutine_race", string(order))
 
 	b := make([]byte, 16)
 	crand.Read(b)
