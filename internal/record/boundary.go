@@ -75,10 +75,13 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 			cat(ebpf.Clock).Captured = layerClock
 			cat(ebpf.Clock).Record = "env.json"
 		}
-		// The layer hid the vDSO: what it served is counted instead.
-		b.NotObservable = []string{fmt.Sprintf(
-			"the vDSO was hidden from %d program(s): their clock and getrandom calls entered the kernel, where dal's syscall layer served %d clock reads and %d getrandom calls (syscall_layer)",
-			v.Processes, v.Served["clock"], v.Served["random"])}
+		// The layer replaced or hid the kernel's vDSO: what it served is
+		// counted instead.
+		how := "the vDSO was hidden from %d program(s): their clock and getrandom calls entered the kernel, where dal's syscall layer served %d clock reads and %d getrandom calls (syscall_layer)"
+		if in.virtCfg.Clock && in.virtCfg.Random && !in.virtCfg.NoVDSO {
+			how = "dal's vDSO took the kernel's place in %d program(s): it and dal's syscall layer served %d clock reads and %d getrandom calls (syscall_layer; a Go runtime's monitor thread's reads are served, not counted)"
+		}
+		b.NotObservable = []string{fmt.Sprintf(how, v.Processes, v.Served["clock"], v.Served["random"])}
 		if in.virtCfg.Random {
 			cat(ebpf.Random).Shim += v.Served["random"]
 			cat(ebpf.Random).Captured = layerRandom
@@ -191,9 +194,11 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 		}
 	}
 	// Every exec'd process should have said hello to dald through a shim.
-	// Those that did not may have read clocks or randomness through the
-	// vDSO, which no syscall hook sees: listed, not counted as escapes.
-	if unshimmed := len(execs) - streams; unshimmed > 0 && in.mode != "default" && !(layerClock && layerRandom) {
+	// Without the syscall layer, those that did not may have read clocks
+	// or randomness through the kernel's vDSO, which no syscall hook sees:
+	// listed, not counted as escapes. Under the layer every process is
+	// served, and what escaped it is listed above.
+	if unshimmed := len(execs) - streams; unshimmed > 0 && in.mode != "default" && in.virt == nil {
 		var names []string
 		for _, e := range execs {
 			base := filepath.Base(e.Detail)
