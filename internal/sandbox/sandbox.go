@@ -226,6 +226,9 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	if err := checkKernel(cfg.Virtual.Enabled()); err != nil {
+		return nil, err
+	}
 	if Inside() {
 		return nil, errors.New("dal's sandbox cannot start inside another (this is a dal-exec run, record or replay's agent, and the kernel lets one seccomp supervisor watch a process): start dal-exec outside it")
 	}
