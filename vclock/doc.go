@@ -46,6 +46,31 @@
 // is not replaying; and an event loop dal does not own (uvloop, a C
 // extension's own threads) runs on real timers, which the shims report.
 //
+// # Programs without a shim
+//
+// Every other process of a strict run (C, Go, Rust, shell tools) reads
+// these streams through dal's syscall layer (internal/sysvirt, whose doc
+// has the details and every measurement): dal's vDSO serves clock reads in
+// the process (9 ns a read from C, native 25 ns, libfaketime 65 ns; make
+// bench), the supervisor serves the system calls (a seccomp round trip,
+// 12–17 µs). Limits, measured:
+//
+//   - getrandom from C with glibc 2.36 is a system call, served in 13–17 µs
+//     (native 0.4 µs): the 2 µs target is met only where the C library
+//     calls the vDSO (glibc 2.41+, Go 1.24+).
+//   - A sleep in a multi-threaded process is real and does not move t
+//     (runtimes sleep on helper threads); its timed waits jump only when no
+//     other thread runs.
+//   - Go: with GOMAXPROCS=1 (strict's default) map order, math/rand/v2 and
+//     the clock repeat to the nanosecond; 3 of about 700 runs of a minimal
+//     program drew the other map order (a time slice ending between two
+//     thread hand-offs). A goroutine that computes for more than a second
+//     without reading the clock gets the clock moved 10 ms (a counted
+//     escape) so a spin-wait ends. With more processors the order is the
+//     machine's.
+//   - A call the layer does not handle pays the seccomp filter: getppid
+//     ~1.25x native, the same as a one-instruction allow-all filter.
+//
 // # Seeded and logged modes
 //
 // Reads return real time and are appended to the stream's tick log
