@@ -101,7 +101,9 @@ const compatIoctl = 54 // ioctl on i386 and arm
 var uringCall = watched{nr: unix.SYS_IO_URING_SETUP, name: "io_uring_setup", dirfd: -1, path: -1, dirfd2: -1, path2: -1, flags: -1}
 
 // bpf assembles a classic BPF program whose jumps name labels; jumps go
-// forward only, at most 255 instructions.
+// forward only, over at most 255 instructions (an 8-bit offset): assemble
+// panics on a longer one, at the sandbox's start, so a test that builds
+// every filter (TestFilterAssembles) finds it first.
 type bpf struct {
 	prog   []unix.SockFilter
 	labels map[string]int
@@ -182,8 +184,34 @@ func filter(on filterFor, virt []sysvirt.Rule) []unix.SockFilter {
 		}
 	}
 	b := &bpf{labels: map[string]int{}}
+	// The other ABI's few rules come first, so that the arch check jumps
+	// over them alone and no jump spans the native rules, which may grow:
+	// the syscall layer's each end in their own returns, and the watched
+	// calls' jump only to the three returns after them.
 	b.load(offArch)
-	b.jump(bpfJeqK, auditArch, "", "compat")
+	b.jump(bpfJeqK, auditArch, "native", "")
+	b.jump(bpfJeqK, compatArch, "", "compat-allow")
+	b.load(offNr)
+	for _, nr := range compatRefused {
+		b.jump(bpfJeqK, nr, "compat-deny", "")
+	}
+	if on.policy {
+		for _, nr := range compatExec {
+			b.jump(bpfJeqK, nr, "compat-eacces", "")
+		}
+	}
+	b.jump(bpfJeqK, compatIoctl, "", "compat-allow")
+	refuseIoctls(b, "compat-deny", "compat-allow")
+	b.label("compat-allow")
+	b.ret(unix.SECCOMP_RET_ALLOW)
+	b.label("compat-deny")
+	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	if on.policy {
+		b.label("compat-eacces")
+		b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
+	}
+
+	b.label("native")
 	virtRules(b, virt)
 	b.load(offNr)
 	for _, c := range always {
@@ -207,33 +235,12 @@ func filter(on filterFor, virt []sysvirt.Rule) []unix.SockFilter {
 	b.ret(unix.SECCOMP_RET_USER_NOTIF)
 	b.label("deny")
 	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
-
-	b.label("compat")
-	b.jump(bpfJeqK, compatArch, "", "compat-allow")
-	b.load(offNr)
-	for _, nr := range compatRefused {
-		b.jump(bpfJeqK, nr, "compat-deny", "")
-	}
-	if on.policy {
-		for _, nr := range compatExec {
-			b.jump(bpfJeqK, nr, "compat-eacces", "")
-		}
-	}
-	b.jump(bpfJeqK, compatIoctl, "", "compat-allow")
-	refuseIoctls(b, "compat-deny", "compat-allow")
-	b.label("compat-allow")
-	b.ret(unix.SECCOMP_RET_ALLOW)
-	b.label("compat-deny")
-	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
-	if on.policy {
-		b.label("compat-eacces")
-		b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
-	}
 	return b.assemble()
 }
 
 // virtRules hands the syscall layer's calls to the listener. Each rule
-// ends in its own return, so its jumps stay short.
+// ends in its own returns, so its jumps stay within it and any number of
+// rules fits (the longest, a CondIn of n values, jumps n+2 ahead).
 func virtRules(b *bpf, rules []sysvirt.Rule) {
 	for i, r := range rules {
 		next := fmt.Sprintf("virt%d", i+1)
