@@ -34,6 +34,7 @@ const loopSource = `
 #include <string.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +64,11 @@ int main(int argc, char **argv) {
 			acc += syscall(SYS_getppid);
 		} else if (!strcmp(argv[1], "devzero")) {
 			acc += read(zero, buf, sizeof buf);
+		} else if (!strcmp(argv[1], "sysinfo")) {
+			struct sysinfo si;
+			if (sysinfo(&si) != 0)
+				return 1;
+			acc += si.procs;
 		} else {
 			return 2;
 		}
@@ -211,6 +217,12 @@ func faketimeLibrary() string {
 // stream, against the kernel's.
 func BenchmarkVirtGetrandom16(b *testing.B) {
 	benchLoop(b, "getrandom", []loopVariant{native, inBox, layered, slowLayer})
+}
+
+// BenchmarkVirtSysinfo: sysinfo(2) answered by the supervisor in strict
+// mode, against the kernel's.
+func BenchmarkVirtSysinfo(b *testing.B) {
+	benchLoop(b, "sysinfo", []loopVariant{native, inBox, layered})
 }
 
 // BenchmarkVirtUnhandledGetppid: a call the layer does not handle pays

@@ -48,10 +48,8 @@ func Rules(cfg Config) []Rule {
 			Rule{Nr: unix.SYS_FUTEX, Cond: CondFutex, In: []uint32{futexWaitBitset, futexLockPI, futexLockPI2, futexWaitRequeuePI}},
 			Rule{Nr: unix.SYS_FUTEX_WAITV, Cond: CondNonNull, Arg: 3},
 			// Timers on the virtual clock, and the timed wait for a
-			// signal (timers.go). Each rule is as short as can be: the
-			// sandbox's filter jumps over them all in one 8-bit jump.
-			// setitimer and getitimer of the CPU-time timers come too,
-			// and run as the kernel would.
+			// signal (timers.go). setitimer and getitimer of the
+			// CPU-time timers come too, and run as the kernel would.
 			Rule{Nr: unix.SYS_SETITIMER},
 			Rule{Nr: unix.SYS_GETITIMER},
 			Rule{Nr: unix.SYS_TIMER_SETTIME},
@@ -60,6 +58,8 @@ func Rules(cfg Config) []Rule {
 			Rule{Nr: unix.SYS_TIMERFD_SETTIME},
 			Rule{Nr: unix.SYS_TIMERFD_GETTIME},
 			Rule{Nr: unix.SYS_RT_SIGTIMEDWAIT},
+			// sysinfo's uptime is a clock (sysinfo.go).
+			Rule{Nr: unix.SYS_SYSINFO},
 		)
 		r = append(r, statRules()...)
 		for _, nr := range legacyNotified {
@@ -128,6 +128,8 @@ func callName(nr int) string {
 		return "rt_sigtimedwait"
 	case sysAlarm:
 		return "alarm"
+	case unix.SYS_SYSINFO:
+		return "sysinfo"
 	}
 	if s := statName(nr); s != "" {
 		return s

@@ -268,6 +268,8 @@ func (s *Supervisor) Handle(fd int, n *Notif) bool {
 		s.timerGettime(n, timerFD)
 	case unix.SYS_RT_SIGTIMEDWAIT:
 		s.sigwait(n)
+	case unix.SYS_SYSINFO:
+		s.sysinfo(n)
 	case unix.SYS_FUTEX:
 		s.futex(n)
 	case unix.SYS_FUTEX_WAITV:
