@@ -69,7 +69,7 @@ func mountDirect(sp *spec) error {
 		return err
 	}
 	if sp.Virtual.Clock {
-		if err := virtualProcClock(sp.Virtual.MonoNS); err != nil {
+		if err := virtualProcClock(sp.Virtual.EpochNS, sp.Virtual.MonoNS); err != nil {
 			return err
 		}
 	}

@@ -97,7 +97,7 @@ func mountAll(sp *spec) error {
 		}
 	}
 	if sp.Virtual.Clock {
-		if err := virtualProcClock(sp.Virtual.MonoNS); err != nil {
+		if err := virtualProcClock(sp.Virtual.EpochNS, sp.Virtual.MonoNS); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -196,5 +197,47 @@ func TestVirtSysinfoTools(t *testing.T) {
 				t.Fatalf("two strict runs of %s: exit %d, stdout\n%s\nthen\n%s\nwant it to end %q, stderr %s", c.name, a.code, a.stdout, b.stdout, c.want, a.stderr)
 			}
 		})
+	}
+}
+
+// TestVirtProcMachine: in strict mode /proc/stat and /proc/meminfo are
+// the virtual machine's — its boot time on the virtual clock, no CPU
+// time but idle, half the memory free as sysinfo says — the same in two
+// runs, for cat, procps free and uptime -s, Node's os module and
+// Python's os.sysconf (glibc's sysinfo).
+func TestVirtProcMachine(t *testing.T) {
+	t.Parallel()
+	script := `grep -E '^(cpu |btime|procs_running)' /proc/stat; grep -E '^Mem(Total|Free|Available):' /proc/meminfo; free | sed -n 2p
+TZ=UTC0 uptime -s
+node -e 'const os = require("os"); console.log(os.freemem() * 2 === os.totalmem(), os.cpus().map(c => c.times.user + c.times.sys))'
+/usr/bin/python3 -c 'import os; print(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 1024)'`
+	a := strictScript(t, "", script)
+	b := strictScript(t, "", script)
+	if a.code != 0 || a.stdout != b.stdout {
+		t.Fatalf("two strict runs: exit %d, stdout\n%s\nthen\n%s\nstderr %s", a.code, a.stdout, b.stdout, a.stderr)
+	}
+	var host unix.Sysinfo_t
+	if err := unix.Sysinfo(&host); err != nil {
+		t.Fatal(err)
+	}
+	totalKB := host.Totalram * uint64(host.Unit) / 1024
+	zeros := strings.TrimSuffix(strings.Repeat("0, ", runtime.NumCPU()), ", ")
+	boot := time.Unix((strictLayer.EpochNS-strictLayer.MonoNS)/1e9, 0)
+	// sysconf's pages of half the memory, in kB.
+	pageKB := uint64(os.Getpagesize() / 1024)
+	avKB := totalKB / 2 / pageKB * pageKB
+	want := fmt.Sprintf(`cpu  0 0 0 100 0 0 0 0 0 0
+btime %d
+procs_running 1
+MemTotal:       %8d kB
+MemFree:        %8d kB
+MemAvailable:   %8d kB
+Mem:        %8d    %8d    %8d           0           0    %8d
+%s
+true [ %s ]
+%d
+`, boot.Unix(), totalKB, totalKB/2, totalKB/2, totalKB, totalKB-totalKB/2, totalKB/2, totalKB/2, boot.UTC().Format(time.DateTime), zeros, avKB)
+	if a.stdout != want {
+		t.Errorf("the virtual machine's /proc:\n%s\nwant\n%s", a.stdout, want)
 	}
 }
