@@ -267,8 +267,9 @@
 //
 // # The machine (strict mode)
 //
-// sysinfo describes the machine whose /proc/uptime and /proc/loadavg the
-// sandbox serves (sysinfo.go): uptime is the caller's virtual monotonic
+// sysinfo describes the machine whose /proc/uptime, /proc/loadavg,
+// /proc/stat and /proc/meminfo the sandbox serves (sysinfo.go; package
+// sandbox's procclock.go): uptime is the caller's virtual monotonic
 // clock in whole seconds, rounded up as the kernel rounds; loads are 0
 // and procs 1; the memory totals are the host's, and what varies with the
 // host's load is fixed: half of the memory free, all swap free, none
@@ -396,6 +397,19 @@
 //     run in parallel and the order is the machine's.
 //   - Without HWCAP2_FSGSBASE (kernels before 5.9, CPUs without it) Go's
 //     sysmon reads move the clock as any thread's do.
+//   - Per-process times in /proc are real: /proc/<pid>/stat's start time
+//     counts the host's clock ticks since its boot (two strict runs of
+//     `cut -d' ' -f22 /proc/self/stat` printed 3494912 and 3494914), so
+//     ps's START (the virtual boot time plus those ticks) and ELAPSED
+//     (the virtual /proc/uptime less them: negative) differ from run to
+//     run, as do /proc/vmstat (vmstat's bi and bo), /proc/interrupts and
+//     /proc/<pid>/sched. dal does not see these reads (an open for reading
+//     is not handed over), so they are not counted as escapes. A time
+//     namespace whose boot-time offset puts the host's boot clock at the
+//     virtual origin would bring the start times to within the real time
+//     the run took.
+//   - A 32-bit program's sysinfo (the other ABI's) is the host's, and is
+//     not counted; the /proc files it reads are the virtual machine's.
 //   - ptrace: a program in the sandbox cannot trace another (strace, gdb):
 //     dal is the tracer. A group stop (SIGSTOP, SIGTSTP) does not stop.
 //   - dal-exec run (strict and seeded) is under this layer in a direct

@@ -8,7 +8,8 @@ import (
 )
 
 // sysinfo(2) in strict mode describes the virtual machine the run's
-// /proc/uptime and /proc/loadavg describe (the sandbox serves those), so
+// /proc/uptime, /proc/loadavg, /proc/stat and /proc/meminfo describe (the
+// sandbox serves those), so
 // glibc's getloadavg (which calls sysinfo), sysconf(_SC_AVPHYS_PAGES),
 // Go's syscall.Sysinfo and coreutils' sort get the same answer in every
 // run:
