@@ -148,13 +148,16 @@ func unmodifiedProbes(t *testing.T) []determinismProbe {
 	}
 	script := func(name string) string { return filepath.Join(data, name) }
 
-	cWant := []string{"time", "clock_realtime", "clock_monotonic", "gettimeofday", "getpid", "rand", "getrandom", "dev_urandom", "dev_random"}
+	cWant := []string{"time", "clock_realtime", "clock_monotonic", "gettimeofday", "getpid", "rand", "getrandom", "dev_urandom", "dev_random", "sysinfo", "getloadavg"}
 	cCheck := func(t *testing.T, v map[string]string) {
 		for _, name := range []string{"time", "clock_realtime", "gettimeofday"} {
 			onVirtualClock(t, v, name)
 		}
 		if v["getpid"] != "100" {
 			t.Errorf("the agent's pid is %s, want 100", v["getpid"])
+		}
+		if !strings.HasSuffix(v["sysinfo"], " loads=0,0,0 procs=1 half_free=1") || v["getloadavg"] != "0.00 0.00 0.00" {
+			t.Errorf("sysinfo says %q, getloadavg %q: not the virtual machine's", v["sysinfo"], v["getloadavg"])
 		}
 	}
 	probes := []determinismProbe{
@@ -187,6 +190,16 @@ func unmodifiedProbes(t *testing.T) []determinismProbe {
 			}},
 		{name: "date", argv: []string{"date", "+fixed date %s.%N"}, want: []string{"date"},
 			check: func(t *testing.T, v map[string]string) { onVirtualClock(t, v, "date") }},
+		{name: "machine", argv: []string{"bash", script("machine.sh")},
+			want: []string{"uptime", "uptime_since", "btime", "boot_agrees", "free", "meminfo"},
+			check: func(t *testing.T, v map[string]string) {
+				if !strings.HasSuffix(v["uptime"], "load average: 0.00, 0.00, 0.00") || v["boot_agrees"] != "yes" {
+					t.Errorf("uptime %q, boot time %s (agrees with uptime -s %q: %s): not the virtual machine's", v["uptime"], v["btime"], v["uptime_since"], v["boot_agrees"])
+				}
+				if b, err := strconv.ParseInt(v["btime"], 10, 64); err != nil || b > epochSeconds || b < epochSeconds-86400 {
+					t.Errorf("/proc/stat's btime %q is not within a day before the virtual epoch", v["btime"])
+				}
+			}},
 		{name: "mktemp-uuidgen", argv: []string{"bash", script("tools.sh")},
 			want: []string{"mktemp", "mktemp_d", "mktemp_u", "uuidgen", "uuidgen_r"}},
 		{name: "git", argv: []string{"bash", script("git.sh")}, want: []string{"commit1", "commit2", "dates"},
