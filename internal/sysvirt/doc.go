@@ -269,17 +269,20 @@
 //
 // sysinfo describes the machine whose /proc/uptime, /proc/loadavg,
 // /proc/stat and /proc/meminfo the sandbox serves (sysinfo.go; package
-// sandbox's procclock.go): uptime is the caller's virtual monotonic
-// clock in whole seconds, rounded up as the kernel rounds; loads are 0
-// and procs 1; the memory totals are the host's, and what varies with the
-// host's load is fixed: half of the memory free, all swap free, none
-// shared or buffering. glibc calls it in getloadavg and for
-// sysconf(_SC_PHYS_PAGES) and _SC_AVPHYS_PAGES (and so in qsort: bash,
-// sort, Python and Node call it at start), as does Go's syscall.Sysinfo. It is counted as a clock read served, without moving
+// sandbox's procclock.go): uptime is the caller's virtual monotonic clock
+// in whole seconds, rounded up as the kernel rounds; loads are 0 and
+// procs 1; the memory totals are the host's (a replay on another machine
+// shows that machine's), and what varies with the host's load is fixed:
+// half of the memory free, all swap free, none shared or buffering. glibc
+// calls it in getloadavg, for sysconf(_SC_PHYS_PAGES) and
+// _SC_AVPHYS_PAGES, and so in qsort_r of more than 1 KiB (bash, Python
+// and Node at start, seen with strace -k), as do coreutils sort and Go's
+// syscall.Sysinfo. It is counted as a clock read served, without moving
 // the clock by a quantum: a program's times do not depend on whether its
-// C library looked at the memory size. A served sysinfo costs the seccomp
-// round trip: 12.4–20.1 µs against 0.48–0.55 µs native
-// (BenchmarkVirtSysinfo, 20,000 calls, 3 runs, load average 6 on 2 CPUs).
+// C library sorted something. A served sysinfo costs the seccomp round
+// trip: 12.4–20.1 µs against 0.48–0.55 µs native (BenchmarkVirtSysinfo,
+// 20,000 calls, 3 runs, load average 6 on 2 CPUs), once per process for
+// the C library's own calls (it keeps the page count).
 //
 // # File times and inode numbers (strict mode)
 //

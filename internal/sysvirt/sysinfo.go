@@ -18,13 +18,15 @@ import (
 //     value), whole seconds rounded up as the kernel rounds them: at the
 //     run's start /proc/uptime's figure, then what the process's sleeps
 //     and reads added. It is counted as a clock read served but does not
-//     advance the clock by a quantum as other reads do: glibc's qsort
-//     asks sysconf(_SC_PHYS_PAGES), so bash, sort and many more call it
-//     for the memory figures, and their clocks should not depend on it.
+//     advance the clock by a quantum as other reads do: glibc's qsort_r
+//     asks sysconf(_SC_PHYS_PAGES), so bash, Python and Node call it at
+//     start for the memory size, and their clocks should not depend on
+//     that.
 //   - loads are 0 and procs 1, as /proc/loadavg shows.
 //   - totalram, totalswap, totalhigh and mem_unit are the machine's: they
 //     do not change while it runs, and programs size their heaps by them
-//     (V8 by totalram), so a made-up figure would change what they do.
+//     (V8 by totalram), so a made-up figure would change what they do. A
+//     replay on another machine shows that machine's.
 //   - what varies with the host's load is a fixed share of it: freeram
 //     half of totalram (freehigh half of totalhigh), all swap free, no
 //     shared or buffer memory. A real figure would differ in every run;
