@@ -148,7 +148,7 @@ func unmodifiedProbes(t *testing.T) []determinismProbe {
 	}
 	script := func(name string) string { return filepath.Join(data, name) }
 
-	cWant := []string{"time", "clock_realtime", "clock_monotonic", "gettimeofday", "getpid", "rand", "getrandom", "dev_urandom", "dev_random", "sysinfo", "getloadavg"}
+	cWant := []string{"time", "clock_realtime", "clock_monotonic", "gettimeofday", "getpid", "rand", "getrandom", "dev_urandom", "dev_random", "sysinfo", "getloadavg", "times"}
 	cCheck := func(t *testing.T, v map[string]string) {
 		for _, name := range []string{"time", "clock_realtime", "gettimeofday"} {
 			onVirtualClock(t, v, name)

@@ -35,6 +35,7 @@ const loopSource = `
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
+#include <sys/times.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +70,9 @@ int main(int argc, char **argv) {
 			if (sysinfo(&si) != 0)
 				return 1;
 			acc += si.procs;
+		} else if (!strcmp(argv[1], "times")) {
+			struct tms t;
+			acc += times(&t) > 0;
 		} else {
 			return 2;
 		}
@@ -223,6 +227,12 @@ func BenchmarkVirtGetrandom16(b *testing.B) {
 // mode, against the kernel's.
 func BenchmarkVirtSysinfo(b *testing.B) {
 	benchLoop(b, "sysinfo", []loopVariant{native, inBox, layered})
+}
+
+// BenchmarkVirtTimes: times(2) answered by the supervisor in strict
+// mode (its CPU times read from /proc), against the kernel's.
+func BenchmarkVirtTimes(b *testing.B) {
+	benchLoop(b, "times", []loopVariant{native, inBox, layered})
 }
 
 // BenchmarkVirtUnhandledGetppid: a call the layer does not handle pays

@@ -23,7 +23,7 @@
 // System calls for the clock and randomness, the sleeps and timed waits,
 // the timer calls (strict mode: setitimer, getitimer, alarm,
 // timer_settime, timer_gettime, timer_delete, timerfd_settime,
-// timerfd_gettime, rt_sigtimedwait) and sysinfo (strict mode) reach the seccomp filter the init
+// timerfd_gettime, rt_sigtimedwait), sysinfo and times (strict mode) reach the seccomp filter the init
 // installed, which hands them to the supervisor (seccomp user
 // notification). The supervisor answers from the process's stream and
 // writes results into the caller's memory (process_vm_writev); everything
@@ -283,6 +283,13 @@
 // trip: 12.4–20.1 µs against 0.48–0.55 µs native (BenchmarkVirtSysinfo,
 // 20,000 calls, 3 runs, load average 6 on 2 CPUs), once per process for
 // the C library's own calls (it keeps the page count).
+//
+// times returns the caller's virtual monotonic clock in clock ticks
+// (USER_HZ: 100 a second from the clock's origin, a point POSIX leaves
+// arbitrary; Python's os.times().elapsed), a clock read that advances it
+// as clock_gettime's does; the CPU times it fills in stay real, read from
+// /proc/<tgid>/stat (cputimes.go) and counted as "cpu_clock". Cost: the
+// round trip and the /proc read (BenchmarkVirtTimes).
 //
 // # File times and inode numbers (strict mode)
 //

@@ -58,8 +58,10 @@ func Rules(cfg Config) []Rule {
 			Rule{Nr: unix.SYS_TIMERFD_SETTIME},
 			Rule{Nr: unix.SYS_TIMERFD_GETTIME},
 			Rule{Nr: unix.SYS_RT_SIGTIMEDWAIT},
-			// sysinfo's uptime is a clock (sysinfo.go).
+			// sysinfo's uptime and times' return value are clocks
+			// (sysinfo.go, cputimes.go).
 			Rule{Nr: unix.SYS_SYSINFO},
+			Rule{Nr: unix.SYS_TIMES},
 		)
 		r = append(r, statRules()...)
 		for _, nr := range legacyNotified {
@@ -130,6 +132,8 @@ func callName(nr int) string {
 		return "alarm"
 	case unix.SYS_SYSINFO:
 		return "sysinfo"
+	case unix.SYS_TIMES:
+		return "times"
 	}
 	if s := statName(nr); s != "" {
 		return s

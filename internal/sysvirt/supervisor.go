@@ -270,6 +270,8 @@ func (s *Supervisor) Handle(fd int, n *Notif) bool {
 		s.sigwait(n)
 	case unix.SYS_SYSINFO:
 		s.sysinfo(n)
+	case unix.SYS_TIMES:
+		s.times(n)
 	case unix.SYS_FUTEX:
 		s.futex(n)
 	case unix.SYS_FUTEX_WAITV:

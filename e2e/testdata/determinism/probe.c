@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <sys/sysinfo.h>
 #include <sys/time.h>
+#include <sys/times.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,5 +66,6 @@ int main(void) {
 	printf("fixed sysinfo uptime=%ld loads=%lu,%lu,%lu procs=%u half_free=%d\n", si.uptime, si.loads[0],
 	       si.loads[1], si.loads[2], (unsigned)si.procs, si.freeram == si.totalram / 2);
 	printf("fixed getloadavg %.2f %.2f %.2f\n", loads[0], loads[1], loads[2]);
+	printf("fixed times %ld\n", (long)times(NULL));
 	return device("dev_urandom", "/dev/urandom") || device("dev_random", "/dev/random");
 }
