@@ -81,3 +81,66 @@ func TestVirtTimes(t *testing.T) {
 		})
 	}
 }
+
+// adjtimexSource reads the clock's discipline three ways and tries a
+// change no kernel accepts (a tick out of range: EPERM without
+// CAP_SYS_TIME, EINVAL with it).
+const adjtimexSource = `
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <sys/timex.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(void) {
+	struct timex tx = {0};
+	/* glibc's adjtimex is clock_adjtime(CLOCK_REALTIME): the system call
+	   of its own, as Go's unix.Adjtimex makes it. */
+	int r = syscall(SYS_adjtimex, &tx);
+	printf("adjtimex %d time %ld.%06ld status %#x maxerror %ld offset %ld freq %ld\n", r,
+	       (long)tx.time.tv_sec, (long)tx.time.tv_usec, tx.status, tx.maxerror, tx.offset, tx.freq);
+	struct timex cx = {0};
+	r = clock_adjtime(CLOCK_REALTIME, &cx);
+	printf("clock_adjtime %d time %ld.%06ld\n", r, (long)cx.time.tv_sec, (long)cx.time.tv_usec);
+	struct ntptimeval ntv;
+	r = ntp_gettime(&ntv);
+	printf("ntp_gettime %d time %ld.%06ld esterror %ld\n", r, (long)ntv.time.tv_sec, (long)ntv.time.tv_usec, ntv.esterror);
+	struct timex bad = {.modes = ADJ_TICK, .tick = 1};
+	r = adjtimex(&bad);
+	printf("change %d %s\n", r, r < 0 && (errno == EPERM || errno == EINVAL) ? "refused" : "accepted");
+	return 0;
+}
+`
+
+// TestVirtAdjtimex: in strict mode a read of the clock's discipline
+// (adjtimex, clock_adjtime, glibc's ntp_gettime, which calls
+// clock_adjtime) gives the virtual time
+// and an unsynchronized clock's state, the same in two runs; a change
+// goes to the kernel, which refuses it here.
+func TestVirtAdjtimex(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "adjtimex.c"), filepath.Join(dir, "adjtimex")
+	if err := os.WriteFile(src, []byte(adjtimexSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	a, c := layerScript(t, strictLayer, bin, bin)
+	b, _ := layerScript(t, strictLayer, bin, bin)
+	// Each read is a realtime read: a microsecond (the quantum) apart.
+	want := `adjtimex 5 time 1767225600.000001 status 0x40 maxerror 16000000 offset 0 freq 0
+clock_adjtime 5 time 1767225600.000002
+ntp_gettime 5 time 1767225600.000003 esterror 16000000
+change -1 refused
+`
+	if a.code != 0 || a.stdout != b.stdout || a.stdout != want {
+		t.Fatalf("two strict runs: exit %d, stdout\n%s\nthen\n%s\nwant\n%s\nstderr %s", a.code, a.stdout, b.stdout, want, a.stderr)
+	}
+	if c.Calls["adjtimex"] != 1 || c.Calls["clock_adjtime"] != 2 || c.Real["clock_adjust"] != 1 || c.Escapes["clock"] != 0 {
+		t.Errorf("counts: calls %v, real %v, escapes %v", c.Calls, c.Real, c.Escapes)
+	}
+}

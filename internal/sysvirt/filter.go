@@ -58,10 +58,12 @@ func Rules(cfg Config) []Rule {
 			Rule{Nr: unix.SYS_TIMERFD_SETTIME},
 			Rule{Nr: unix.SYS_TIMERFD_GETTIME},
 			Rule{Nr: unix.SYS_RT_SIGTIMEDWAIT},
-			// sysinfo's uptime and times' return value are clocks
-			// (sysinfo.go, cputimes.go).
+			// sysinfo's uptime, times' return value and adjtimex's
+			// time are clocks (sysinfo.go, cputimes.go, adjtimex.go).
 			Rule{Nr: unix.SYS_SYSINFO},
 			Rule{Nr: unix.SYS_TIMES},
+			Rule{Nr: unix.SYS_ADJTIMEX},
+			Rule{Nr: unix.SYS_CLOCK_ADJTIME, Cond: CondIn, Arg: 0, In: []uint32{clockRealtime}},
 		)
 		r = append(r, statRules()...)
 		for _, nr := range legacyNotified {
@@ -134,6 +136,10 @@ func callName(nr int) string {
 		return "sysinfo"
 	case unix.SYS_TIMES:
 		return "times"
+	case unix.SYS_ADJTIMEX:
+		return "adjtimex"
+	case unix.SYS_CLOCK_ADJTIME:
+		return "clock_adjtime"
 	}
 	if s := statName(nr); s != "" {
 		return s

@@ -272,6 +272,10 @@ func (s *Supervisor) Handle(fd int, n *Notif) bool {
 		s.sysinfo(n)
 	case unix.SYS_TIMES:
 		s.times(n)
+	case unix.SYS_ADJTIMEX:
+		s.adjtimex(n, n.Args[0])
+	case unix.SYS_CLOCK_ADJTIME:
+		s.adjtimex(n, n.Args[1])
 	case unix.SYS_FUTEX:
 		s.futex(n)
 	case unix.SYS_FUTEX_WAITV:
