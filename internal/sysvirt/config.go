@@ -48,7 +48,8 @@ type Counts struct {
 	// reason: "cpu_clock", "sleep_threaded", "wait_sigmask",
 	// "wait_outstanding" (waited in real time for I/O; t jumped only on
 	// expiry), "other_clock", "cpu_timer" (a POSIX timer on a CPU-time
-	// clock).
+	// clock), "clock_adjust" (adjtimex or clock_adjtime asked to change
+	// the clock: the kernel's to refuse or do).
 	Real map[string]int64 `json:"real,omitempty"`
 	// Escapes are calls that returned real clock or random values where a
 	// virtual one was due, and "timer": timers that fired on the real

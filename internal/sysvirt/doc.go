@@ -23,7 +23,8 @@
 // System calls for the clock and randomness, the sleeps and timed waits,
 // the timer calls (strict mode: setitimer, getitimer, alarm,
 // timer_settime, timer_gettime, timer_delete, timerfd_settime,
-// timerfd_gettime, rt_sigtimedwait), sysinfo and times (strict mode) reach the seccomp filter the init
+// timerfd_gettime, rt_sigtimedwait), and sysinfo, times, adjtimex and
+// clock_adjtime(CLOCK_REALTIME) (strict mode) reach the seccomp filter the init
 // installed, which hands them to the supervisor (seccomp user
 // notification). The supervisor answers from the process's stream and
 // writes results into the caller's memory (process_vm_writev); everything
@@ -290,6 +291,14 @@
 // as clock_gettime's does; the CPU times it fills in stay real, read from
 // /proc/<tgid>/stat (cputimes.go) and counted as "cpu_clock". Cost: the
 // round trip and the /proc read (BenchmarkVirtTimes).
+//
+// A read of the clock's discipline — adjtimex or clock_adjtime on
+// CLOCK_REALTIME with modes 0 (glibc's adjtimex and ntp_gettime) —
+// returns the virtual realtime (a read) and the state of a clock no NTP
+// daemon disciplines: unsynchronized (TIME_ERROR), no offset or frequency
+// correction, the largest error estimates; the kernel's constants (tick,
+// tolerance, precision, TAI offset) are the host's (adjtimex.go). A
+// change goes to the kernel, counted as "clock_adjust".
 //
 // # File times and inode numbers (strict mode)
 //
