@@ -281,16 +281,17 @@
 // syscall.Sysinfo. It is counted as a clock read served, without moving
 // the clock by a quantum: a program's times do not depend on whether its
 // C library sorted something. A served sysinfo costs the seccomp round
-// trip: 12.4–20.1 µs against 0.48–0.55 µs native (BenchmarkVirtSysinfo,
-// 20,000 calls, 3 runs, load average 6 on 2 CPUs), once per process for
-// the C library's own calls (it keeps the page count).
+// trip: 12.4–21.7 µs against 0.48–1.3 µs native (BenchmarkVirtSysinfo,
+// 20,000 calls, 6 runs, load average 3.5–6 on 2 CPUs), once per process
+// for the C library's own calls (it keeps the page count).
 //
 // times returns the caller's virtual monotonic clock in clock ticks
 // (USER_HZ: 100 a second from the clock's origin, a point POSIX leaves
 // arbitrary; Python's os.times().elapsed), a clock read that advances it
 // as clock_gettime's does; the CPU times it fills in stay real, read from
 // /proc/<tgid>/stat (cputimes.go) and counted as "cpu_clock". Cost: the
-// round trip and the /proc read (BenchmarkVirtTimes).
+// round trip and the /proc read, 35.6–76.5 µs against 0.59–1.9 µs native
+// (BenchmarkVirtTimes, 3 runs, load average 5): the read is about 20 µs.
 //
 // A read of the clock's discipline — adjtimex or clock_adjtime on
 // CLOCK_REALTIME with modes 0 (glibc's adjtimex and ntp_gettime) —
