@@ -422,8 +422,11 @@
 //     `cut -d' ' -f22 /proc/self/stat` printed 3494912 and 3494914), so
 //     ps's START (the virtual boot time plus those ticks) and ELAPSED
 //     (the virtual /proc/uptime less them: negative) differ from run to
-//     run, as do /proc/vmstat (vmstat's bi and bo), /proc/interrupts and
-//     /proc/<pid>/sched. dal does not see these reads (an open for reading
+//     run, as do /proc/vmstat (vmstat's bi and bo), /proc/interrupts,
+//     /proc/<pid>/sched (se.exec_start, real monotonic ms), /proc/timer_list
+//     ("now at", real monotonic ns, root only) and an RTC where the
+//     machine has one (/dev/rtc, /sys/class/rtc: none on the machines
+//     dal was tested on). dal does not see these reads (an open for reading
 //     is not handed over), so they are not counted as escapes. A time
 //     namespace whose boot-time offset puts the host's boot clock at the
 //     virtual origin would bring the start times to within the real time
