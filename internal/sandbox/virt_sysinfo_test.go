@@ -175,16 +175,31 @@ func buildGoSysinfo(t *testing.T) string {
 	return bin
 }
 
+// nodePath is the node the host runs (a CI's may be outside the
+// sandbox's PATH, /usr/local/bin or a version manager's).
+func nodePath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node: %v (scripts/test-deps.sh says what to install)", err)
+	}
+	if p, err = filepath.EvalSymlinks(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestVirtSysinfoTools: tools that read the load and uptime — procps
 // uptime, Python's os.getloadavg, Node's os, Go's syscall.Sysinfo —
 // print the same in two strict runs, and what the virtual machine says.
 func TestVirtSysinfoTools(t *testing.T) {
 	t.Parallel()
 	goBin := buildGoSysinfo(t)
+	node := nodePath(t)
 	cases := []struct{ name, bin, script, want string }{
 		{"uptime", "", "uptime", "up 0 min,  0 user,  load average: 0.00, 0.00, 0.00\n"},
 		{"python", "", `/usr/bin/python3 -c 'import os; print(os.getloadavg(), os.sysconf("SC_PHYS_PAGES") // os.sysconf("SC_AVPHYS_PAGES"))'`, "(0.0, 0.0, 0.0) 2\n"},
-		{"node", "", `node -e 'const os = require("os"); console.log(os.uptime(), os.loadavg())'`, "1 [ 0, 0, 0 ]\n"},
+		{"node", "", node + ` -e 'const os = require("os"); console.log(os.uptime(), os.loadavg())'`, "1 [ 0, 0, 0 ]\n"},
 		// The runtime's start-up reads the clock: uptime is past 1 s.
 		{"go", goBin, goBin, "2 [0 0 0] 1 true\n"},
 	}
@@ -209,7 +224,7 @@ func TestVirtProcMachine(t *testing.T) {
 	t.Parallel()
 	script := `grep -E '^(cpu |btime|procs_running)' /proc/stat; grep -E '^Mem(Total|Free|Available):' /proc/meminfo; free | sed -n 2p
 TZ=UTC0 uptime -s
-node -e 'const os = require("os"); console.log(os.freemem() * 2 === os.totalmem(), os.cpus().map(c => c.times.user + c.times.sys))'
+` + nodePath(t) + ` -e 'const os = require("os"); console.log(os.freemem() * 2 === os.totalmem(), os.cpus().map(c => c.times.user + c.times.sys))'
 /usr/bin/python3 -c 'import os; print(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 1024)'`
 	a := strictScript(t, "", script)
 	b := strictScript(t, "", script)
