@@ -16,6 +16,10 @@ import (
 type waitCall struct {
 	n       *Notif
 	pid     int   // the calling thread
+	// helper is its process's quiet thread (quiet.go), which does not
+	// count as running: Go's sysmon wakes on the real clock and cannot
+	// make a timer due while the clock stands still.
+	helper int
 	timeout int64 // ns
 	// fds are the caller's descriptors to watch, with the poll events that
 	// would make the call return.
@@ -226,6 +230,7 @@ func (s *Supervisor) serveWait(w *waitCall) {
 	pidfd := -1
 	if p != nil {
 		pidfd = s.pidfds.get(p)
+		w.helper = p.quiet
 	}
 	stale := s.pidfds.takeStale()
 	s.mu.Unlock()
@@ -353,7 +358,7 @@ func (l *waitLook) close() {
 // canJump reports whether no waited descriptor is outstanding I/O and
 // every thread of the process but the caller is blocked.
 func (l *waitLook) canJump() bool {
-	return !l.outstanding() && quiescent(l.tgid, l.w.pid)
+	return !l.outstanding() && quiescent(l.tgid, l.w.pid, l.w.helper)
 }
 
 // outstanding reads the waited descriptors again each time: another
@@ -448,8 +453,8 @@ const recheck = 2 * time.Millisecond
 // blocked: sleeping in a call that is not one the supervisor answers at
 // once (a clock read or getrandom held for its answer is as good as
 // running). A thread that cannot be read counts as blocked (it is gone).
-func quiescent(tgid, caller int) bool {
-	return blocked(tgid, caller, nil)
+func quiescent(tgid, caller, helper int) bool {
+	return blocked(tgid, caller, helper, nil)
 }
 
 // settled reports whether every thread of process tgid has reached a
@@ -459,7 +464,7 @@ func quiescent(tgid, caller int) bool {
 // tracer's thread calls it, without mu: its reads make no stat
 // (readFile), which the supervisor would have to answer.
 func (s *Supervisor) settled(tgid int) bool {
-	return blocked(tgid, -1, func(tid int) bool {
+	return blocked(tgid, -1, 0, func(tid int) bool {
 		_, ok := s.realWaits.Load(tid)
 		return ok
 	})
@@ -467,7 +472,8 @@ func (s *Supervisor) settled(tgid int) bool {
 
 // blocked is quiescent, or settled when decided is not nil: it reports
 // whether a thread held for the supervisor's answer has it decided.
-func blocked(tgid, caller int, decided func(tid int) bool) bool {
+// Threads caller and helper are not looked at.
+func blocked(tgid, caller, helper int, decided func(tid int) bool) bool {
 	strict := decided != nil
 	dir := "/proc/" + strconv.Itoa(tgid) + "/task"
 	ents, err := os.ReadDir(dir)
@@ -479,7 +485,7 @@ func blocked(tgid, caller int, decided func(tid int) bool) bool {
 	}
 	for _, e := range ents {
 		tid, err := strconv.Atoi(e.Name())
-		if err != nil || tid == caller {
+		if err != nil || tid == caller || (tid == helper && helper != 0) {
 			continue
 		}
 		b, err := readFile(dir + "/" + e.Name() + "/stat")
