@@ -32,7 +32,7 @@ var categories = func() map[string]Category {
 	add(Clock,
 		"clock_gettime", "clock_getres", "gettimeofday", "time", "times",
 		"clock_nanosleep", "nanosleep", "clock_settime", "settimeofday",
-		"clock_adjtime", "adjtimex", "alarm", "getitimer", "setitimer",
+		"clock_adjtime", "adjtimex", "sysinfo", "alarm", "getitimer", "setitimer",
 		"timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
 		"timerfd_create", "timerfd_settime", "timerfd_gettime")
 	add(Random, "getrandom")
@@ -58,7 +58,7 @@ var categories = func() map[string]Category {
 		"exit", "exit_group", "wait4", "waitid", "kill", "tkill", "tgkill",
 		"getpid", "getppid", "gettid", "getpgid", "getpgrp", "getsid", "setsid", "setpgid",
 		"getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups",
-		"uname", "sethostname", "setdomainname", "sysinfo", "getcpu",
+		"uname", "sethostname", "setdomainname", "getcpu",
 		"sched_getaffinity", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "ptrace")
 	return m
 }()
