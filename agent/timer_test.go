@@ -75,7 +75,10 @@ func timersProbe() {
 func TestTimersOnTheVirtualClock(t *testing.T) {
 	probe := func() string {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "AGENT_TEST_PROBE=timers")
+		// GOMAXPROCS=1, as dal's guard rails set it: AfterFunc's
+		// functions start in order, each in a goroutine of its own, and
+		// with two processors b's and c's could note in either order.
+		cmd.Env = append(os.Environ(), "AGENT_TEST_PROBE=timers", "GOMAXPROCS=1")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil || errb.Len() > 0 {
