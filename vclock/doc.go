@@ -62,7 +62,8 @@
 //     (runtimes sleep on helper threads); its timed waits jump only when no
 //     other thread runs.
 //   - Go: with GOMAXPROCS=1 (strict's default) map order, math/rand/v2 and
-//     the clock repeat to the nanosecond; 3 of about 700 runs of a minimal
+//     the clock repeat to the nanosecond (after a sleep, under load, a few
+//     µs may differ); 3 of about 700 runs of a minimal
 //     program drew the other map order (a time slice ending between two
 //     thread hand-offs). A goroutine that computes for more than a second
 //     without reading the clock gets the clock moved 10 ms (a counted

@@ -410,7 +410,9 @@
 //     read the clock, which the scheduler decides. A Go program with
 //     GOMAXPROCS=1 (strict mode's default) runs one goroutine at a time, in
 //     an order SCHED_BATCH keeps: its map order, math/rand/v2 values and
-//     clock repeat (goprobe in e2e). Not always: 3 of about 700 runs of a
+//     clock repeat (goprobe in e2e). Not always: after a sleep, under
+//     load, the runtime's own reads vary by a few (a replay drifted by 4
+//     µs under CI's load); and 3 of about 700 runs of a
 //     minimal program drew the other map order, quiet machine, none of 170
 //     under load (a time slice ending between two thread hand-offs, most
 //     likely). With more processors its goroutines
