@@ -14,12 +14,12 @@ import (
 
 // waitCall is a timed wait (poll, select or epoll family) being served.
 type waitCall struct {
-	n       *Notif
-	pid     int   // the calling thread
+	n   *Notif
+	pid int // the calling thread
 	// helper is its process's quiet thread (quiet.go), which does not
 	// count as running: Go's sysmon wakes on the real clock and cannot
 	// make a timer due while the clock stands still.
-	helper int
+	helper  int
 	timeout int64 // ns
 	// fds are the caller's descriptors to watch, with the poll events that
 	// would make the call return.
