@@ -14,28 +14,29 @@ help:
 	@echo "make bench-fidelity  record, replay and revert every example agent with SEEDS random seeds"
 	@echo "make bench-compare OLD=rev [NEW=rev]  Go micro-benchmarks at two commits, with benchstat"
 	@echo "make lint    gofmt, go vet, CGO-free build"
-	@echo "make build   build bin/dal-exec and bin/dald"
-	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install dal-exec and dald into DESTDIR/PREFIX/bin"
+	@echo "make build   build bin/dal-exec, bin/dal-sandbox-init and bin/dald"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install dal-exec, dal-sandbox-init and dald into DESTDIR/PREFIX/bin"
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/dal-exec ./cmd/dald
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/dal-exec ./cmd/dal-sandbox-init ./cmd/dald
 
-# make install puts the two binaries in $(DESTDIR)$(BINDIR): PREFIX is where
+# make install puts the three binaries in $(DESTDIR)$(BINDIR): PREFIX is where
 # they will live (default /usr/local, so /usr/local/bin), DESTDIR a staging
 # root prepended to it, for packaging (make install DESTDIR=/tmp/pkg
-# PREFIX=/usr). Nothing else is installed: the shims are embedded in
-# dal-exec. Without make, go install ./cmd/... puts both in $(go env GOBIN),
-# else ~/go/bin. cmd/dal-exec's tests install into a temporary DESTDIR.
+# PREFIX=/usr). dal-sandbox-init is the sandbox's init, which dal-exec
+# starts from beside itself (else from its own, slower image). Nothing else
+# is installed: the shims are embedded in dal-exec. Without make, go install
+# ./cmd/... puts all three in $(go env GOBIN), else ~/go/bin. cmd/dal-exec's tests install into a temporary DESTDIR.
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 INSTALL ?= install
 
 install: build
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
-	$(INSTALL) -m 0755 $(BIN)/dal-exec $(BIN)/dald '$(DESTDIR)$(BINDIR)/'
+	$(INSTALL) -m 0755 $(BIN)/dal-exec $(BIN)/dal-sandbox-init $(BIN)/dald '$(DESTDIR)$(BINDIR)/'
 
 uninstall:
-	rm -f '$(DESTDIR)$(BINDIR)/dal-exec' '$(DESTDIR)$(BINDIR)/dald'
+	rm -f '$(DESTDIR)$(BINDIR)/dal-exec' '$(DESTDIR)$(BINDIR)/dal-sandbox-init' '$(DESTDIR)$(BINDIR)/dald'
 
 test: build test-deps
 	$(GO) test -count=1 ./...

@@ -45,12 +45,26 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("%s --version printed %q, want %q", path, out, want)
 		}
 	}
+	// The sandbox's init: dal-exec starts it from beside itself; by hand
+	// it says what it is.
+	sidecar := filepath.Join(dest, "usr", "bin", "dal-sandbox-init")
+	if fi, err := os.Stat(sidecar); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("make install did not install dal-sandbox-init with mode 0755: %v", err)
+	}
+	out, err := exec.Command(sidecar).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "started by dal-exec") {
+		t.Errorf("dal-sandbox-init run by hand: %v, %q; want exit 2 and a sentence saying dal-exec starts it", err, out)
+	}
+	out, err = exec.Command(filepath.Join(dest, "usr", "bin", "dal-exec"), "run", "--", "readlink", "/proc/1/exe").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != sidecar {
+		t.Errorf("the installed dal-exec's sandbox init is %q (%v), want %s", out, err, sidecar)
+	}
 	entries, err := os.ReadDir(filepath.Join(dest, "usr", "bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 2 {
-		t.Errorf("make install put %d files in PREFIX/bin, want dal-exec and dald only", len(entries))
+	if len(entries) != 3 {
+		t.Errorf("make install put %d files in PREFIX/bin, want dal-exec, dal-sandbox-init and dald only", len(entries))
 	}
 	runMake("uninstall")
 	if entries, _ := os.ReadDir(filepath.Join(dest, "usr", "bin")); len(entries) != 0 {

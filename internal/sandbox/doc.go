@@ -7,8 +7,9 @@
 // # The sandbox
 //
 // [Command] returns a [Cmd], an *exec.Cmd that re-executes the current
-// binary (/proc/self/exe) with a hidden first argument in new mount, pid,
-// IPC and UTS namespaces, together with the descriptors dal-exec keeps to
+// binary (/proc/self/exe), or the smaller dal-sandbox-init installed beside
+// it (image.go), with a hidden first argument in new mount, pid, IPC and
+// UTS namespaces, together with the descriptors dal-exec keeps to
 // talk to it (a status pipe, the gate, the policy channel); [Init], the
 // first statement of main, recognises it and becomes the sandbox's init
 // (PID 1). The Cmd owns those descriptors: [Cmd.Wait] or [Cmd.Close]

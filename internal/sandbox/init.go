@@ -21,9 +21,18 @@ import (
 // by [Command] it runs the sandbox's init and never returns; otherwise it
 // returns at once.
 func Init() {
-	if len(os.Args) != 2 || os.Args[0] != initArg {
+	if len(os.Args) < 2 || os.Args[0] != initArg {
 		return
 	}
+	switch len(os.Args) {
+	case 2: // started from dal-exec's image
+	case 4: // from dal-sandbox-init (image.go)
+		sameBuild(os.Args[2], os.Args[3])
+		os.Args = os.Args[:2]
+	default:
+		return
+	}
+	nameInit()
 	// The agent is forked from this thread, which alone drops its
 	// privileges and carries the seccomp filter; it never runs anything
 	// else.

@@ -342,6 +342,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		c.policy, c.policyRead = parent, make(chan struct{})
 		go servePolicy(parent, cfg.Policy, c.policyRead)
 	}
+	c.useImage(initImage())
 	return c, nil
 }
 
