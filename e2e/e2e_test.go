@@ -19,7 +19,10 @@ import (
 	"github.com/dal-runtime/dal/vclock"
 )
 
-var bin struct{ exec, dald, goagent, goclient string }
+// bin are the binaries the tests run. dal-sandbox-init is built beside
+// dal-exec, which starts its sandboxes' init from it (sidecar_test.go
+// runs dal-exec without it).
+var bin struct{ exec, sidecar, dald, goagent, goclient string }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "dal-e2e-")
@@ -30,7 +33,7 @@ func TestMain(m *testing.M) {
 		out       *string
 		name, pkg string
 	}{
-		{&bin.exec, "dal-exec", "../cmd/dal-exec"}, {&bin.dald, "dald", "../cmd/dald"}, {&bin.goagent, "goagent", "./testdata/goagent"},
+		{&bin.exec, "dal-exec", "../cmd/dal-exec"}, {&bin.sidecar, "dal-sandbox-init", "../cmd/dal-sandbox-init"}, {&bin.dald, "dald", "../cmd/dald"}, {&bin.goagent, "goagent", "./testdata/goagent"},
 		{&bin.goclient, "goclient", "./testdata/goclient"},
 	} {
 		*b.out = filepath.Join(dir, b.name)

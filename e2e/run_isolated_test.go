@@ -65,6 +65,7 @@ func TestRunIsolatesRootless(t *testing.T) {
 	home := userDir(t)
 	input := userWrite(t, filepath.Join(home, "input.txt"), []byte("from the host\n"), 0o644)
 	dal := userCopy(t, bin.exec, home, 0o755)
+	userCopy(t, bin.sidecar, home, 0o755) // the init starts from it, with the user's ids
 	var outs []string
 	var ws string
 	for i := range 2 {
