@@ -54,6 +54,7 @@ func VirtualConfig(spec *Spec) sysvirt.Config {
 // private directory; embedded says dald's socket is in it.
 func isolate(spec *Spec, tmp string, embedded bool) {
 	cfg := &sandbox.Config{Direct: true, Staging: filepath.Join(tmp, "sandbox"), Virtual: VirtualConfig(spec)}
+	sandbox.FindInit() // meanwhile
 	log := spec.Log
 	spec.Wrap = func(argv, env []string, dir string) (Wrapped, error) {
 		if err := runDir(); err != nil {

@@ -71,6 +71,11 @@ var initImage = sync.OnceValue(func() image {
 	return image{self: self, sidecar: sidecar, sum: dal.InitSum()}
 })
 
+// FindInit starts looking for the init's image (a dal-sandbox-init and its
+// checksum, a few hundred microseconds) on another goroutine, so that a
+// [Command] soon after finds it ready.
+func FindInit() { go initImage() }
+
 // openPath opens p as a path (O_PATH) with openat2's resolve flags.
 func openPath(p string, resolve uint64) (*os.File, error) {
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolve}
