@@ -43,7 +43,7 @@ type section struct {
 
 var sections = []section{
 	{"fidelity", true, fidelitySuite},
-	{"start", true, func(string) []bench.Figure { return processStart() }},
+	{"start", true, func(string) []bench.Figure { return append(processStart(), sandboxStart()) }},
 	{"sleep", true, func(string) []bench.Figure { return []bench.Figure{sleepHeavy()} }},
 	{"clock", false, func(string) []bench.Figure {
 		return append(shimClock("python", "python3", "bench/clock_python.py"), shimClock("node", "node", "bench/clock_node.js")...)
@@ -182,6 +182,30 @@ func processStart() []bench.Figure {
 		figs = append(figs, f)
 	}
 	return figs
+}
+
+// sandboxStart compares `dal-exec run -- date`, whose strict mode starts
+// the agent in a sandbox of its own (namespaces, the syscall layer), with
+// the same run in default mode, which starts it directly: what the
+// sandbox's start-up adds, interleaved.
+func sandboxStart() bench.Figure {
+	const name = "run -- date: the sandbox's start-up (strict against --mode default)"
+	var direct, sandboxed bench.Sample
+	for range *repeats {
+		d1, err1 := timeRun(*dal, "run", "--mode", "default", "--", "date")
+		d2, err2 := timeRun(*dal, "run", "--", "date")
+		if err1 != nil || err2 != nil {
+			return bench.Figure{Name: name, Value: fmt.Sprintf("not measured: %v %v", err1, err2)}
+		}
+		direct, sandboxed = append(direct, d1), append(sandboxed, d2)
+	}
+	added := sandboxed.Median() - direct.Median()
+	f := bench.Figure{Name: name, Value: fmt.Sprintf("%+.1f ms", float64(added)/1e6),
+		Baseline: "dal-exec run --mode default -- date (no sandbox)", Cost: bench.CostTime,
+		Detail: fmt.Sprintf("n=%d, interleaved; default mode %s; strict %s (min / median / max)", len(direct), direct.Spread(), sandboxed.Spread()),
+		Target: "within 5 ms (issue 14)", Verdict: verdict(added <= 5*time.Millisecond)}
+	f.SetRatios(bench.Ratios(sandboxed, direct))
+	return f
 }
 
 func verdict(ok bool) string {
