@@ -26,15 +26,10 @@ import (
 const userHZ = 100
 
 func (s *Supervisor) times(n *Notif) {
-	s.mu.Lock()
-	p := s.caller(n)
-	if p == nil || !s.cfg.Clock {
-		s.escaped("clock")
-		s.mu.Unlock()
-		Continue(s.fd, n.ID)
+	p := s.clockCaller(n)
+	if p == nil {
 		return
 	}
-	s.served("clock")
 	v := s.now(p, int(n.Pid), 'm', true)
 	tgid := p.tgid
 	if n.Args[0] != 0 {

@@ -58,15 +58,10 @@ func virtualSysinfo(monoNS int64, host unix.Sysinfo_t) unix.Sysinfo_t {
 }
 
 func (s *Supervisor) sysinfo(n *Notif) {
-	s.mu.Lock()
-	p := s.caller(n)
-	if p == nil || !s.cfg.Clock {
-		s.escaped("clock")
-		s.mu.Unlock()
-		Continue(s.fd, n.ID)
+	p := s.clockCaller(n)
+	if p == nil {
 		return
 	}
-	s.served("clock")
 	v := s.now(p, int(n.Pid), 'm', false)
 	s.mu.Unlock()
 	if n.Args[0] == 0 {
@@ -80,4 +75,21 @@ func (s *Supervisor) sysinfo(n *Notif) {
 	if s.put(n, n.Args[0], b) {
 		s.reply(n, 0)
 	}
+}
+
+// clockCaller begins a clock call the supervisor answers itself: it returns
+// the caller's process with mu held and the call counted as served, or nil
+// (mu released) when dal does not serve it, the call let through and
+// counted as an escape.
+func (s *Supervisor) clockCaller(n *Notif) *proc {
+	s.mu.Lock()
+	p := s.caller(n)
+	if p == nil || !s.cfg.Clock {
+		s.escaped("clock")
+		s.mu.Unlock()
+		Continue(s.fd, n.ID)
+		return nil
+	}
+	s.served("clock")
+	return p
 }
