@@ -403,7 +403,7 @@ func (s *Supervisor) exec(pid int) injected {
 		p = s.newProc(pid, "0.?"+strconv.Itoa(pid))
 	}
 	p.execs++
-	p.goImage, p.quietSeen, p.quiet = isGo, false, 0
+	p.goImage, p.quietSeen, p.quiet, p.stallSince = isGo, false, 0, time.Time{}
 	p.threads = 1
 	s.pidfds.drop(p)
 	// An exec deletes POSIX timers; alarms and timerfds stay.
