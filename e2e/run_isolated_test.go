@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,5 +122,33 @@ func TestRunInsideRun(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(ws, "b")); !os.IsNotExist(err) {
 		t.Errorf("the refused record left %s/b (%v)", ws, err)
+	}
+}
+
+// TestRunThatFailsBeforeItsAgent: the sandbox of a strict run starts
+// before dal-exec has prepared the agent (sandbox.Prestart). When the
+// preparation fails (here the runtime shims cannot be installed anywhere),
+// dal-exec says why in one sentence, ends that sandbox without running the
+// agent, and leaves no run directory behind.
+func TestRunThatFailsBeforeItsAgent(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	blocked := filepath.Join(tmp, "cache-is-a-file")
+	for _, f := range []string{blocked, filepath.Join(tmp, "dal-shims-"+strconv.Itoa(os.Getuid()))} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := filepath.Join(tmp, "ran")
+	r := dalIn(t, t.TempDir(), []string{"TMPDIR=" + tmp, "XDG_CACHE_HOME=" + blocked}, "run", "--", "touch", marker)
+	if r.code != 2 || !strings.Contains(r.stderr, "install runtime shims") {
+		t.Fatalf("exit %d, want 2 naming the shims\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the agent ran")
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "dal-run-*"))
+	if len(left) != 0 {
+		t.Errorf("the failed run left %v", left)
 	}
 }

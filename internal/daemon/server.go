@@ -74,14 +74,20 @@ func Listen(path string, opts Options) (*Server, error) {
 	if err := clearStale(path); err != nil {
 		return nil, err
 	}
-	// The umask makes the socket 0600 from the moment it exists.
-	old := unix.Umask(0o177)
+	// Made 0600 once bound, not through the umask, which is the whole
+	// process's: an embedded dald's caller forks meanwhile (dal-exec run
+	// starts its sandbox while its dald starts), and a process forked then
+	// inherited 0177, a directory made then was 0600. Until the chmod the
+	// peer check alone turns other users away.
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, explainPathErr(path, err))
 	}
 	ln.SetUnlinkOnClose(true)
+	if err := unix.Fchmodat(unix.AT_FDCWD, path, 0o600, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("make %s private (mode 0600): %w", path, err)
+	}
 	return Serve(ln, opts), nil
 }
 

@@ -48,13 +48,80 @@ func VirtualConfig(spec *Spec) sysvirt.Config {
 	return c
 }
 
+// isolated is the sandbox of an isolated run in tmp, the run's private
+// directory.
+func isolated(spec *Spec, tmp string) *sandbox.Config {
+	return &sandbox.Config{Direct: true, Staging: filepath.Join(tmp, "sandbox"), Virtual: VirtualConfig(spec)}
+}
+
+// earlySandbox is an isolated run's sandbox started before its agent is
+// known ([sandbox.Prestart]), with the runner's streams, process group and
+// CPUs; isolate tells it what to run.
+type earlySandbox struct {
+	cfg   *sandbox.Config
+	ready chan struct{} // closed once c is set
+	c     *sandbox.Cmd  // the started sandbox; nil when it could not start
+	taken bool          // isolate's Wrap has it: the runner waits for it
+}
+
+// startEarly starts spec's sandbox on another goroutine (making it and
+// starting its init take about a millisecond, which dal-exec spends on its
+// own preparation meanwhile). When it cannot start, isolate starts the
+// sandbox as usual and reports why.
+func startEarly(spec *Spec, tmp string) *earlySandbox {
+	e := &earlySandbox{cfg: isolated(spec, tmp), ready: make(chan struct{})}
+	s := *spec // what the goroutine reads: the runner changes spec meanwhile
+	cfg := *e.cfg
+	go func() {
+		defer close(e.ready)
+		c, err := sandbox.Prestart(cfg)
+		if err != nil {
+			return
+		}
+		if err := prepareCmd(c.Cmd, &s); err != nil {
+			c.Close()
+			return
+		}
+		if err := startPinned(c.Cmd, s.CPUs); err != nil {
+			c.Close()
+			return
+		}
+		e.c = c
+	}()
+	return e
+}
+
+// get waits for the early start and returns the started sandbox, or nil.
+func (e *earlySandbox) get() *sandbox.Cmd {
+	<-e.ready
+	return e.c
+}
+
+// abort ends an early sandbox the run did not use (its init exits when the
+// gate closes) and reaps its init.
+func (e *earlySandbox) abort() {
+	if e == nil || e.taken {
+		return
+	}
+	e.taken = true
+	if c := e.get(); c != nil {
+		c.Close()
+		c.Wait()
+	}
+}
+
 // isolate has the agent of spec start in a direct sandbox (package
 // sandbox, [sandbox.Config.Direct]) under the syscall layer: its own pid,
 // mount, UTS and IPC namespaces on the host's files. tmp is the run's
-// private directory; embedded says dald's socket is in it.
-func isolate(spec *Spec, tmp string, embedded bool) {
-	cfg := &sandbox.Config{Direct: true, Staging: filepath.Join(tmp, "sandbox"), Virtual: VirtualConfig(spec)}
-	sandbox.FindInit() // meanwhile
+// private directory; embedded says dald's socket is in it. early, when
+// set, is the sandbox, started already.
+func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox) {
+	cfg := isolated(spec, tmp)
+	if early != nil {
+		cfg = early.cfg
+	} else {
+		sandbox.FindInit() // meanwhile
+	}
 	log := spec.Log
 	spec.Wrap = func(argv, env []string, dir string) (Wrapped, error) {
 		if err := runDir(); err != nil {
@@ -64,6 +131,13 @@ func isolate(spec *Spec, tmp string, embedded bool) {
 			var err error
 			if env, err = showRunFiles(env, cfg, tmp, embedded, spec.ClockOut != ""); err != nil {
 				return Wrapped{}, err
+			}
+		}
+		if early != nil && !early.taken {
+			early.taken = true
+			if c := early.get(); c != nil {
+				begin := func() error { return c.Begin(*cfg, argv, env, dir) }
+				return Wrapped{Cmd: c.Cmd, Start: begin, Wait: c.Wait, Close: c.Close, Ended: c.Ended}, nil
 			}
 		}
 		c, err := sandbox.Command(*cfg, argv, env, dir)

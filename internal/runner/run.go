@@ -98,6 +98,10 @@ type Wrapped struct {
 	// it exited) and the processes it left running, which the wrapper
 	// killed. ok is false when the wrapper could not say.
 	Ended func() (sig syscall.Signal, left int, ok bool)
+	// Start, when set, replaces starting Cmd: the wrapper started it
+	// already (with the runner's streams, process group and CPUs: see
+	// prepareCmd) and Start lets it run the agent.
+	Start func() error
 }
 
 // Result is what a run produced.
@@ -219,9 +223,24 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		defer held.Release()
 	}
 
+	// An isolated run's sandbox starts now, while dal-exec prepares the
+	// agent: its init's start and threads, about 3 ms, overlap what
+	// follows. Not when dald may trace the run, which must track
+	// dal-exec before the init is forked.
+	var early *earlySandbox
+	if spec.Isolate && spec.Wrap == nil && !mayTrace(&spec) && !sandbox.Inside() {
+		early = startEarly(&spec, tmp)
+		defer early.abort()
+	}
+
 	client, where, stop, err := connect(&spec, tmp)
 	if err != nil {
 		return nil, err
+	}
+	if where != "embedded" && early != nil {
+		// A dald started meanwhile: it traces, so the init starts later.
+		early.abort()
+		early = nil
 	}
 	defer stop()
 	defer client.Close()
@@ -281,7 +300,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if spec.Isolate && spec.Wrap == nil && sandbox.Inside() {
 		fmt.Fprintln(spec.Log, "dal: this run is inside another dal sandbox, whose syscall layer serves its processes; it gets no namespaces of its own")
 	} else if spec.Isolate && spec.Wrap == nil {
-		isolate(&spec, tmp, where == "embedded")
+		isolate(&spec, tmp, where == "embedded", early)
 		if spec.TraceFromExec > 0 {
 			spec.TraceFromExec++ // the sandbox's init execs first
 		}
@@ -330,23 +349,10 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	return res, nil
 }
 
-// execute starts the agent, forwards signals, enforces the timeout and
-// waits for the agent and its whole tree.
-func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result) error {
-	cmd := &exec.Cmd{Path: path, Args: spec.Args, Dir: spec.Dir, Env: env.List()}
-	wait := cmd.Wait
-	var ended func() (syscall.Signal, int, bool)
-	if spec.Wrap != nil {
-		argv := append([]string{path}, spec.Args[1:]...)
-		w, err := spec.Wrap(argv, env.List(), spec.Dir)
-		if err != nil {
-			return err
-		}
-		if w.Close != nil {
-			defer w.Close()
-		}
-		cmd, wait, ended = w.Cmd, w.Wait, w.Ended
-	}
+// prepareCmd gives cmd, the agent's or its wrapper's, the run's standard
+// streams, a process group and a parent-death signal, and makes dal-exec
+// the subreaper of what it starts.
+func prepareCmd(cmd *exec.Cmd, spec *Spec) error {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -362,12 +368,52 @@ func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result)
 	if err := becomeSubreaper(); err != nil {
 		return fmt.Errorf("become the agent's subreaper: %w", err)
 	}
+	return nil
+}
+
+// mayTrace reports whether dald may trace spec's run: a dald of the
+// user's, or an embedded one asked to.
+func mayTrace(spec *Spec) bool {
+	return spec.TraceFromExec > 0 && (spec.Socket != "" || spec.Metrics != nil || !spec.TraceIfObserved || fileIsSocket(wire.DefaultSocket()))
+}
+
+// execute starts the agent, forwards signals, enforces the timeout and
+// waits for the agent and its whole tree.
+func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result) error {
+	cmd := &exec.Cmd{Path: path, Args: spec.Args, Dir: spec.Dir, Env: env.List()}
+	wait := cmd.Wait
+	var ended func() (syscall.Signal, int, bool)
+	start := func() error { return startPinned(cmd, spec.CPUs) }
+	if spec.Wrap != nil {
+		argv := append([]string{path}, spec.Args[1:]...)
+		w, err := spec.Wrap(argv, env.List(), spec.Dir)
+		if err != nil {
+			return err
+		}
+		if w.Close != nil {
+			defer w.Close()
+		}
+		cmd, wait, ended = w.Cmd, w.Wait, w.Ended
+		if w.Start != nil {
+			start = w.Start
+		}
+	}
+	if cmd.Process == nil {
+		if err := prepareCmd(cmd, spec); err != nil {
+			return err
+		}
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
-	start := time.Now()
-	if err := startPinned(cmd, spec.CPUs); err != nil {
+	began := time.Now()
+	if err := start(); err != nil {
+		if cmd.Process != nil {
+			// Started early, and it could not be told what to run.
+			cmd.Process.Kill()
+			wait()
+		}
 		return fmt.Errorf("start %s: %w", spec.Args[0], err)
 	}
 	done := make(chan error, 1)
@@ -403,7 +449,7 @@ wait:
 			cancelled = nil
 		}
 	}
-	res.Wall = time.Since(start)
+	res.Wall = time.Since(began)
 	left := cleanupTree()
 	sig, inside, reported := syscall.Signal(0), 0, false
 	if ended != nil && !res.TimedOut {

@@ -47,23 +47,19 @@ func (cfg Config) checkDirect() error {
 // devices and /proc/sys/kernel/random. Nothing else of the host's tree
 // changes.
 func mountDirect(sp *spec) error {
+	if err := mountDirectFixed(sp); err != nil {
+		return err
+	}
+	return mountDirectRun(sp)
+}
+
+// mountDirectFixed makes the mounts of a direct sandbox that depend on its
+// configuration only, not on the agent (an init from [Prestart] makes them
+// before it knows the agent): private mounts, /proc, and the virtual
+// clock's and randomness's files.
+func mountDirectFixed(sp *spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("sandbox: make the mounts private: %v", err)
-	}
-	atts, err := shown(sp)
-	if err != nil {
-		return err
-	}
-	if sp.RunDir != "" {
-		if err := mountRunDir(sp.RunDir); err != nil {
-			closeAttaches(atts)
-			return err
-		}
-	}
-	// Below the run directory's fresh tmpfs: nothing there but what the
-	// init made.
-	if err := attachAll(atts); err != nil {
-		return err
 	}
 	if err := mountProc(); err != nil {
 		return err
@@ -80,6 +76,23 @@ func mountDirect(sp *spec) error {
 		return err
 	}
 	return seedProcRandom(sp.Virtual.Seed)
+}
+
+// mountDirectRun makes the run directory's tmpfs and what shows in it.
+func mountDirectRun(sp *spec) error {
+	atts, err := shown(sp)
+	if err != nil {
+		return err
+	}
+	if sp.RunDir != "" {
+		if err := mountRunDir(sp.RunDir); err != nil {
+			closeAttaches(atts)
+			return err
+		}
+	}
+	// Below the run directory's fresh tmpfs: nothing there but what the
+	// init made.
+	return attachAll(atts)
 }
 
 // mountRunDir covers the host directory dir with a fresh tmpfs (mode

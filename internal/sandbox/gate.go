@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,8 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The gate is a SOCK_SEQPACKET pair between dal-exec and a gated init
-// ([Config.BeforeAgent]). Once set up, the init writes gateByte on the
+// The gate is a SOCK_SEQPACKET pair between dal-exec and the init. An init
+// started by [Prestart] first reads its specification there, in pieces of
+// at most specChunk bytes:
+//
+//	parent → init: 'P' + piece                 the next piece of the spec (JSON)
+//	parent → init: 'E'                         the spec is complete
+//
+// A gated init ([Config.BeforeAgent]), once set up, writes gateByte on the
 // status pipe and serves the gate until the go-ahead:
 //
 //	parent → init: gateByte                    start the agent
@@ -152,6 +159,64 @@ func serveGate(gate *os.File) bool {
 			}
 		default:
 			return false
+		}
+	}
+}
+
+// specChunk is the largest piece of a spec sent on the gate: well below
+// the socket's buffer, so one message always fits.
+const specChunk = 32 << 10
+
+// maxSpec bounds the spec an init reads: the agent's argv and environment
+// are the bulk, and execve takes at most a few MB of them.
+const maxSpec = 64 << 20
+
+// sendSpec sends the spec b to a prestarted init.
+func sendSpec(gate *os.File, b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), specChunk)
+		if _, err := gate.Write(append([]byte{'P'}, b[:n]...)); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	_, err := gate.Write([]byte{'E'})
+	return err
+}
+
+// receiveSpec reads a spec from the gate into sp. gone says the parent
+// went away first.
+func receiveSpec(gate *os.File, sp *spec) (gone bool, err error) {
+	b, err := readSpec(gate)
+	if err != nil {
+		return true, err
+	}
+	if err := json.Unmarshal(b, sp); err != nil {
+		return false, errors.New("the sandbox was started with a malformed specification")
+	}
+	return false, nil
+}
+
+// readSpec reads the spec sendSpec sends; an error means the parent went
+// away (or spoke something else) before the spec was complete.
+func readSpec(gate *os.File) ([]byte, error) {
+	fd := int(gate.Fd())
+	buf := make([]byte, specChunk+1)
+	var b []byte
+	for {
+		n, _, _, _, err := unix.Recvmsg(fd, buf, nil, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		switch {
+		case err != nil:
+			return nil, err
+		case n == 1 && buf[0] == 'E':
+			return b, nil
+		case n > 1 && buf[0] == 'P' && len(b)+n-1 <= maxSpec:
+			b = append(b, buf[1:n]...)
+		default:
+			return nil, errors.New("the sandbox's specification was cut short")
 		}
 	}
 }

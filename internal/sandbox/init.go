@@ -75,16 +75,54 @@ func runInit(arg string) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
 
-	var sp spec
-	if err := json.Unmarshal([]byte(arg), &sp); err != nil || len(sp.Argv) == 0 {
-		return fail(errors.New("the sandbox was started with a malformed specification"))
-	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("sandbox: make the init non-dumpable: %v", err))
+	}
+	// Started by Prestart, the init reads on the gate first the sandbox's
+	// configuration, and sets up what depends on it alone (the
+	// supervisor's threads, a direct sandbox's fixed mounts) while dal-exec
+	// prepares the agent, then the whole spec.
+	var sp spec
+	var warmed func(procs int)
+	fixed := false // a direct sandbox's fixed mounts are made
+	if arg == specFollows {
+		var early spec
+		if gone, err := receiveSpec(gate, &early); gone {
+			return setupExit // the parent gave up: it reports why
+		} else if err != nil {
+			return fail(err)
+		}
+		warmed = warmThreads(16)
+		if early.Direct {
+			if err := mountDirectFixed(&early); err != nil {
+				return fail(err)
+			}
+			fixed = true
+		}
+		if gone, err := receiveSpec(gate, &sp); gone {
+			return setupExit
+		} else if err != nil {
+			return fail(err)
+		}
+		if !sp.sameFixed(&early) {
+			return fail(errors.New("sandbox: the sandbox's configuration changed after its init started"))
+		}
+	} else if err := json.Unmarshal([]byte(arg), &sp); err != nil {
+		return fail(errors.New("the sandbox was started with a malformed specification"))
+	}
+	if len(sp.Argv) == 0 {
+		return fail(errors.New("the sandbox was started with a malformed specification"))
+	}
+	env := os.Environ()
+	if sp.Env != nil {
+		env = sp.Env
 	}
 	mount := mountAll
 	if sp.Direct {
 		mount = mountDirect
+		if fixed {
+			mount = mountDirectRun
+		}
 		sp.Network, sp.Quiet = false, nil
 	}
 	if err := mount(&sp); err != nil {
@@ -101,7 +139,7 @@ func runInit(arg string) int {
 	if err := os.Chdir(sp.Dir); err != nil {
 		return fail(fmt.Errorf("the agent's working directory %s is not reachable in the sandbox: %v", sp.Dir, unwrapPath(err)))
 	}
-	path, err := lookPath(sp.Argv[0], os.Getenv("PATH"))
+	path, err := lookPath(sp.Argv[0], getenv(env, "PATH"))
 	if err != nil {
 		return fail(err)
 	}
@@ -121,6 +159,7 @@ func runInit(arg string) int {
 	if err := w.readMounts(); err != nil {
 		return fail(err)
 	}
+	procs := runtime.GOMAXPROCS(0)
 	if sp.Policy {
 		if w.policy, err = openPolicyClient(sp.PolicyExempt); err != nil {
 			return fail(err)
@@ -128,8 +167,12 @@ func runInit(arg string) int {
 		// The agent's own exec is gated too, and it happens in a vfork
 		// child while this thread holds its P in the raw clone: with one
 		// P (an agent pinned to one CPU) the watcher could never run to
-		// answer it. Set before warmThreads, so no thread is added later.
-		runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
+		// answer it. Set before the threads are warm, so no thread is
+		// added later.
+		procs = max(2, procs)
+	}
+	if warmed == nil {
+		runtime.GOMAXPROCS(procs)
 	}
 	// A direct sandbox's agent keeps the caller's privileges, as it
 	// would without dal: as root its capabilities (a rootless one is
@@ -171,12 +214,19 @@ func runInit(arg string) int {
 		}
 		// And pids: the agent gets agentPID whatever threads the init
 		// started before it, and its tree counts on from there.
-		warmThreads(16)
+		if warmed == nil {
+			warmed = warmThreads(16)
+		}
+		warmed(procs)
+		warmed = nil
 		if err := setLastPID(agentPID - 1); err != nil {
 			return fail(err)
 		}
 	} else if lastPIDFile != nil {
 		lastPIDFile.Close()
+	}
+	if warmed != nil {
+		warmed(procs) // started early, and not needed after all
 	}
 	// Under the syscall layer the agent's tree is traced from this
 	// thread: exec, fork and clone stops only (see package sysvirt).
@@ -186,7 +236,7 @@ func runInit(arg string) int {
 	}
 	pid, err := syscall.ForkExec(path, sp.Argv, &syscall.ProcAttr{
 		Dir:   sp.Dir,
-		Env:   os.Environ(),
+		Env:   env,
 		Files: term.files(),
 		Sys:   attr,
 	})
@@ -369,32 +419,51 @@ func setLastPID(n int) error {
 // system calls, and the runtime would start a thread for them in the
 // middle of the agent's tree, shifting every later pid.
 //
-// It returns once every goroutine has let its thread go: with one P (an
-// agent pinned to one CPU) they take turns after the release, and a
-// goroutine needing a thread meanwhile, the agent's start under way,
-// found none idle and the runtime made one (a pid in the agent's tree,
-// 1 run in 8 on a loaded machine).
+// It starts them and returns; the function it returns waits until every
+// goroutine has let its thread go and then sets GOMAXPROCS to procs. Call
+// it before the agent starts: with one P (an agent pinned to one CPU) the
+// goroutines take turns after the release, and a goroutine needing a
+// thread meanwhile, the agent's start under way, found none idle and the
+// runtime made one (a pid in the agent's tree, 1 run in 8 on a loaded
+// machine).
 //
 // The threads start with n processors: with one (an agent pinned to one
 // CPU sets GOMAXPROCS=1), each new thread waited for the one before to
 // lock and park and hand its processor on, 2-20 ms in all on a loaded
-// machine instead of 2-3.
-func warmThreads(n int) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+// machine instead of 2-3. They are started from a goroutine of their own,
+// off the init's locked thread, whose new threads the runtime makes on its
+// template thread, one hand-off more each.
+func warmThreads(n int) (wait func(procs int)) {
+	runtime.GOMAXPROCS(n)
 	var locked, left sync.WaitGroup
 	release := make(chan struct{})
-	for range n {
-		locked.Add(1)
-		left.Add(1)
-		go func() {
-			runtime.LockOSThread() // each holds a thread of its own
-			locked.Done()
-			<-release
-			runtime.UnlockOSThread() // and leaves it idle, for reuse
-			left.Done()
-		}()
+	locked.Add(n)
+	left.Add(n)
+	go func() {
+		for range n {
+			go func() {
+				runtime.LockOSThread() // each holds a thread of its own
+				locked.Done()
+				<-release
+				runtime.UnlockOSThread() // and leaves it idle, for reuse
+				left.Done()
+			}()
+		}
+	}()
+	return func(procs int) {
+		locked.Wait()
+		close(release)
+		left.Wait()
+		runtime.GOMAXPROCS(procs)
 	}
-	locked.Wait()
-	close(release)
-	left.Wait()
+}
+
+// getenv returns the value of name in env, the agent's environment.
+func getenv(env []string, name string) string {
+	for _, kv := range env { // the first wins, as in getenv(3)
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }

@@ -145,8 +145,9 @@ const hostname = "dal"
 // setupExit is the init's exit status when the sandbox could not be set up.
 const setupExit = 125
 
-// spec is what the init is told, as JSON in argv[1]. The agent's
-// environment is the init's own.
+// spec is what the init is told, as JSON in argv[1] or, from [Prestart],
+// on the gate. The agent's environment is Env, or without it the init's
+// own.
 type spec struct {
 	Workspace     string         `json:"workspace"`
 	Lower         []string       `json:"lower"`
@@ -159,6 +160,7 @@ type spec struct {
 	PrivateTmp    bool           `json:"private_tmp"`
 	HostPID       int            `json:"host_pid"` // dal-exec: its /proc/PID/net/unix lists the host's sockets
 	Argv          []string       `json:"argv"`
+	Env           []string       `json:"env,omitempty"`
 	Dir           string         `json:"dir"`
 	Quiet         []string       `json:"quiet"`
 	Mounts        []Mount        `json:"mounts"`
@@ -170,6 +172,14 @@ type spec struct {
 	PolicyExempt  []string       `json:"policy_exempt,omitempty"` // PolicyGate.Exempt
 	Direct        bool           `json:"direct,omitempty"`
 	RunDir        string         `json:"run_dir,omitempty"`
+}
+
+// sameFixed reports whether sp and early, an init's first spec from
+// [Prestart], agree on what the init set up before the second.
+func (sp *spec) sameFixed(early *spec) bool {
+	a, b := sp.Virtual, early.Virtual
+	a.StartNS, b.StartNS = 0, 0
+	return a == b && sp.Direct == early.Direct && sp.Rootless == early.Rootless
 }
 
 // SetupError is a failure to build the sandbox: the agent never ran. Its
@@ -198,6 +208,8 @@ type Cmd struct {
 	work       string // the overlay's work directory (Staging/work)
 	exit       string // Staging/exit.json (exitReport)
 	before     func(*Cmd) error
+	prestarted bool // from Prestart: the spec goes on the gate (Begin)
+	begun      bool // Begin sent it
 
 	gateMu   sync.Mutex // held for each request on the gate
 	gateOpen bool       // BeforeAgent is running: SocketIn may ask
@@ -223,6 +235,121 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run in the sandbox")
 	}
+	if cfg.Virtual.StartNS == 0 {
+		// Before the sandbox makes anything: what it makes is the run's.
+		cfg.Virtual.StartNS = sysvirt.StartNow()
+	}
+	c, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b, err := specFor(cfg, argv, nil, dir)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.Args[1], c.Env = string(b), env
+	return c, nil
+}
+
+// specFollows is the init's argv[1] when [Prestart] started it: the spec
+// comes on the gate.
+const specFollows = "-"
+
+// Prestart returns a [Cmd] for a sandbox described by cfg whose agent is
+// not known yet: the caller sets its standard streams and SysProcAttr as
+// for [Command] and starts it at once, and the init sets up what it can
+// (its image, the supervisor's threads) while the caller prepares the
+// agent; [Cmd.Begin] then says what to run. Cmd's other methods work as
+// for [Command]. Prestart is for a sandbox under the syscall layer.
+func Prestart(cfg Config) (*Cmd, error) {
+	if !cfg.Virtual.Enabled() {
+		return nil, errors.New("sandbox.Prestart: a sandbox without the syscall layer gains nothing from an early start: use Command")
+	}
+	c, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The init's own environment is empty (the agent's comes with the
+	// spec): nothing of the caller's reaches the init's runtime.
+	c.Args[1], c.Env, c.prestarted = specFollows, []string{}, true
+	// What it can set up before the agent is known, waiting on the gate
+	// for it to start: the configuration, without an agent.
+	b, err := specFor(cfg, nil, []string{}, "/")
+	if err == nil {
+		err = sendSpec(c.gate, b)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("prepare the sandbox's start: %w", err)
+	}
+	return c, nil
+}
+
+// Begin tells the init of a started c from [Prestart] to run argv with env
+// in dir (as [Command]'s) in the sandbox cfg describes: cfg is the one
+// Prestart was given, to which the caller may since have added Mounts,
+// SocketsAt and RunDir. The run's virtual time starts here unless
+// cfg.Virtual.StartNS says otherwise. Then [Cmd.Ready] and [Cmd.Wait]
+// work as after Start.
+func (c *Cmd) Begin(cfg Config, argv, env []string, dir string) error {
+	if !c.prestarted || c.Process == nil {
+		return errors.New("sandbox.Cmd.Begin: the command is not a started one from Prestart")
+	}
+	if c.begun {
+		return errors.New("sandbox.Cmd.Begin: called twice")
+	}
+	if len(argv) == 0 {
+		return errors.New("no command to run in the sandbox")
+	}
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	if cfg.Virtual.StartNS == 0 {
+		cfg.Virtual.StartNS = sysvirt.StartNow()
+	}
+	if env == nil {
+		env = []string{}
+	}
+	b, err := specFor(cfg, argv, env, dir)
+	if err != nil {
+		return err
+	}
+	c.begun = true
+	if err := sendSpec(c.gate, b); err != nil {
+		return fmt.Errorf("start the agent in the sandbox: %w", err)
+	}
+	return nil
+}
+
+// specFor is the init's spec, as JSON, for argv run in dir ("" = the
+// caller's working directory) in the sandbox cfg describes; env is the
+// agent's environment when it is not the init's own (nil).
+func specFor(cfg Config, argv, env []string, dir string) ([]byte, error) {
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("read the working directory: %w", err)
+		}
+		dir = wd
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("the agent's working directory %q is not absolute", dir)
+	}
+	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
+		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, SocketsAt: cfg.SocketsAt, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Env: env, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
+		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless(),
+		Direct: cfg.Direct, RunDir: cfg.RunDir}
+	if cfg.Policy != nil {
+		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
+	}
+	return json.Marshal(sp)
+}
+
+// prepare checks cfg and makes what the init of its sandbox is started
+// with: the staging directories, the files and pipes it inherits, and the
+// command, whose argv[1] (the spec) the caller fills in.
+func prepare(cfg Config) (*Cmd, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -237,20 +364,6 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 			return nil, err
 		}
 	}
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("read the working directory: %w", err)
-		}
-		dir = wd
-	}
-	if !filepath.IsAbs(dir) {
-		return nil, fmt.Errorf("the agent's working directory %q is not absolute", dir)
-	}
-	if cfg.Virtual.StartNS == 0 {
-		// Before the sandbox makes anything: what it makes is the run's.
-		cfg.Virtual.StartNS = sysvirt.StartNow()
-	}
 	dirs := []string{Upper(cfg), workDir(cfg)}
 	if cfg.Direct {
 		dirs = []string{cfg.Staging}
@@ -259,17 +372,6 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create the sandbox staging directory: %w", err)
 		}
-	}
-	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
-		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, SocketsAt: cfg.SocketsAt, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
-		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless(),
-		Direct: cfg.Direct, RunDir: cfg.RunDir}
-	if cfg.Policy != nil {
-		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
-	}
-	b, err := json.Marshal(sp)
-	if err != nil {
-		return nil, err
 	}
 	c := &Cmd{work: workDir(cfg), before: cfg.BeforeAgent}
 	fail := func(err error) (*Cmd, error) {
@@ -308,8 +410,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 	}
 	c.Cmd = &exec.Cmd{
 		Path:       "/proc/self/exe",
-		Args:       []string{initArg, string(b)},
-		Env:        env,
+		Args:       []string{initArg, ""},                    // the spec: the caller's
 		ExtraFiles: []*os.File{pw, denied, gr, counts, exit}, // fd 3, 4, 5, 6, 7
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: flags,
@@ -432,6 +533,13 @@ func (c *Cmd) Ready() error {
 		}
 		closeAll(c.child)
 		defer c.closeGate()
+		if c.prestarted && !c.begun {
+			// The init waits for its spec: closing the gate ends it.
+			c.closeGate()
+			c.status.Close()
+			c.readyErr = gateError{errors.New("sandbox: the agent was never named (Cmd.Begin was not called)")}
+			return
+		}
 		if c.before != nil {
 			if err := c.openGate(); err != nil {
 				c.Process.Kill()
