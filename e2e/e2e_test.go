@@ -134,6 +134,9 @@ func TestEnvironmentIsScrubbedWithGuardRails(t *testing.T) {
 	}
 }
 
+// TestPinnedToOneCPUByDefault: the agent and what it starts run on one
+// CPU; in a strict run's sandbox, whose init pins the agent, the init (the
+// syscall layer's supervisor) keeps dal-exec's CPUs.
 func TestPinnedToOneCPUByDefault(t *testing.T) {
 	t.Parallel()
 	grep := []string{"--", "grep", "Cpus_allowed_list", "/proc/self/status"}
@@ -141,8 +144,13 @@ func TestPinnedToOneCPUByDefault(t *testing.T) {
 	if f := strings.Fields(r.stdout); len(f) != 2 || strings.ContainsAny(f[1], ",-") {
 		t.Fatalf("default pinning: %q", r.stdout)
 	}
-	r = dalExec(t, nil, append([]string{"run", "--cpus", "all"}, grep...)...)
 	self, _ := os.ReadFile("/proc/self/status")
+	r = dalExec(t, nil, "run", "--", "sh", "-c", "sh -c 'grep Cpus_allowed_list /proc/self/status'; grep Cpus_allowed_list /proc/1/status")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || strings.ContainsAny(strings.Fields(lines[0])[1], ",-") || !strings.Contains(string(self), lines[1]) {
+		t.Errorf("the agent's child and the sandbox's init have %q: want one CPU, and dal-exec's CPUs", r.stdout)
+	}
+	r = dalExec(t, nil, append([]string{"run", "--cpus", "all"}, grep...)...)
 	if !strings.Contains(string(self), strings.TrimSpace(r.stdout)) {
 		t.Fatalf("--cpus all: agent has %q", r.stdout)
 	}

@@ -70,6 +70,9 @@ type earlySandbox struct {
 // sandbox as usual and reports why.
 func startEarly(spec *Spec, tmp string) *earlySandbox {
 	e := &earlySandbox{cfg: isolated(spec, tmp), ready: make(chan struct{})}
+	// The sandbox pins the agent: its init, the syscall layer's
+	// supervisor, starts on any CPU, beside dal-exec's own work.
+	e.cfg.CPUs = spec.CPUs
 	s := *spec // what the goroutine reads: the runner changes spec meanwhile
 	cfg := *e.cfg
 	go func() {
@@ -82,7 +85,7 @@ func startEarly(spec *Spec, tmp string) *earlySandbox {
 			c.Close()
 			return
 		}
-		if err := startPinned(c.Cmd, s.CPUs); err != nil {
+		if err := c.Start(); err != nil {
 			c.Close()
 			return
 		}

@@ -228,6 +228,10 @@ func runInit(arg string) int {
 	if warmed != nil {
 		warmed(procs) // started early, and not needed after all
 	}
+	unpin, err := pinAgent(sp.CPUs)
+	if err != nil {
+		return fail(err)
+	}
 	// Under the syscall layer the agent's tree is traced from this
 	// thread: exec, fork and clone stops only (see package sysvirt).
 	attr := &syscall.SysProcAttr{Setsid: true, Ptrace: w.virt != nil}
@@ -240,6 +244,7 @@ func runInit(arg string) int {
 		Files: term.files(),
 		Sys:   attr,
 	})
+	unpin()
 	if err != nil {
 		return fail(fmt.Errorf("start %s in the sandbox: %v", sp.Argv[0], err))
 	}
@@ -374,6 +379,27 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// pinAgent sets the affinity of this thread, which forks the agent, to
+// cpus (none: nothing to do) and returns what restores it after the fork:
+// the agent's tree runs on cpus, the init's other threads where the init
+// was started.
+func pinAgent(cpus []int) (restore func(), err error) {
+	if len(cpus) == 0 {
+		return func() {}, nil
+	}
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return nil, fmt.Errorf("sandbox: read the CPU affinity: %v", err)
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("pin the agent to CPUs %v: %v (see the allowed CPUs in /proc/self/status, Cpus_allowed_list)", cpus, err)
+	}
+	return func() { unix.SchedSetaffinity(0, &old) }, nil
 }
 
 // addrNoRandomize is ADDR_NO_RANDOMIZE (linux/personality.h).

@@ -94,6 +94,10 @@ type Config struct {
 	// the same paths in every run: Mounts and SocketsAt target paths
 	// below it. It must not be a symbolic link, nor be under one.
 	RunDir string
+	// CPUs, when set, are the CPUs the agent's tree runs on (its affinity,
+	// inherited by what it starts). The init's own threads, the syscall
+	// layer's supervisor, keep the affinity the Cmd was started with.
+	CPUs []int
 }
 
 // Mount is a bind of Source at Target inside the sandbox.
@@ -172,6 +176,7 @@ type spec struct {
 	PolicyExempt  []string       `json:"policy_exempt,omitempty"` // PolicyGate.Exempt
 	Direct        bool           `json:"direct,omitempty"`
 	RunDir        string         `json:"run_dir,omitempty"`
+	CPUs          []int          `json:"cpus,omitempty"`
 }
 
 // sameFixed reports whether sp and early, an init's first spec from
@@ -339,7 +344,7 @@ func specFor(cfg Config, argv, env []string, dir string) ([]byte, error) {
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
 		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, SocketsAt: cfg.SocketsAt, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Env: env, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
 		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless(),
-		Direct: cfg.Direct, RunDir: cfg.RunDir}
+		Direct: cfg.Direct, RunDir: cfg.RunDir, CPUs: cfg.CPUs}
 	if cfg.Policy != nil {
 		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
 	}
