@@ -84,6 +84,7 @@ func runInit(arg string) int {
 	// prepares the agent, then the whole spec.
 	var sp spec
 	var warmed func(procs int)
+	procs := runtime.GOMAXPROCS(0) // before warmThreads raises it
 	fixed := false // a direct sandbox's fixed mounts are made
 	if arg == specFollows {
 		var early spec
@@ -159,7 +160,6 @@ func runInit(arg string) int {
 	if err := w.readMounts(); err != nil {
 		return fail(err)
 	}
-	procs := runtime.GOMAXPROCS(0)
 	if sp.Policy {
 		if w.policy, err = openPolicyClient(sp.PolicyExempt); err != nil {
 			return fail(err)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -276,8 +277,14 @@ func Prestart(cfg Config) (*Cmd, error) {
 		return nil, err
 	}
 	// The init's own environment is empty (the agent's comes with the
-	// spec): nothing of the caller's reaches the init's runtime.
+	// spec): nothing of the caller's reaches the init's runtime, which
+	// runs with a processor for each of the agent's CPUs, as an init
+	// started with the agent's environment does (the runner's
+	// GOMAXPROCS).
 	c.Args[1], c.Env, c.prestarted = specFollows, []string{}, true
+	if len(cfg.CPUs) > 0 {
+		c.Env = []string{"GOMAXPROCS=" + strconv.Itoa(len(cfg.CPUs))}
+	}
 	// What it can set up before the agent is known, waiting on the gate
 	// for it to start: the configuration, without an agent.
 	b, err := specFor(cfg, nil, []string{}, "/")
