@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // prestarted starts the init of a sandbox for cfg without its agent, as
@@ -135,5 +137,27 @@ func TestPrestartChecks(t *testing.T) {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) || strings.Contains(out.String(), "ran") {
 		t.Errorf("the agent ran with a configuration the init did not set up: %q", out.String())
+	}
+}
+
+// TestBeginAfterTheInitDied: Begin on a sandbox whose init is gone returns
+// an error at once (not a hang), and Wait reaps the init.
+func TestBeginAfterTheInitDied(t *testing.T) {
+	t.Parallel()
+	cfg, host := directConfig(t)
+	var out, errb bytes.Buffer
+	c := prestarted(t, cfg, &out, &errb)
+	c.Process.Kill()
+	var ws unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, c.Process.Pid, &ws, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Begin(cfg, []string{"/bin/sh", "-c", "echo ran"}, nil, host)
+	if err == nil || !strings.Contains(err.Error(), "init is gone") {
+		t.Errorf("Begin = %v, want the init gone", err)
+	}
+	c.Wait()
+	if c.ProcessState == nil || strings.Contains(out.String(), "ran") {
+		t.Errorf("the init was not reaped (%v) or the agent ran (%q)", c.ProcessState, out.String())
 	}
 }

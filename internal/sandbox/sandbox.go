@@ -328,8 +328,15 @@ func (c *Cmd) Begin(cfg Config, argv, env []string, dir string) error {
 		return err
 	}
 	c.begun = true
+	// The init has its own copies: with ours closed, a gone init's end of
+	// the gate is closed too.
+	closeAll(c.child)
 	if err := sendSpec(c.gate, b); err != nil {
-		return fmt.Errorf("start the agent in the sandbox: %w", err)
+		// The init is gone: what it said before is the reason.
+		if msg, _ := io.ReadAll(io.LimitReader(c.status, 4096)); len(msg) > 0 && msg[0] != gateByte {
+			return &SetupError{Msg: strings.TrimSpace(string(msg))}
+		}
+		return fmt.Errorf("start the agent in the sandbox: the sandbox's init is gone (%w)", err)
 	}
 	return nil
 }
