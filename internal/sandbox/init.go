@@ -84,7 +84,8 @@ func runInit(arg string) int {
 	// prepares the agent, then the whole spec.
 	var sp spec
 	var warmed func(procs int)
-	procs := runtime.GOMAXPROCS(0) // before warmThreads raises it
+	// GOMAXPROCS as started, before warmThreads raises it.
+	procs := runtime.GOMAXPROCS(0)
 	fixed := false // a direct sandbox's fixed mounts are made
 	if arg == specFollows {
 		var early spec
