@@ -2,7 +2,6 @@ package runner
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
@@ -38,19 +38,13 @@ func startPinned(cmd *exec.Cmd, cpus []int) error {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return fmt.Errorf("read CPU affinity: %w", err)
+	restore, err := sandbox.PinThread(cpus)
+	if err != nil {
+		return err
 	}
-	for _, c := range cpus {
-		set.Set(c)
-	}
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("pin to CPUs %v: %w (see the allowed CPUs in /proc/self/status, Cpus_allowed_list)", cpus, err)
-	}
-	err := cmd.Start()
-	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil && err == nil {
-		err = fmt.Errorf("restore CPU affinity: %w", rerr)
+	err = cmd.Start()
+	if rerr := restore(); rerr != nil && err == nil {
+		err = rerr
 	}
 	return err
 }

@@ -83,11 +83,14 @@ func runInit(arg string) int {
 	// supervisor's threads, a direct sandbox's fixed mounts) while dal-exec
 	// prepares the agent, then the whole spec.
 	var sp spec
-	var warmed func(procs int)
+	// warmed waits for the supervisor's threads, when warmThreads made
+	// them, and sets GOMAXPROCS.
+	warmed := func(procs int) { runtime.GOMAXPROCS(procs) }
+	prestarted := arg == specFollows
 	// GOMAXPROCS as started, before warmThreads raises it.
 	procs := runtime.GOMAXPROCS(0)
 	fixed := false // a direct sandbox's fixed mounts are made
-	if arg == specFollows {
+	if prestarted {
 		var early spec
 		if gone, err := receiveSpec(gate, &early); gone {
 			return setupExit // the parent gave up: it reports why
@@ -172,9 +175,6 @@ func runInit(arg string) int {
 		// added later.
 		procs = max(2, procs)
 	}
-	if warmed == nil {
-		runtime.GOMAXPROCS(procs)
-	}
 	// A direct sandbox's agent keeps the caller's privileges, as it
 	// would without dal: as root its capabilities (a rootless one is
 	// root only in its user namespace, and drops them).
@@ -215,21 +215,20 @@ func runInit(arg string) int {
 		}
 		// And pids: the agent gets agentPID whatever threads the init
 		// started before it, and its tree counts on from there.
-		if warmed == nil {
+		if !prestarted {
 			warmed = warmThreads(16)
 		}
 		warmed(procs)
-		warmed = nil
 		if err := setLastPID(agentPID - 1); err != nil {
 			return fail(err)
 		}
-	} else if lastPIDFile != nil {
-		lastPIDFile.Close()
+	} else {
+		if lastPIDFile != nil {
+			lastPIDFile.Close()
+		}
+		warmed(procs)
 	}
-	if warmed != nil {
-		warmed(procs) // started early, and not needed after all
-	}
-	unpin, err := pinAgent(sp.CPUs)
+	unpin, err := PinThread(sp.CPUs)
 	if err != nil {
 		return fail(err)
 	}
@@ -382,25 +381,30 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// pinAgent sets the affinity of this thread, which forks the agent, to
-// cpus (none: nothing to do) and returns what restores it after the fork:
-// the agent's tree runs on cpus, the init's other threads where the init
-// was started.
-func pinAgent(cpus []int) (restore func(), err error) {
+// PinThread sets the affinity of the calling thread (lock it first) to
+// cpus (none: nothing to do) and returns what restores it: what the thread
+// forks meanwhile keeps cpus. The sandbox's init pins the agent so, and
+// the runner an unsandboxed agent.
+func PinThread(cpus []int) (restore func() error, err error) {
 	if len(cpus) == 0 {
-		return func() {}, nil
+		return func() error { return nil }, nil
 	}
 	var old, set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return nil, fmt.Errorf("sandbox: read the CPU affinity: %v", err)
+		return nil, fmt.Errorf("read CPU affinity: %w", err)
 	}
 	for _, c := range cpus {
 		set.Set(c)
 	}
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("pin the agent to CPUs %v: %v (see the allowed CPUs in /proc/self/status, Cpus_allowed_list)", cpus, err)
+		return nil, fmt.Errorf("pin to CPUs %v: %w (see the allowed CPUs in /proc/self/status, Cpus_allowed_list)", cpus, err)
 	}
-	return func() { unix.SchedSetaffinity(0, &old) }, nil
+	return func() error {
+		if err := unix.SchedSetaffinity(0, &old); err != nil {
+			return fmt.Errorf("restore CPU affinity: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // addrNoRandomize is ADDR_NO_RANDOMIZE (linux/personality.h).
