@@ -313,6 +313,10 @@ func installFilter(on filterFor, virt []sysvirt.Rule) (int, error) {
 		return -1, fmt.Errorf("sandbox: install the write watcher (seccomp user notification): %v", errno)
 	}
 	unix.CloseOnExec(int(fd))
+	// The supervisor answers on the CPU of the call it answers, and the
+	// caller resumes there (Linux 6.6): a round trip without waking
+	// another CPU. Best effort: older kernels answer as before.
+	unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 	return int(fd), nil
 }
 
