@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/seedrng"
@@ -148,6 +149,10 @@ func seedDeviceAt(dir int, name string, seed uint64) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: open the seeded %s: %v", p, err)
 	}
+	// A page of buffer, not the pipe's 64 kB: the writer fills it at once,
+	// and most agents read a few bytes or none (a larger read takes turns
+	// with the writer, a page at a time). The bytes are the same either way.
+	unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, os.Getpagesize())
 	go func() {
 		src := seedrng.Derive(seed, "dev/"+name)
 		buf := make([]byte, 4096)

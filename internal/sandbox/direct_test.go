@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dal-runtime/dal/internal/sysvirt"
+	"github.com/dal-runtime/dal/seedrng"
 )
 
 // directConfig is a direct sandbox with a run directory of its own under
@@ -120,5 +123,23 @@ func TestDirectSandboxChecks(t *testing.T) {
 	cfg.Mounts = []Mount{{Source: cfg.Mounts[0].Source, Target: filepath.Join(host, "outside")}}
 	if _, err := Command(cfg, []string{"/bin/true"}, nil, host); err == nil || !strings.Contains(err.Error(), "not below the run directory") {
 		t.Errorf("a mount outside the run directory: %v", err)
+	}
+}
+
+// TestSeededDeviceServesTheStream: /dev/urandom in a direct sandbox gives
+// the seed's stream byte for byte, also to reads far larger than the
+// FIFO's one-page buffer (the writer refills it page by page meanwhile).
+func TestSeededDeviceServesTheStream(t *testing.T) {
+	t.Parallel()
+	cfg, _ := directConfig(t)
+	r := run(t, cfg, `head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n'; echo; dd if=/dev/urandom bs=300000 count=1 iflag=fullblock 2>/dev/null | sha256sum`)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := make([]byte, 300008)
+	seedrng.Derive(cfg.Virtual.Seed, "dev/urandom").Read(want)
+	sum := sha256.Sum256(want[8:])
+	if exp := hex.EncodeToString(want[:8]) + "\n" + hex.EncodeToString(sum[:]) + "  -\n"; r.stdout != exp {
+		t.Errorf("the agent read\n%s\nfrom /dev/urandom, want the seed's stream:\n%s", r.stdout, exp)
 	}
 }

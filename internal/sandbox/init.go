@@ -97,7 +97,7 @@ func runInit(arg string) int {
 		} else if err != nil {
 			return fail(err)
 		}
-		warmed = warmThreads(16)
+		warmed = warmThreads(warmCount)
 		if early.Direct {
 			if err := mountDirectFixed(&early); err != nil {
 				return fail(err)
@@ -216,7 +216,7 @@ func runInit(arg string) int {
 		// And pids: the agent gets agentPID whatever threads the init
 		// started before it, and its tree counts on from there.
 		if !prestarted {
-			warmed = warmThreads(16)
+			warmed = warmThreads(warmCount)
 		}
 		warmed(procs)
 		if err := setLastPID(agentPID - 1); err != nil {
@@ -444,6 +444,9 @@ func setLastPID(n int) error {
 	}
 	return nil
 }
+
+// warmCount is how many threads warmThreads leaves idle.
+const warmCount = 16
 
 // warmThreads leaves n idle OS threads in the init's runtime. Threads take
 // pids in the agent's namespace: the supervisor's goroutines block in

@@ -280,7 +280,8 @@ func Prestart(cfg Config) (*Cmd, error) {
 	// spec): nothing of the caller's reaches the init's runtime, which
 	// runs with a processor for each of the agent's CPUs, as an init
 	// started with the agent's environment does (the runner's
-	// GOMAXPROCS).
+	// GOMAXPROCS). Not one for each thread it warms: a runtime started
+	// with 16 spends 3 ms more of CPU on a run of date.
 	c.Args[1], c.Env, c.prestarted = specFollows, []string{}, true
 	if len(cfg.CPUs) > 0 {
 		c.Env = []string{"GOMAXPROCS=" + strconv.Itoa(len(cfg.CPUs))}
