@@ -207,13 +207,15 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if spec.Log == nil {
 		spec.Log = os.Stderr
 	}
+	inside := spec.Isolate && spec.Wrap == nil && sandbox.Inside()
+	isolated := spec.Isolate && spec.Wrap == nil && !inside
+	if isolated {
+		sandbox.FindInit() // meanwhile
+	}
 	path, err := exec.LookPath(spec.Args[0])
 	if err != nil {
 		return nil, UsageError{Err: fmt.Errorf("command %q not found: check its spelling or PATH", spec.Args[0])}
 	}
-	// Private directories of runs that died are removed first; a live
-	// run's is locked (internal/leftover) and kept.
-	leftover.Sweep(os.TempDir(), "dal-run-*")
 	tmp, err := mkdirFixedWidth(os.TempDir(), "dal-run-")
 	if err != nil {
 		return nil, fmt.Errorf("create the run's private directory: %w", err)
@@ -228,10 +230,22 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	// follows. Not when dald may trace the run, which must track
 	// dal-exec before the init is forked.
 	var early *earlySandbox
-	if spec.Isolate && spec.Wrap == nil && !mayTrace(&spec) && !sandbox.Inside() {
+	if isolated && !mayTrace(&spec) {
 		early = startEarly(&spec, tmp)
 		defer early.abort()
 	}
+	// Private directories of runs that died are removed meanwhile; a live
+	// run's, this one's too, is locked (internal/leftover) and kept.
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		leftover.Sweep(os.TempDir(), "dal-run-*")
+	}()
+	defer func() { <-swept }()
+	// The shims' check (reading and comparing their tree, about a
+	// millisecond) runs beside dald's start and the session's.
+	shims := installShims()
+	defer shims()
 
 	client, where, stop, err := connect(&spec, tmp)
 	if err != nil {
@@ -266,7 +280,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 			return nil, err
 		}
 	}
-	shims, err := shim.Install()
+	shimDir, err := shims()
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +296,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 			}
 		}
 	}
-	rails := guardRails(env, &spec, sess, shims.PythonPath(), shims.NodeRequire())
+	rails := guardRails(env, &spec, sess, shimDir.PythonPath(), shimDir.NodeRequire())
 	// A strict run outside a sandbox (which mounts a fresh /tmp) gets a
 	// TMPDIR of its own: files an earlier run left in a shared one would
 	// change this run's temporary names. --keep-env TMPDIR keeps the caller's.
@@ -297,9 +311,9 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 
 	res := &Result{Env: env, Rails: rails, Daemon: where}
-	if spec.Isolate && spec.Wrap == nil && sandbox.Inside() {
+	if inside {
 		fmt.Fprintln(spec.Log, "dal: this run is inside another dal sandbox, whose syscall layer serves its processes; it gets no namespaces of its own")
-	} else if spec.Isolate && spec.Wrap == nil {
+	} else if isolated {
 		isolate(&spec, tmp, where == "embedded", early)
 		if spec.TraceFromExec > 0 {
 			spec.TraceFromExec++ // the sandbox's init execs first
@@ -347,6 +361,23 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		fmt.Fprintf(spec.Log, "dal: drift in stream %s (%s): %s\n", d.Stream, d.What, d.Detail)
 	}
 	return res, nil
+}
+
+// installShims installs the runtime shims ([shim.Install]) on a goroutine
+// of its own; the function it returns waits for the outcome (call it
+// before returning, so that no installation is cut short).
+func installShims() func() (shim.Dir, error) {
+	done := make(chan struct{})
+	var dir shim.Dir
+	var err error
+	go func() {
+		defer close(done)
+		dir, err = shim.Install()
+	}()
+	return func() (shim.Dir, error) {
+		<-done
+		return dir, err
+	}
 }
 
 // prepareCmd gives cmd, the agent's or its wrapper's, the run's standard
