@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	ucli "github.com/urfave/cli/v2"
 )
@@ -112,14 +113,15 @@ func unknownCommand(parent, name string, cmds []*ucli.Command) error {
 }
 
 // The messages of Go's flag package and urfave/cli that onUsageError
-// rewrites.
-var (
-	reUndefined  = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
-	reBadValue   = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): (.*)$`)
-	reNeedsValue = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
-	reBadSyntax  = regexp.MustCompile(`^bad flag syntax: (.*)$`)
-	reBadEnv     = regexp.MustCompile(`^could not parse "(.*)" as .* from (?:env var|environment variable) "([^"]*)" for flag ([^:]*): (.*)$`)
-)
+// rewrites, compiled on first use (not at every dal-exec start).
+var usageRE = sync.OnceValue(func() (r struct{ undefined, badValue, needsValue, badSyntax, badEnv *regexp.Regexp }) {
+	r.undefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	r.badValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): (.*)$`)
+	r.needsValue = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+	r.badSyntax = regexp.MustCompile(`^bad flag syntax: (.*)$`)
+	r.badEnv = regexp.MustCompile(`^could not parse "(.*)" as .* from (?:env var|environment variable) "([^"]*)" for flag ([^:]*): (.*)$`)
+	return r
+})
 
 // onUsageError turns urfave/cli's parse errors into one sentence.
 func onUsageError(c *ucli.Context, err error, _ bool) error {
@@ -134,7 +136,8 @@ func onUsageError(c *ucli.Context, err error, _ bool) error {
 		list, owner = list+" "+p, p
 	}
 	msg := err.Error()
-	if m := reUndefined.FindStringSubmatch(msg); m != nil {
+	re := usageRE()
+	if m := re.undefined.FindStringSubmatch(msg); m != nil {
 		var names []string
 		for _, f := range cmd.Flags {
 			for _, n := range f.Names() {
@@ -146,16 +149,16 @@ func onUsageError(c *ucli.Context, err error, _ bool) error {
 		}
 		return usageError{Err: fmt.Errorf("%s has no flag %s: %s lists its flags", owner, flagName(m[1]), list)}
 	}
-	if m := reBadValue.FindStringSubmatch(msg); m != nil {
+	if m := re.badValue.FindStringSubmatch(msg); m != nil {
 		return usageError{Err: badValue(flagName(m[2]), " ", m[1], lookupFlag(cmd.Flags, m[2]), m[3])}
 	}
-	if m := reBadEnv.FindStringSubmatch(msg); m != nil {
+	if m := re.badEnv.FindStringSubmatch(msg); m != nil {
 		return usageError{Err: badValue(m[2], "=", m[1], lookupFlag(cmd.Flags, m[3]), m[4])}
 	}
-	if m := reNeedsValue.FindStringSubmatch(msg); m != nil {
+	if m := re.needsValue.FindStringSubmatch(msg); m != nil {
 		return usageError{Err: fmt.Errorf("%s needs a value: see %s", flagName(m[1]), list)}
 	}
-	if m := reBadSyntax.FindStringSubmatch(msg); m != nil {
+	if m := re.badSyntax.FindStringSubmatch(msg); m != nil {
 		return usageError{Err: fmt.Errorf("%s is not a flag: write --name or --name=VALUE", m[1])}
 	}
 	return usageError{Err: fmt.Errorf("%s: %w (%s lists the flags)", owner, err, list)}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
@@ -101,7 +102,7 @@ type pageView struct {
 // script, nothing fetched), stamped with generated.
 func (r *Report) HTML(generated time.Time) ([]byte, error) {
 	var b bytes.Buffer
-	if err := pageTemplate.Execute(&b, r.view(generated)); err != nil {
+	if err := pageTemplate().Execute(&b, r.view(generated)); err != nil {
 		return nil, fmt.Errorf("report.html: %w", err)
 	}
 	return b.Bytes(), nil
@@ -598,7 +599,12 @@ func runRows(rows []runRow) template.HTML {
 // coord formats an SVG coordinate.
 func coord(x float64) string { return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64) }
 
-var pageTemplate = template.Must(template.New("report.html").Funcs(template.FuncMap{"c": coord}).Parse(`<!DOCTYPE html>
+// pageTemplate is parsed on first use, not at every dal-exec start.
+var pageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report.html").Funcs(template.FuncMap{"c": coord}).Parse(pageSource))
+})
+
+const pageSource = `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -692,4 +698,4 @@ td::before{content:attr(data-label);float:left;color:#56657a;padding-right:12px}
 </main>
 </body>
 </html>
-`))
+`
