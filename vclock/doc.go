@@ -53,10 +53,10 @@
 // has the details and every measurement): dal's vDSO serves clock reads in
 // the process (9 ns a read from C, native 25 ns, libfaketime 65 ns; make
 // bench), the supervisor serves the system calls (a seccomp round trip,
-// 12–17 µs). Limits, measured:
+// about 10 µs). Limits, measured:
 //
-//   - getrandom from C with glibc 2.36 is a system call, served in 13–17 µs
-//     (native 0.4 µs): the 2 µs target is met only where the C library
+//   - getrandom from C with glibc 2.36 is a system call, served in about
+//     10 µs (native 0.4 µs): the 2 µs target is met only where the C library
 //     calls the vDSO (glibc 2.41+, Go 1.24+).
 //   - A sleep in a multi-threaded process is real and does not move t
 //     (runtimes sleep on helper threads); its timed waits jump only when no

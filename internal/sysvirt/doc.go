@@ -98,10 +98,12 @@
 //   - clock_gettime(CLOCK_REALTIME): 13–48 ns through dal's vDSO, against
 //     12.6–16.8 µs through the supervisor (NoVDSO), 27–29 ns native and
 //     62–70 ns under libfaketime. It beats the kernel's vDSO: no TSC read.
-//   - getrandom(16) from C: 10–18 µs either way (NoVDSO 11–17 µs), against
-//     0.5–1.0 µs native:
-//     glibc 2.36 makes the system call, a seccomp round trip (whose floor
-//     here is 4.5 µs with both ends on one CPU). Issue 14's 2 µs is met
+//   - getrandom(16) from C: 10.1–10.7 µs either way (NoVDSO 10.3–10.6
+//     µs), against 0.4 µs native (it was 10–18 µs before the listener
+//     asked the kernel to wake the supervisor on the caller's CPU,
+//     SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6; older kernels answer
+//     as before): glibc 2.36 makes the system call, a seccomp round trip
+//     (whose floor here is 4.5 µs with both ends on one CPU). Issue 14's 2 µs is met
 //     only where the C library calls the vDSO (glibc 2.41+).
 //   - In a Go program (CGO_ENABLED=0, 200,000 calls, wall time of a strict
 //     record less a run of none): time.Now about 30 ns against 19.3 µs,
