@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -236,7 +237,7 @@ func (x *extractor) run(tr *tar.Reader) error {
 	}
 }
 
-var replayFile = regexp.MustCompile(`^[0-9]{4,9}\.json(\.sig)?$`)
+var replayFile = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{4,9}\.json(\.sig)?$`) })
 
 // entry extracts (or skips) one archive entry.
 func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
@@ -292,7 +293,7 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 				x.skipped++
 				return nil
 			}
-		} else if base := strings.TrimPrefix(rel, ReplaysDir+"/"); h.Typeflag != tar.TypeReg || !replayFile.MatchString(base) ||
+		} else if base := strings.TrimPrefix(rel, ReplaysDir+"/"); h.Typeflag != tar.TypeReg || !replayFile().MatchString(base) ||
 			x.replays >= maxReplayFiles || x.seen[x.prefix+ReplaysDir] == tar.TypeSymlink {
 			x.skipped++
 			return nil

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -68,7 +69,7 @@ type UnverifiedReplay struct {
 // SigSuffix is appended to an outcome's file name to name its signature.
 const SigSuffix = ".sig"
 
-var replayName = regexp.MustCompile(`^([0-9]{4,9})\.json$`)
+var replayName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]{4,9})\.json$`) })
 
 // Bounds of replays/ as read by Open.
 const maxWarnings = 20
@@ -116,16 +117,16 @@ func (b *Bundle) loadReplays() {
 		switch {
 		case strings.HasPrefix(name, "."):
 			continue
-		case strings.HasSuffix(name, SigSuffix) && replayName.MatchString(strings.TrimSuffix(name, SigSuffix)):
+		case strings.HasSuffix(name, SigSuffix) && replayName().MatchString(strings.TrimSuffix(name, SigSuffix)):
 			if !names[strings.TrimSuffix(name, SigSuffix)] {
 				b.warn("%s is a signature without its outcome: ignored", rel)
 			}
 			continue
-		case !replayName.MatchString(name):
+		case !replayName().MatchString(name):
 			b.warn("%s is not a replay outcome (%s holds only NNNN.json and NNNN.json.sig): ignored", rel, ReplaysDir)
 			continue
 		}
-		seq, _ := strconv.Atoi(replayName.FindStringSubmatch(name)[1])
+		seq, _ := strconv.Atoi(replayName().FindStringSubmatch(name)[1])
 		o, reason := b.readReplay(rel)
 		if reason == "" && seen[seq] {
 			reason = "has a number another outcome has"
@@ -299,7 +300,7 @@ func (b *Bundle) nextReplaySeq() int {
 	seq := 1
 	names, _ := b.root.ReadDirNames(ReplaysDir)
 	for _, name := range names {
-		if m := replayName.FindStringSubmatch(strings.TrimSuffix(name, SigSuffix)); m != nil {
+		if m := replayName().FindStringSubmatch(strings.TrimSuffix(name, SigSuffix)); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			seq = max(seq, n+1)
 		}

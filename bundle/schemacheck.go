@@ -158,7 +158,7 @@ func (d *schemaDoc) check(s map[string]any, inst any, at string) error {
 		}
 		switch s["format"] {
 		case "uuid":
-			if !uuidRE.MatchString(v) {
+			if !uuidRE().MatchString(v) {
 				return fail(at, "%q is not a uuid", v)
 			}
 		case "date-time":
@@ -223,7 +223,9 @@ func (d *schemaDoc) checkObject(s map[string]any, obj map[string]any, at string)
 	return nil
 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+var uuidRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+})
 
 func typeName(v any) string {
 	switch x := v.(type) {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"sigs.k8s.io/yaml"
 )
@@ -143,13 +144,13 @@ func shape(p string, a, b any) string {
 }
 
 var (
-	quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
-	number = regexp.MustCompile(`[-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?`)
+	quoted = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`) })
+	number = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?`) })
 )
 
 // maskLine is a line's structure: quoted strings and numbers masked.
 func maskLine(l string) string {
-	return number.ReplaceAllString(quoted.ReplaceAllString(l, `"…"`), "#")
+	return number().ReplaceAllString(quoted().ReplaceAllString(l, `"…"`), "#")
 }
 
 func lineStructure(a, b []byte) string {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -219,13 +220,13 @@ func (l *loader) network() {
 	}
 }
 
-var promptName = regexp.MustCompile(`^prompts/[0-9]{4,9}\.json$`)
+var promptName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^prompts/[0-9]{4,9}\.json$`) })
 
 // promptFiles lists prompts/NNNN.json in call order (10000 after 9999).
 func (l *loader) promptFiles() []string {
 	var names []string
 	for rel := range l.b.Manifest.Dal.Files {
-		if promptName.MatchString(rel) {
+		if promptName().MatchString(rel) {
 			names = append(names, rel)
 		}
 	}
@@ -645,9 +646,11 @@ func boolInt(b bool) int {
 }
 
 var (
-	lineRE    = regexp.MustCompile(`^first difference at line ([0-9]+)`)
-	promptRE  = regexp.MustCompile(`^(prompts/[0-9]+\.json)[^$]*(?:\$\.messages\[([0-9]+)\])?`)
-	requestRE = regexp.MustCompile(`request ([0-9]+) `)
+	lineRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^first difference at line ([0-9]+)`) })
+	promptRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(prompts/[0-9]+\.json)[^$]*(?:\$\.messages\[([0-9]+)\])?`)
+	})
+	requestRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`request ([0-9]+) `) })
 )
 
 // place finds where a component's first divergence is in the page, from
@@ -656,13 +659,13 @@ var (
 func (l *loader) place(component, first string) *Place {
 	switch component {
 	case "stdout", "stderr":
-		if m := lineRE.FindStringSubmatch(first); m != nil {
+		if m := lineRE().FindStringSubmatch(first); m != nil {
 			var n int
 			fmt.Sscan(m[1], &n)
 			return &Place{Tab: "output", Item: component, Index: -1, Msg: -1, Line: n}
 		}
 	case "prompts":
-		if m := promptRE.FindStringSubmatch(first); m != nil {
+		if m := promptRE().FindStringSubmatch(first); m != nil {
 			for i, c := range l.v.LLM {
 				if c.File == m[1] {
 					msg := -1
@@ -677,7 +680,7 @@ func (l *loader) place(component, first string) *Place {
 			}
 		}
 	case "network":
-		if m := requestRE.FindStringSubmatch(first); m != nil {
+		if m := requestRE().FindStringSubmatch(first); m != nil {
 			var n int
 			fmt.Sscan(m[1], &n)
 			if n >= 1 && n <= len(l.v.HTTP) {
