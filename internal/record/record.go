@@ -313,7 +313,7 @@ func WrapInSandbox(spec *runner.Spec, cfg *sandbox.Config) {
 		if err != nil {
 			return runner.Wrapped{}, err
 		}
-		return runner.Wrapped{Cmd: c.Cmd, Wait: c.Wait, Close: c.Close, Ended: c.Ended}, nil
+		return runner.Wrapped{Cmd: c.Cmd, Wait: c.Wait, Close: c.Close, Ended: c.Ended, Threads: c.ThreadsDuring}, nil
 	}
 }
 

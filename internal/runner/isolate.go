@@ -140,14 +140,14 @@ func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox) {
 			early.taken = true
 			if c := early.get(); c != nil {
 				begin := func() error { return c.Begin(*cfg, argv, env, dir) }
-				return Wrapped{Cmd: c.Cmd, Start: begin, Wait: c.Wait, Close: c.Close, Ended: c.Ended}, nil
+				return Wrapped{Cmd: c.Cmd, Start: begin, Wait: c.Wait, Close: c.Close, Ended: c.Ended, Threads: c.ThreadsDuring}, nil
 			}
 		}
 		c, err := sandbox.Command(*cfg, argv, env, dir)
 		if err != nil {
 			return Wrapped{}, err
 		}
-		return Wrapped{Cmd: c.Cmd, Wait: c.Wait, Close: c.Close, Ended: c.Ended}, nil
+		return Wrapped{Cmd: c.Cmd, Wait: c.Wait, Close: c.Close, Ended: c.Ended, Threads: c.ThreadsDuring}, nil
 	}
 }
 

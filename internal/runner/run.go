@@ -98,6 +98,10 @@ type Wrapped struct {
 	// it exited) and the processes it left running, which the wrapper
 	// killed. ok is false when the wrapper could not say.
 	Ended func() (sig syscall.Signal, left int, ok bool)
+	// Threads, when set, says after Wait how many threads the wrapper
+	// started in the agent's pid namespace while the agent ran: each
+	// took a pid from its tree (see sandbox.Cmd.ThreadsDuring).
+	Threads func() int
 	// Start, when set, replaces starting Cmd: the wrapper started it
 	// already (with the runner's streams, process group and CPUs: see
 	// prepareCmd) and Start lets it run the agent.
@@ -414,6 +418,7 @@ func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result)
 	cmd := &exec.Cmd{Path: path, Args: spec.Args, Dir: spec.Dir, Env: env.List()}
 	wait := cmd.Wait
 	var ended func() (syscall.Signal, int, bool)
+	var threads func() int
 	start := func() error { return startPinned(cmd, spec.CPUs) }
 	if spec.Wrap != nil {
 		argv := append([]string{path}, spec.Args[1:]...)
@@ -424,7 +429,7 @@ func execute(ctx context.Context, spec *Spec, path string, env Env, res *Result)
 		if w.Close != nil {
 			defer w.Close()
 		}
-		cmd, wait, ended = w.Cmd, w.Wait, w.Ended
+		cmd, wait, ended, threads = w.Cmd, w.Wait, w.Ended, w.Threads
 		if w.Start != nil {
 			start = w.Start
 		}
@@ -497,6 +502,11 @@ wait:
 	if left > 0 {
 		res.Killed += left
 		fmt.Fprintf(spec.Log, "dal: the agent exited leaving %d processes running; they were killed\n", left)
+	}
+	if threads != nil {
+		if n := threads(); n > 0 {
+			fmt.Fprintf(spec.Log, "dal: the sandbox's init started %d thread(s) while the agent ran, each taking a pid of the agent's namespace: pids of the processes started after may differ from run to run\n", n)
+		}
 	}
 	var ee *exec.ExitError
 	switch {

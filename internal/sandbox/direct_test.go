@@ -143,3 +143,40 @@ func TestSeededDeviceServesTheStream(t *testing.T) {
 		t.Errorf("the agent read\n%s\nfrom /dev/urandom, want the seed's stream:\n%s", r.stdout, exp)
 	}
 }
+
+// TestInitThreadsDuringTheRun: after a run under the syscall layer whose
+// tree started several processes, the init says it started no thread while
+// the tree ran (its warm threads were enough), and the tree's pids follow
+// one another from 100; threadsAfter counts only ids above the agent's.
+func TestInitThreadsDuringTheRun(t *testing.T) {
+	t.Parallel()
+	cfg, _ := directConfig(t)
+	cmd := command(t, cfg, `echo $$; sh -c 'echo $$'; /bin/true; sh -c 'echo $$'; head -c 4 /dev/urandom >/dev/null`)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sandbox: %v (stderr %q)", err, errb.String())
+	}
+	if out.String() != "100\n101\n103\n" {
+		t.Errorf("the tree's pids are %q, want 100, 101 and 103", out.String())
+	}
+	if _, _, ok := cmd.Ended(); !ok {
+		t.Fatal("the init wrote no exit report")
+	}
+	if n := cmd.ThreadsDuring(); n != 0 {
+		t.Errorf("the init started %d threads while the agent ran, want none", n)
+	}
+
+	dir := t.TempDir()
+	for _, name := range []string{"1", "2", "57", "99", "100", "101", "250"} {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := threadsAfter(dir, 100); n != 2 {
+		t.Errorf("threadsAfter counts %d threads above 100 in 1 2 57 99 100 101 250, want 2", n)
+	}
+}

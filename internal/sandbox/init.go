@@ -268,6 +268,7 @@ func runInit(arg string) int {
 	if w.virt != nil {
 		code = w.virt.Trace(pid)
 		rep.Signal = int(w.virt.KilledBy())
+		rep.Threads = threadsAfter("/proc/self/task", agentPID)
 		if b, err := json.Marshal(w.virt.Counts()); err == nil {
 			countsOut.Write(b)
 		}
@@ -323,6 +324,28 @@ func reap(agent int) (int, int) {
 type exitReport struct {
 	Signal int `json:"signal,omitempty"`
 	Left   int `json:"left,omitempty"` // processes still running when the agent exited
+	// Threads the init started while the agent's tree ran (see
+	// warmThreads): each took the pid the tree's next process would have
+	// had, so later pids may differ from run to run.
+	Threads int `json:"threads,omitempty"`
+}
+
+// threadsAfter counts the threads in dir (/proc/self/task of the init)
+// whose id is above pid, the agent's: in the sandbox's pid namespace ids
+// count up from ns_last_pid, which the init set below the agent's just
+// before starting it, so those threads started after the agent did.
+func threadsAfter(dir string, pid int) int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil && tid > pid {
+			n++
+		}
+	}
+	return n
 }
 
 // leftRunning counts the processes of the sandbox's pid namespace other

@@ -672,15 +672,31 @@ func (c *Cmd) Wait() error {
 // the sandbox, which the end of the sandbox killed. ok is false when the
 // init could not say (it was killed).
 func (c *Cmd) Ended() (sig syscall.Signal, left int, ok bool) {
+	r, ok := c.report()
+	return syscall.Signal(r.Signal), r.Left, ok
+}
+
+// ThreadsDuring says how many threads the init of a waited-for c under
+// the syscall layer started while the agent's tree ran. Each took a pid in
+// the agent's namespace, so pids of the tree's later processes may differ
+// from run to run; 0 when the init started none or could not say.
+func (c *Cmd) ThreadsDuring() int {
+	r, _ := c.report()
+	return r.Threads
+}
+
+// report reads the init's exit report; ok is false when the init wrote
+// none (it was killed).
+func (c *Cmd) report() (exitReport, bool) {
 	b, err := os.ReadFile(c.exit)
 	if err != nil || len(b) == 0 {
-		return 0, 0, false
+		return exitReport{}, false
 	}
 	var r exitReport
 	if json.Unmarshal(b, &r) != nil {
-		return 0, 0, false
+		return exitReport{}, false
 	}
-	return syscall.Signal(r.Signal), r.Left, true
+	return r, true
 }
 
 // Close closes every descriptor c owns: the parent's ends of the status
