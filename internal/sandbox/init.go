@@ -335,29 +335,25 @@ type exitReport struct {
 // count up from ns_last_pid, which the init set below the agent's just
 // before starting it, so those threads started after the agent did.
 func threadsAfter(dir string, pid int) int {
+	return countIDs(dir, func(tid int) bool { return tid > pid })
+}
+
+// leftRunning counts the processes of the sandbox's pid namespace other
+// than the init, from its /proc.
+func leftRunning() int {
+	return countIDs("/proc", func(pid int) bool { return pid != 1 })
+}
+
+// countIDs counts the entries of dir named by a number (pids, tids) that
+// keep accepts; 0 when dir cannot be read.
+func countIDs(dir string, keep func(id int) bool) int {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
 	}
 	n := 0
 	for _, e := range ents {
-		if tid, err := strconv.Atoi(e.Name()); err == nil && tid > pid {
-			n++
-		}
-	}
-	return n
-}
-
-// leftRunning counts the processes of the sandbox's pid namespace other
-// than the init, from its /proc.
-func leftRunning() int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
+		if id, err := strconv.Atoi(e.Name()); err == nil && keep(id) {
 			n++
 		}
 	}

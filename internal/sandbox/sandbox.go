@@ -224,6 +224,10 @@ type Cmd struct {
 	readyErr  error
 	closeOnce sync.Once
 	closeErr  error
+
+	reportOnce sync.Once // report: the exit report, read after Wait
+	rep        exitReport
+	repOK      bool
 }
 
 // Command returns a [Cmd] that runs argv with env in dir (absolute; "" =
@@ -685,9 +689,14 @@ func (c *Cmd) ThreadsDuring() int {
 	return r.Threads
 }
 
-// report reads the init's exit report; ok is false when the init wrote
-// none (it was killed).
+// report is the init's exit report, read once after Wait; ok is false when
+// the init wrote none (it was killed).
 func (c *Cmd) report() (exitReport, bool) {
+	c.reportOnce.Do(func() { c.rep, c.repOK = c.readReport() })
+	return c.rep, c.repOK
+}
+
+func (c *Cmd) readReport() (exitReport, bool) {
 	b, err := os.ReadFile(c.exit)
 	if err != nil || len(b) == 0 {
 		return exitReport{}, false
