@@ -14,32 +14,36 @@ help:
 	@echo "make bench-fidelity  record, replay and revert every example agent with SEEDS random seeds"
 	@echo "make bench-compare OLD=rev [NEW=rev]  Go micro-benchmarks at two commits, with benchstat"
 	@echo "make lint    gofmt, go vet, CGO-free build"
-	@echo "make build   build bin/dal-exec, bin/dal-sandbox-init and bin/dald"
-	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install dal-exec, dal-sandbox-init and dald into DESTDIR/PREFIX/bin"
+	@echo "make build   build bin/dal-exec, bin/dal-exec-full, bin/dal-sandbox-init and bin/dald"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install dal-exec, dal-exec-full, dal-sandbox-init and dald into DESTDIR/PREFIX/bin"
 
 # urfave_cli_no_docs leaves out urfave/cli's man-page and Markdown writers,
 # which dal does not use and whose Markdown parser costs every dal-exec start
 # half a millisecond of package initialisation.
 build:
-	$(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/dal-exec ./cmd/dal-sandbox-init ./cmd/dald
+	$(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/dal-exec ./cmd/dal-exec-full ./cmd/dal-sandbox-init ./cmd/dald
 
-# make install puts the three binaries in $(DESTDIR)$(BINDIR): PREFIX is where
+# make install puts the four binaries in $(DESTDIR)$(BINDIR): PREFIX is where
 # they will live (default /usr/local, so /usr/local/bin), DESTDIR a staging
 # root prepended to it, for packaging (make install DESTDIR=/tmp/pkg
 # PREFIX=/usr). dal-sandbox-init is the sandbox's init, which dal-exec
-# starts from beside itself (else from its own, slower image). Nothing else
-# is installed: the shims are embedded in dal-exec. Without make, go install
-# ./cmd/... puts all three in $(go env GOBIN), else ~/go/bin. cmd/dal-exec's tests install into a temporary DESTDIR.
+# starts from beside itself (else from its own, slower image);
+# dal-exec-full is dal-exec with the policy gate's Rego engine, which
+# dal-exec (3 ms faster to start without it) executes from beside itself for
+# the commands that evaluate a policy. Nothing else is installed: the shims
+# are embedded in dal-exec. Without make, go install ./cmd/... puts all four
+# in $(go env GOBIN), else ~/go/bin. cmd/dal-exec's tests install into a
+# temporary DESTDIR.
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 INSTALL ?= install
 
 install: build
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
-	$(INSTALL) -m 0755 $(BIN)/dal-exec $(BIN)/dal-sandbox-init $(BIN)/dald '$(DESTDIR)$(BINDIR)/'
+	$(INSTALL) -m 0755 $(BIN)/dal-exec $(BIN)/dal-exec-full $(BIN)/dal-sandbox-init $(BIN)/dald '$(DESTDIR)$(BINDIR)/'
 
 uninstall:
-	rm -f '$(DESTDIR)$(BINDIR)/dal-exec' '$(DESTDIR)$(BINDIR)/dal-sandbox-init' '$(DESTDIR)$(BINDIR)/dald'
+	rm -f '$(DESTDIR)$(BINDIR)/dal-exec' '$(DESTDIR)$(BINDIR)/dal-exec-full' '$(DESTDIR)$(BINDIR)/dal-sandbox-init' '$(DESTDIR)$(BINDIR)/dald'
 
 test: build test-deps
 	$(GO) test -count=1 ./...

@@ -20,7 +20,7 @@ import (
 // go list -deps) and go.mod, which pins the modules it links. Test files are
 // embedded with the rest (a glob cannot leave them out) but not summed.
 //
-//go:embed go.mod initsources.go
+//go:embed go.mod initsources.go buildsources.go
 //go:embed cmd/dal-sandbox-init/*.go
 //go:embed internal/sandbox/*.go
 //go:embed internal/sysvirt/*.go
@@ -52,21 +52,24 @@ type embedFile struct {
 	hash [16]byte
 }
 
-// embedded returns the files of initSources as the compiler laid them out.
-func embedded() []embedFile {
-	files := *(**[]embedFile)(unsafe.Pointer(&initSources))
+// embedded returns the files of fsys as the compiler laid them out.
+func embedded(fsys *embed.FS) []embedFile {
+	files := *(**[]embedFile)(unsafe.Pointer(fsys))
 	if files == nil {
 		return nil
 	}
 	return *files
 }
 
-func initSum() string {
+func initSum() string { return sumOf(&initSources) }
+
+// sumOf is the checksum of the files of fsys but their tests (see InitSum).
+func sumOf(fsys *embed.FS) string {
 	b := make([]byte, 0, 16<<10)
 	put := func(s string) []byte { return append(append(b, s...), 0) }
 	b = put(runtime.Version())
 	total := 0
-	for _, f := range embedded() {
+	for _, f := range embedded(fsys) {
 		if strings.HasSuffix(f.name, "/") || strings.HasSuffix(f.name, "_test.go") {
 			continue
 		}

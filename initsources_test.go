@@ -3,6 +3,7 @@ package dal
 import (
 	"bytes"
 	"crypto/sha256"
+	"embed"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -17,17 +18,34 @@ import (
 // -deps of cmd/dal-sandbox-init, in this module) is embedded, so that a
 // change to any of them changes InitSum.
 func TestInitSourcesComplete(t *testing.T) {
+	t.Parallel()
+	sourcesComplete(t, "./cmd/dal-sandbox-init", initSources, "initSources (initsources.go)", "go.mod")
+}
+
+// TestBuildSourcesComplete: so are dal-exec-full's in buildSources, for
+// BuildSum.
+func TestBuildSourcesComplete(t *testing.T) {
+	t.Parallel()
+	sourcesComplete(t, "./cmd/dal-exec-full", buildSources, "buildSources (buildsources.go)", "go.mod", "go.sum")
+	if BuildSum() == InitSum() || BuildSum() != sumOf(&buildSources) {
+		t.Errorf("BuildSum %q, InitSum %q: want a sum of its own files", BuildSum(), InitSum())
+	}
+}
+
+// sourcesComplete checks that fsys, named var in messages, holds every
+// file of this module that pkg is built from, and also.
+func sourcesComplete(t *testing.T, pkg string, fsys embed.FS, name string, also ...string) {
 	root, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "list", "-deps", "-json=Dir,Standard,GoFiles,EmbedFiles,Module", "./cmd/dal-sandbox-init")
+	cmd := exec.Command("go", "list", "-deps", "-json=Dir,Standard,GoFiles,EmbedFiles,Module", pkg)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
-	want := []string{"go.mod"}
+	want := also
 	for {
 		var p struct {
 			Dir                 string
@@ -47,16 +65,22 @@ func TestInitSourcesComplete(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range append(p.GoFiles, p.EmbedFiles...) {
+		files := p.GoFiles
+		if rel != "." {
+			// This package's embedded files are these lists
+			// themselves, both of them.
+			files = append(files, p.EmbedFiles...)
+		}
+		for _, f := range files {
 			want = append(want, filepath.ToSlash(filepath.Join(rel, f)))
 		}
 	}
 	if len(want) < 20 {
-		t.Fatalf("go list found %d files of the init, fewer than it has", len(want))
+		t.Fatalf("go list found %d files of %s, fewer than it has", len(want), pkg)
 	}
 	for _, f := range want {
-		if _, err := fs.Stat(initSources, f); err != nil {
-			t.Errorf("%s is part of dal-sandbox-init but not embedded in initSources (initsources.go): add its directory", f)
+		if _, err := fs.Stat(fsys, f); err != nil {
+			t.Errorf("%s is part of %s but not embedded in %s: add its directory", f, pkg, name)
 		}
 	}
 }
@@ -84,7 +108,7 @@ func TestInitSum(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := 0
-	for _, f := range embedded() {
+	for _, f := range embedded(&initSources) {
 		if strings.HasSuffix(f.name, "/") {
 			continue
 		}

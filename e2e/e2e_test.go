@@ -21,8 +21,9 @@ import (
 
 // bin are the binaries the tests run. dal-sandbox-init is built beside
 // dal-exec, which starts its sandboxes' init from it (sidecar_test.go
-// runs dal-exec without it).
-var bin struct{ exec, sidecar, dald, goagent, goclient string }
+// runs dal-exec without it), and so is dal-exec-full, which dal-exec hands
+// the commands that evaluate a policy.
+var bin struct{ exec, full, sidecar, dald, goagent, goclient string }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "dal-e2e-")
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 		out       *string
 		name, pkg string
 	}{
-		{&bin.exec, "dal-exec", "../cmd/dal-exec"}, {&bin.sidecar, "dal-sandbox-init", "../cmd/dal-sandbox-init"}, {&bin.dald, "dald", "../cmd/dald"}, {&bin.goagent, "goagent", "./testdata/goagent"},
+		{&bin.exec, "dal-exec", "../cmd/dal-exec"}, {&bin.full, "dal-exec-full", "../cmd/dal-exec-full"}, {&bin.sidecar, "dal-sandbox-init", "../cmd/dal-sandbox-init"}, {&bin.dald, "dald", "../cmd/dald"}, {&bin.goagent, "goagent", "./testdata/goagent"},
 		{&bin.goclient, "goclient", "./testdata/goclient"},
 	} {
 		*b.out = filepath.Join(dir, b.name)

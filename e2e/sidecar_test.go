@@ -83,6 +83,13 @@ func TestSidecarInit(t *testing.T) {
 // from this build's by a comment (go build -overlay), as an old install's.
 func buildStaleSidecar(t *testing.T, dir string) {
 	t.Helper()
+	buildStale(t, dir, "dal-sandbox-init")
+}
+
+// buildStale builds cmd/name into dir from sources that differ from this
+// build's by a comment in internal/sandbox (go build -overlay).
+func buildStale(t *testing.T, dir, name string) {
+	t.Helper()
 	doc, err := filepath.Abs("../internal/sandbox/doc.go")
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +110,10 @@ func buildStaleSidecar(t *testing.T, dir string) {
 	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-overlay", ov, "-o", filepath.Join(dir, "dal-sandbox-init"), "../cmd/dal-sandbox-init")
+	cmd := exec.Command("go", "build", "-overlay", ov, "-o", filepath.Join(dir, name), "../cmd/"+name)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build a dal-sandbox-init of another build: %v\n%s", err, out)
+		t.Fatalf("build a %s of another build: %v\n%s", name, err, out)
 	}
 }
 

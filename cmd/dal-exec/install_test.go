@@ -28,7 +28,7 @@ func TestMakeInstall(t *testing.T) {
 		}
 	}
 	runMake("install")
-	for _, name := range []string{"dal-exec", "dald"} {
+	for _, name := range []string{"dal-exec", "dal-exec-full", "dald"} {
 		path := filepath.Join(dest, "usr", "bin", name)
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -41,7 +41,7 @@ func TestMakeInstall(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s --version: %v\n%s", path, err, out)
 		}
-		if want := name + " version " + version.Version; strings.TrimSpace(string(out)) != want {
+		if want := strings.TrimSuffix(name, "-full") + " version " + version.Version; strings.TrimSpace(string(out)) != want {
 			t.Errorf("%s --version printed %q, want %q", path, out, want)
 		}
 	}
@@ -59,12 +59,23 @@ func TestMakeInstall(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != sidecar {
 		t.Errorf("the installed dal-exec's sandbox init is %q (%v), want %s", out, err, sidecar)
 	}
+	// A command that evaluates a policy: dal-exec hands it to the
+	// dal-exec-full beside it, whose engine compiles the policy (run then
+	// refuses --policy, which only record can gate).
+	pol := filepath.Join(t.TempDir(), "p.rego")
+	if err := os.WriteFile(pol, []byte("package dal\n\ndecision := {\"action\": \"deny\"} if input.kind == \"exec\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(filepath.Join(dest, "usr", "bin", "dal-exec"), "run", "--policy", pol, "--", "true").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "has no proxy or sandbox for --policy") {
+		t.Errorf("the installed dal-exec run --policy: %v, %q; want exit 2 and the sentence of a compiled policy run refuses", err, out)
+	}
 	entries, err := os.ReadDir(filepath.Join(dest, "usr", "bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 3 {
-		t.Errorf("make install put %d files in PREFIX/bin, want dal-exec, dal-sandbox-init and dald only", len(entries))
+	if len(entries) != 4 {
+		t.Errorf("make install put %d files in PREFIX/bin, want dal-exec, dal-exec-full, dal-sandbox-init and dald only", len(entries))
 	}
 	runMake("uninstall")
 	if entries, _ := os.ReadDir(filepath.Join(dest, "usr", "bin")); len(entries) != 0 {

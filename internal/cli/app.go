@@ -71,6 +71,11 @@ inside itself: nothing needs to be started first.`,
 // Main runs dal-exec with args and returns the process exit code: the
 // agent's own, or 2 when dal-exec itself could not do what was asked.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return exitCode(runApp(args, stdout, stderr), stderr)
+}
+
+// runApp runs the command line.
+func runApp(args []string, stdout, stderr io.Writer) error {
 	// SIGPIPE is deliberately not watched: a signal.Notify for it would
 	// turn every write to a socket a client has closed (the recording
 	// proxy's, when an agent stops reading a stream) into a signal, which
@@ -80,7 +85,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// the early close). signal.Ignore is not used either: the ignored
 	// disposition would pass to the agent through exec. A closed stdout or
 	// stderr still ends dal-exec, as it ends any Unix filter.
-	err := App(stdout, stderr).RunContext(context.Background(), args)
+	return App(stdout, stderr).RunContext(context.Background(), args)
+}
+
+// exitCode reports err on stderr and returns the exit code it means.
+func exitCode(err error, stderr io.Writer) int {
 	var ee exitError
 	if err == nil {
 		return 0

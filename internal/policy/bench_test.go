@@ -27,7 +27,7 @@ func BenchmarkDecideHTTP(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				v, err := in.value()
+				v, err := p.input(in)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -50,13 +50,13 @@ func BenchmarkEvaluate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	v, err := in.value()
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, name := range []string{"allow-llm-hosts.rego", "token-budget.rego"} {
 		b.Run(name, func(b *testing.B) {
 			p := load(b, name)
+			v, err := p.input(in)
+			if err != nil {
+				b.Fatal(err)
+			}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for range b.N {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
-	"github.com/open-policy-agent/opa/v1/ast"
 )
 
 // Input is one call the policy decides about: Doc is input as the policy
@@ -21,11 +20,6 @@ type Input struct {
 	Subject string
 	Key     string
 	Doc     map[string]any
-}
-
-// value converts Doc for the evaluator.
-func (in *Input) value() (ast.Value, error) {
-	return ast.InterfaceToValue(in.Doc)
 }
 
 // HTTP is the input of a request through dal's proxy. The URL, headers

@@ -12,9 +12,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
-	opaversion "github.com/open-policy-agent/opa/v1/version"
+	"github.com/dal-runtime/dal/internal/policy/engine"
 )
 
 // Action is what a decision says to do with a call.
@@ -61,14 +59,32 @@ type Policy struct {
 	Path    string
 	Files   []File
 	Default Action
-	query   rego.PreparedEvalQuery
+	query   engine.Query
 }
 
-// OPAVersion is the version of the Rego engine built in.
-func OPAVersion() string { return opaversion.Version }
+// The Rego engine: dal-exec-full registers it (package rego); dal-exec,
+// which starts 3 ms sooner without it, has none and hands the commands
+// that evaluate a policy to dal-exec-full (see package engine).
+var theEngine engine.Engine
 
-// Query is the rule every policy defines.
-const Query = "data.dal.decision"
+// SetEngine registers the Rego engine, before any policy is loaded.
+func SetEngine(e engine.Engine) { theEngine = e }
+
+// HaveEngine says whether a Rego engine is registered.
+func HaveEngine() bool { return theEngine != nil }
+
+// ErrNoEngine is what loading or compiling a policy returns in a binary
+// without the Rego engine: dal-exec's command line runs the command again
+// in dal-exec-full.
+var ErrNoEngine = errors.New("this command evaluates a Rego policy, and this dal-exec is built without the Rego engine: run it with dal-exec-full, installed beside dal-exec by make install")
+
+// OPAVersion is the version of the Rego engine registered ("" without).
+func OPAVersion() string {
+	if theEngine == nil {
+		return ""
+	}
+	return theEngine.Version()
+}
 
 // Error is a policy that cannot be used: it does not compile, or its
 // decision has the wrong shape. Its message carries OPA's message and the
@@ -130,6 +146,9 @@ func Load(ctx context.Context, path string, def Action) (*Policy, error) {
 		}
 	}
 	p, err := Compile(ctx, files, def)
+	if errors.Is(err, ErrNoEngine) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, &Error{Msg: fmt.Sprintf("policy %s: %v", path, err)}
 	}
@@ -146,196 +165,47 @@ func unwrap(err error) error {
 }
 
 // Compile compiles files (Source set; SHA256 is filled in) into a policy
-// and prepares its query.
+// and prepares its query; [ErrNoEngine] without a Rego engine.
 func Compile(ctx context.Context, files []File, def Action) (*Policy, error) {
 	if def != Allow && def != Deny {
 		return nil, &Error{Msg: fmt.Sprintf("--policy-default %s: use allow or deny", def)}
 	}
+	if theEngine == nil {
+		return nil, ErrNoEngine
+	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
-	caps := capabilities()
-	modules := map[string]*ast.Module{}
-	var errs []string
+	srcs := make([]engine.Source, len(files))
 	for i := range files {
 		f := &files[i]
 		sum := sha256.Sum256(f.Source)
 		f.SHA256 = hex.EncodeToString(sum[:])
-		m, err := ast.ParseModuleWithOpts(f.Name, string(f.Source), ast.ParserOptions{RegoVersion: ast.RegoV1, Capabilities: caps})
-		if err != nil {
-			errs = append(errs, opaErrors(err)...)
-			continue
-		}
-		modules[f.Name] = m
+		srcs[i] = engine.Source{Name: f.Name, Data: f.Source}
 	}
-	if len(errs) > 0 {
-		return nil, compileError(errs)
-	}
-	if err := checkShape(modules); err != nil {
-		return nil, err
-	}
-	c := ast.NewCompiler().WithCapabilities(caps)
-	c.Compile(modules)
-	if c.Failed() {
-		return nil, compileError(opaErrors(c.Errors))
-	}
-	q, err := rego.New(rego.Query(Query), rego.Compiler(c), rego.StrictBuiltinErrors(true)).PrepareForEval(ctx)
+	q, err := theEngine.Compile(ctx, srcs)
 	if err != nil {
-		return nil, compileError(opaErrors(err))
+		return nil, &Error{Msg: err.Error()}
 	}
 	return &Policy{Files: files, Default: def, query: q}, nil
 }
 
-// capabilities are OPA's builtins less the nondeterministic ones
-// (http.send, time.now_ns, rand.intn, uuid.rfc4122, net.lookup_ip_addr,
-// opa.runtime...): a decision depends on its input alone, so a replay
-// re-evaluates it to the same answer, and a policy never reaches the
-// network from inside dal-exec.
-func capabilities() *ast.Capabilities {
-	c := ast.CapabilitiesForThisVersion()
-	var keep []*ast.Builtin
-	for _, b := range c.Builtins {
-		if !b.Nondeterministic {
-			keep = append(keep, b)
-		}
-	}
-	c.Builtins = keep
-	return c
-}
-
-func opaErrors(err error) []string {
-	var es ast.Errors
-	if errors.As(err, &es) {
-		out := make([]string, 0, len(es))
-		for _, e := range es {
-			at := ""
-			if e.Location != nil {
-				at = fmt.Sprintf("%s:%d: ", e.Location.File, e.Location.Row)
-			}
-			out = append(out, at+e.Code+": "+e.Message)
-		}
-		return out
-	}
-	return []string{err.Error()}
-}
-
-func compileError(errs []string) error {
-	const most = 5
-	more := ""
-	if len(errs) > most {
-		more = fmt.Sprintf(" (and %d more)", len(errs)-most)
-		errs = errs[:most]
-	}
-	for i, e := range errs {
-		errs[i] = strings.ReplaceAll(e, "\n\t", " ")
-	}
-	return &Error{Msg: "the policy does not compile: " + strings.Join(errs, "; ") + more}
-}
-
-// checkShape finds the decision rules of package dal and refuses those
-// whose value is known at compile time to be of the wrong shape: not an
-// object, keys other than action and reason, no action, or an action
-// other than allow, deny and ask. A value computed at run time is checked
-// when evaluated (a wrong one denies, see Decide).
-func checkShape(modules map[string]*ast.Module) error {
-	found := false
-	names := make([]string, 0, len(modules))
-	for n := range modules {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		m := modules[n]
-		if m.Package.Path.String() != "data.dal" {
-			continue
-		}
-		for _, r := range m.Rules {
-			if r.Head.Ref().String() != "decision" {
-				continue
-			}
-			found = true
-			for rr := r; rr != nil; rr = rr.Else {
-				if err := shapeOf(rr); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if !found {
-		return &Error{Msg: "the policy defines no decision: write package dal and a rule decision := {\"action\": \"deny\", \"reason\": \"...\"} if { ... } (see docs/policy.md)"}
-	}
-	return nil
-}
-
-func shapeOf(r *ast.Rule) error {
-	at := ""
-	if r.Location != nil {
-		at = fmt.Sprintf("%s:%d: ", r.Location.File, r.Location.Row)
-	}
-	h := r.Head
-	if h.Value == nil || h.Key != nil || len(h.Args) > 0 {
-		return &Error{Msg: at + "decision must be a single object {\"action\": ..., \"reason\": ...}, not a set, a map or a function"}
-	}
-	switch v := h.Value.Value.(type) {
-	case ast.Object:
-		var err error
-		hasAction := false
-		v.Foreach(func(k, val *ast.Term) {
-			if err != nil {
-				return
-			}
-			key, ok := k.Value.(ast.String)
-			switch {
-			case !ok || (key != "action" && key != "reason"):
-				err = &Error{Msg: fmt.Sprintf("%sdecision has the key %v: a decision has action and reason only", at, k)}
-			case key == "action":
-				hasAction = true
-				if s, ok := val.Value.(ast.String); ok {
-					if _, perr := ParseAction(string(s)); perr != nil {
-						err = &Error{Msg: fmt.Sprintf("%sdecision's action %q is unknown: use allow, deny or ask", at, string(s))}
-					}
-				} else if isScalar(val.Value) {
-					err = &Error{Msg: fmt.Sprintf("%sdecision's action is %v: use \"allow\", \"deny\" or \"ask\"", at, val)}
-				}
-			case key == "reason":
-				if _, ok := val.Value.(ast.String); !ok && isScalar(val.Value) {
-					err = &Error{Msg: fmt.Sprintf("%sdecision's reason is %v: use a string", at, val)}
-				}
-			}
-		})
-		if err != nil {
-			return err
-		}
-		if !hasAction {
-			return &Error{Msg: at + "decision has no action: add \"action\": \"allow\", \"deny\" or \"ask\""}
-		}
-	case ast.Var, ast.Ref, ast.Call, *ast.ObjectComprehension:
-		// computed: checked when evaluated
-	default:
-		return &Error{Msg: fmt.Sprintf("%sdecision is %v: it must be an object {\"action\": ..., \"reason\": ...}", at, h.Value)}
-	}
-	return nil
-}
-
-func isScalar(v ast.Value) bool {
-	switch v.(type) {
-	case ast.String, ast.Number, ast.Boolean, ast.Null, *ast.Array, ast.Set, ast.Object:
-		return true
-	}
-	return false
+// input converts in for Decide.
+func (p *Policy) input(in *Input) (any, error) {
+	return p.query.Input(in.Doc)
 }
 
 // Decide evaluates the policy for input. An undefined decision is the
 // default action; a decision of the wrong shape, or an evaluation error
 // (a conflict, a builtin's error), is a deny whose reason says so: the
-// gate fails closed.
-func (p *Policy) Decide(ctx context.Context, input ast.Value) Decision {
-	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(input))
+// gate fails closed. input is from [Policy.input].
+func (p *Policy) Decide(ctx context.Context, input any) Decision {
+	v, defined, err := p.query.Eval(ctx, input)
 	if err != nil {
 		return Decision{Action: Deny, Reason: "the policy failed: " + oneLine(err.Error()), Defined: true}
 	}
-	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+	if !defined {
 		return Decision{Action: p.Default}
 	}
-	d, err := decisionOf(rs[0].Expressions[0].Value)
+	d, err := decisionOf(v)
 	if err != nil {
 		return Decision{Action: Deny, Reason: "the policy's decision " + err.Error(), Defined: true}
 	}

@@ -44,7 +44,7 @@ func httpIn(t testing.TB, x *har.Exchange, tokens int) *Input {
 
 func decide(t testing.TB, p *Policy, in *Input) Decision {
 	t.Helper()
-	v, err := in.value()
+	v, err := p.input(in)
 	if err != nil {
 		t.Fatal(err)
 	}

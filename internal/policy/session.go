@@ -188,7 +188,7 @@ func (g *Gate) check(ctx context.Context, in *Input, after bool) (bool, Record) 
 }
 
 func (g *Gate) decide(ctx context.Context, in *Input) Decision {
-	v, err := in.value()
+	v, err := g.p.input(in)
 	if err != nil {
 		return Decision{Action: Deny, Reason: "the input could not be given to the policy: " + err.Error(), Defined: true}
 	}

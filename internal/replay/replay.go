@@ -117,6 +117,11 @@ func Replay(ctx context.Context, o Options) (*Verdict, error) {
 		return nil, err
 	}
 	defer r.close()
+	if r.o.Policy.Policy == nil && r.b.Has(policy.AuditFile) && !policy.HaveEngine() {
+		// The bundle's own policy is evaluated again: dal-exec's command
+		// line runs the replay in dal-exec-full, before anything is done.
+		return nil, policy.ErrNoEngine
+	}
 	steps := []func() error{
 		r.prepareWorkspace,
 		r.startPolicy,

@@ -71,6 +71,31 @@ var initImage = sync.OnceValue(func() image {
 	return image{self: self, sidecar: sidecar, sum: dal.InitSum()}
 })
 
+// ExecBeside executes the binary name beside dal-exec's resolved path in
+// place of this process, with argv and env, when it is as safe to run as a
+// dal-sandbox-init there (see the top of this file); otherwise, or when the
+// exec fails, it returns why, naming the file.
+func ExecBeside(name string, argv, env []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find dal-exec's own path: %w", err)
+	}
+	self, err := openPath("/proc/self/exe", 0)
+	if err != nil {
+		return err
+	}
+	defer self.Close()
+	f, err := openSidecar(filepath.Join(filepath.Dir(exe), name), self)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := execveat(int(f.Fd()), argv, env); err != nil {
+		return fmt.Errorf("execute %s: %w", f.Name(), err)
+	}
+	return nil // not reached
+}
+
 // FindInit starts looking for the init's image (a dal-sandbox-init and its
 // checksum, a few hundred microseconds) on another goroutine, so that a
 // [Command] soon after finds it ready.

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	dal "github.com/dal-runtime/dal"
+	"github.com/dal-runtime/dal/internal/policy"
+	"github.com/dal-runtime/dal/internal/sandbox"
+	"github.com/dal-runtime/dal/internal/termsafe"
+)
+
+// fullName is dal-exec with the Rego engine built in (cmd/dal-exec-full),
+// installed beside dal-exec.
+const fullName = "dal-exec-full"
+
+// buildEnv carries dal-exec's [dal.BuildSum] to the dal-exec-full it
+// executes, which removes it from its environment first thing.
+const buildEnv = "DAL_EXEC_BUILD"
+
+// Entry is the main of dal-exec and dal-exec-full, after the sandbox's
+// init has had its turn: it runs the command line and returns the exit
+// status. A dal-exec without the Rego engine hands a command that
+// evaluates a policy to dal-exec-full, which runs it from the start.
+func Entry() int {
+	// dal-exec lives as long as its agent with a heap of a few MB: the
+	// collection its start-up allocations would set off (about 1.5 ms of
+	// CPU, while the agent's sandbox starts beside it) is not worth it.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	sum, handed := os.LookupEnv(buildEnv)
+	if handed {
+		os.Unsetenv(buildEnv) // not for the agent
+		if err := fromDalExec(sum); err != nil {
+			fmt.Fprintf(os.Stderr, "dal-exec: %v\n", err)
+			return 2
+		}
+	}
+	return mainWithEngine(os.Args, os.Stdout, os.Stderr, handed)
+}
+
+// fromDalExec checks that this binary, executed by dal-exec for a command
+// that needs the engine, is dal-exec-full of dal-exec's build (sum).
+func fromDalExec(sum string) error {
+	if !policy.HaveEngine() {
+		return errors.New(fullName + " beside dal-exec has no Rego engine (is it a copy of dal-exec?): reinstall both with make install")
+	}
+	if sum != dal.BuildSum() {
+		return errors.New(fullName + " beside dal-exec is of another build: reinstall both with make install (or go install ./cmd/...)")
+	}
+	return nil
+}
+
+// mainWithEngine is Main, and without the Rego engine the hand-over of a
+// command that needs it; handed says this process was handed one already.
+func mainWithEngine(args []string, stdout, stderr io.Writer, handed bool) int {
+	err := runApp(args, stdout, stderr)
+	if !errors.Is(err, policy.ErrNoEngine) || policy.HaveEngine() || handed {
+		return exitCode(err, stderr)
+	}
+	// Nothing was done yet: the command asks for the engine before it
+	// touches anything (loading --policy, opening a bundle's own).
+	env := append(os.Environ(), buildEnv+"="+dal.BuildSum())
+	err = sandbox.ExecBeside(fullName, args, env)
+	fmt.Fprintf(stderr, "dal-exec: this command evaluates a Rego policy, which dal-exec leaves to %s installed beside it: %s; install it with make install (or go install ./cmd/...)\n",
+		fullName, termsafe.String(err.Error()))
+	return 2
+}
