@@ -13,8 +13,8 @@ import (
 	"github.com/dal-runtime/dal/internal/termsafe"
 )
 
-// fullName is dal-exec with the Rego engine built in (cmd/dal-exec-full),
-// installed beside dal-exec.
+// fullName is dal-exec with the Rego engine and Prometheus's registry
+// built in (cmd/dal-exec-full), installed beside dal-exec.
 const fullName = "dal-exec-full"
 
 // buildEnv carries dal-exec's [dal.BuildSum] to the dal-exec-full it
@@ -23,8 +23,9 @@ const buildEnv = "DAL_EXEC_BUILD"
 
 // Entry is the main of dal-exec and dal-exec-full, after the sandbox's
 // init has had its turn: it runs the command line and returns the exit
-// status. A dal-exec without the Rego engine hands a command that
-// evaluates a policy to dal-exec-full, which runs it from the start.
+// status. dal-exec, built without the Rego engine and Prometheus's
+// registry (their packages cost every start about 4 ms), hands a command
+// that needs one of them to dal-exec-full, which runs it from the start.
 func Entry() int {
 	// dal-exec lives as long as its agent with a heap of a few MB: the
 	// collection its start-up allocations would set off (about 1.5 ms of
@@ -40,14 +41,18 @@ func Entry() int {
 			return 2
 		}
 	}
-	return mainWithEngine(os.Args, os.Stdout, os.Stderr, handed)
+	return mainOrHandOver(os.Args, os.Stdout, os.Stderr, handed)
 }
 
+// isFull says whether this binary is dal-exec-full: its main registered
+// the Rego engine and the textfile's registry.
+func isFull() bool { return policy.HaveEngine() && textfileMetrics != nil }
+
 // fromDalExec checks that this binary, executed by dal-exec for a command
-// that needs the engine, is dal-exec-full of dal-exec's build (sum).
+// that needs it, is dal-exec-full of dal-exec's build (sum).
 func fromDalExec(sum string) error {
-	if !policy.HaveEngine() {
-		return errors.New(fullName + " beside dal-exec has no Rego engine (is it a copy of dal-exec?): reinstall both with make install")
+	if !isFull() {
+		return errors.New(fullName + " beside dal-exec has no Rego engine or Prometheus registry (is it a copy of dal-exec?): reinstall both with make install")
 	}
 	if sum != dal.BuildSum() {
 		return errors.New(fullName + " beside dal-exec is of another build: reinstall both with make install (or go install ./cmd/...)")
@@ -55,18 +60,28 @@ func fromDalExec(sum string) error {
 	return nil
 }
 
-// mainWithEngine is Main, and without the Rego engine the hand-over of a
-// command that needs it; handed says this process was handed one already.
-func mainWithEngine(args []string, stdout, stderr io.Writer, handed bool) int {
+// mainOrHandOver is Main, and in dal-exec the hand-over of a command that
+// needs dal-exec-full; handed says this process was handed one already.
+func mainOrHandOver(args []string, stdout, stderr io.Writer, handed bool) int {
 	err := runApp(args, stdout, stderr)
-	if !errors.Is(err, policy.ErrNoEngine) || policy.HaveEngine() || handed {
+	what := ""
+	switch {
+	case isFull() || handed:
+	case errors.Is(err, policy.ErrNoEngine):
+		what = "this command evaluates a Rego policy, which dal-exec leaves to " + fullName
+	case errors.Is(err, errNoMetrics):
+		what = "--metrics-textfile needs Prometheus's registry, which dal-exec leaves to " + fullName
+	}
+	if what == "" {
 		return exitCode(err, stderr)
 	}
-	// Nothing was done yet: the command asks for the engine before it
-	// touches anything (loading --policy, opening a bundle's own).
+	// Nothing was done yet: a command asks for these before it touches
+	// anything (loading --policy, opening a bundle's own, checking
+	// --metrics-textfile), and what it set up meanwhile it undid on
+	// returning the error.
 	env := append(os.Environ(), buildEnv+"="+dal.BuildSum())
 	err = sandbox.ExecBeside(fullName, args, env)
-	fmt.Fprintf(stderr, "dal-exec: this command evaluates a Rego policy, which dal-exec leaves to %s installed beside it: %s; install it with make install (or go install ./cmd/...)\n",
-		fullName, termsafe.String(err.Error()))
+	fmt.Fprintf(stderr, "dal-exec: %s, installed beside it: %s; install it with make install (or go install ./cmd/...)\n",
+		what, termsafe.String(err.Error()))
 	return 2
 }

@@ -1,10 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/daemon"
 	"github.com/dal-runtime/dal/internal/wire"
-	"github.com/dal-runtime/dal/metrics"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -18,7 +19,7 @@ func metricsTextfileFlag() ucli.Flag {
 // figures carries what a command measured to Prometheus: into the
 // --metrics-textfile, and to a running dald's /metrics.
 type figures struct {
-	m      *metrics.Metrics // nil without --metrics-textfile
+	m      daemon.Metrics // nil without --metrics-textfile
 	path   string
 	socket string // a running dald to tell ("" = the default one, if any)
 	send   []wire.Request
@@ -31,13 +32,30 @@ func newFigures(c *ucli.Context) (*figures, error) {
 		f.socket = c.String("socket")
 	}
 	if f.path != "" {
-		if err := metrics.CheckTextfilePath(f.path); err != nil {
+		if textfileMetrics == nil {
+			return nil, errNoMetrics
+		}
+		m, err := textfileMetrics(f.path)
+		if err != nil {
 			return nil, usageError{Err: err}
 		}
-		f.m = metrics.New(metrics.Options{})
+		f.m = m
 	}
 	return f, nil
 }
+
+// textfileMetrics checks the path of --metrics-textfile and makes the
+// registry written there (package metrics, on Prometheus's client
+// library). dal-exec-full registers it ([SetTextfileMetrics]); dal-exec,
+// which starts about a millisecond sooner without Prometheus's packages,
+// hands a command with --metrics-textfile to dal-exec-full (entry.go).
+var textfileMetrics func(path string) (daemon.Metrics, error)
+
+// SetTextfileMetrics registers what makes --metrics-textfile's registry.
+func SetTextfileMetrics(f func(path string) (daemon.Metrics, error)) { textfileMetrics = f }
+
+// errNoMetrics is newFigures' error without a registry for the textfile.
+var errNoMetrics = errors.New("--metrics-textfile needs Prometheus's registry, and this dal-exec is built without it: run the command with dal-exec-full, installed beside dal-exec by make install")
 
 func (f *figures) replay(fidelity float64) {
 	if f.m != nil {

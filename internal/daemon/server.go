@@ -18,7 +18,6 @@ import (
 
 	"github.com/dal-runtime/dal/internal/version"
 	"github.com/dal-runtime/dal/internal/wire"
-	"github.com/dal-runtime/dal/metrics"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +36,7 @@ type Options struct {
 	// Metrics, when set, is kept up to date: sessions, clock reads,
 	// syscalls by category, and what dal-exec reports (replays, coverage,
 	// revert times, network outcomes).
-	Metrics *metrics.Metrics
+	Metrics Metrics
 	// Tracer, when set, traces every session's process tree; nil means
 	// boundary tracing is off (TracerOff says why).
 	Tracer    Tracer

@@ -132,13 +132,15 @@ func serve(c *ucli.Context) error {
 		log.Warn("boundary tracing is off: " + off)
 	}
 	addr := c.String("metrics-addr")
+	var reg *metrics.Metrics
 	if addr != "" {
 		mo := metrics.Options{GoCollector: !c.Bool("no-go-metrics"), ProcessCollector: !c.Bool("no-process-metrics"), Routes: newGatePage().Register}
 		if tracer != nil {
-			mo.BPFStats = tracer.ProgramStats
+			mo.BPFStats = func() []metrics.ProgramStats { return programStats(tracer) }
 			mo.TracerAttached = tracer.Attached
 		}
-		opts.Metrics = metrics.New(mo)
+		reg = metrics.New(mo)
+		opts.Metrics = reg
 	}
 	var srv *daemon.Server
 	activated, err := sdnotify.Listeners()
@@ -162,7 +164,7 @@ func serve(c *ucli.Context) error {
 	}
 	var mserver *metrics.Server
 	if addr != "" {
-		if mserver, err = metrics.Serve(ctx, addr, opts.Metrics); err != nil {
+		if mserver, err = metrics.Serve(ctx, addr, reg); err != nil {
 			srv.Shutdown(context.Background())
 			return err
 		}
@@ -192,4 +194,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 0
+}
+
+// programStats feeds the metrics' BPF program statistics.
+func programStats(t *trace.Tracer) []metrics.ProgramStats {
+	st, err := t.Stats()
+	if err != nil {
+		return nil
+	}
+	out := make([]metrics.ProgramStats, 0, len(st))
+	for _, s := range st {
+		out = append(out, metrics.ProgramStats{Name: s.Name, RunCount: s.RunCount, RunTime: s.RunTime})
+	}
+	return out
 }

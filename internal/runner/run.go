@@ -31,7 +31,6 @@ import (
 	"github.com/dal-runtime/dal/internal/trace"
 	"github.com/dal-runtime/dal/internal/usage"
 	"github.com/dal-runtime/dal/internal/wire"
-	"github.com/dal-runtime/dal/metrics"
 	"github.com/dal-runtime/dal/vclock"
 )
 
@@ -67,7 +66,7 @@ type Spec struct {
 	TraceIfObserved bool
 	// Metrics, when set, is the registry an embedded dald keeps (for
 	// --metrics-textfile); a separate dald keeps its own.
-	Metrics  *metrics.Metrics
+	Metrics  daemon.Metrics
 	ClockOut string // write clock.json here ("" = not kept)
 	Replay   *vclock.File
 	// Wrap, when set, builds the command that runs the agent (argv[0] is

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dal-runtime/dal/ebpf"
 	"github.com/dal-runtime/dal/internal/wire"
-	"github.com/dal-runtime/dal/metrics"
 )
 
 // Tracer is an open boundary tracer. It implements daemon.Tracer.
@@ -69,15 +68,5 @@ func (t *Tracer) Attached() bool { return t.t.Attached() }
 // Forget implements daemon.Tracer.
 func (t *Tracer) Forget(session uint32) { t.t.Forget(session) }
 
-// ProgramStats feeds the metrics' BPF program statistics.
-func (t *Tracer) ProgramStats() []metrics.ProgramStats {
-	st, err := t.t.Stats()
-	if err != nil {
-		return nil
-	}
-	out := make([]metrics.ProgramStats, 0, len(st))
-	for _, s := range st {
-		out = append(out, metrics.ProgramStats{Name: s.Name, RunCount: s.RunCount, RunTime: s.RunTime})
-	}
-	return out
-}
+// Stats are the kernel's run statistics of the tracer's programs.
+func (t *Tracer) Stats() ([]ebpf.ProgramStats, error) { return t.t.Stats() }

@@ -47,7 +47,9 @@ Where the metrics are:
   ` + "`/`" + ` links to it and ` + "`/healthz`" + ` answers ` + "`ok`" + `.
 - A one-shot ` + "`dal-exec`" + ` run with ` + "`--metrics-textfile DIR/NAME.prom`" + ` writes the ` + "`dal_*`" + `
   families below (never ` + "`go_*`" + ` or ` + "`process_*`" + `) for node_exporter's textfile collector,
-  atomically, at the end of the run. Counters there start from zero with every run.
+  atomically, at the end of the run. Counters there start from zero with every run. The
+  registry is built into ` + "`dal-exec-full`" + `, which ` + "`dal-exec`" + ` (a millisecond faster to start
+  without Prometheus's packages) hands such a command to, from beside itself.
 
 Every labelled family is exported at zero for each of its label values before the first
 event, and the two ratios read NaN until their first observation, so a missing series never
