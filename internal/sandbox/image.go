@@ -55,40 +55,41 @@ type image struct {
 
 // initImage finds the image once per process.
 var initImage = sync.OnceValue(func() image {
-	exe, err := os.Executable()
+	self, sidecar, err := openBeside(initArg)
 	if err != nil {
-		return image{}
-	}
-	self, err := openPath("/proc/self/exe", 0)
-	if err != nil {
-		return image{}
-	}
-	sidecar, err := openSidecar(filepath.Join(filepath.Dir(exe), initArg), self)
-	if err != nil {
-		self.Close()
 		return image{}
 	}
 	return image{self: self, sidecar: sidecar, sum: dal.InitSum()}
 })
 
-// ExecBeside executes the binary name beside dal-exec's resolved path in
-// place of this process, with argv and env, when it is as safe to run as a
-// dal-sandbox-init there (see the top of this file); otherwise, or when the
-// exec fails, it returns why, naming the file.
-func ExecBeside(name string, argv, env []string) error {
+// openBeside opens, as paths (O_PATH), dal-exec's own image and the file
+// name beside its resolved path when that is safe to run in its place (see
+// the top of this file); otherwise it says why, naming the file.
+func openBeside(name string) (self, beside *os.File, err error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("find dal-exec's own path: %w", err)
+		return nil, nil, fmt.Errorf("find dal-exec's own path: %w", err)
 	}
-	self, err := openPath("/proc/self/exe", 0)
+	if self, err = openPath("/proc/self/exe", 0); err != nil {
+		return nil, nil, err
+	}
+	if beside, err = openSidecar(filepath.Join(filepath.Dir(exe), name), self); err != nil {
+		self.Close()
+		return nil, nil, err
+	}
+	return self, beside, nil
+}
+
+// ExecBeside executes the binary name beside dal-exec's resolved path in
+// place of this process, with argv and env, when it is as safe to run as a
+// dal-sandbox-init there; otherwise, or when the exec fails, it returns
+// why, naming the file.
+func ExecBeside(name string, argv, env []string) error {
+	self, f, err := openBeside(name)
 	if err != nil {
 		return err
 	}
 	defer self.Close()
-	f, err := openSidecar(filepath.Join(filepath.Dir(exe), name), self)
-	if err != nil {
-		return err
-	}
 	defer f.Close()
 	if err := execveat(int(f.Fd()), argv, env); err != nil {
 		return fmt.Errorf("execute %s: %w", f.Name(), err)
