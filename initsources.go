@@ -12,7 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
+
+	"github.com/dal-runtime/dal/internal/embedfs"
 )
 
 // initSources are the files the init is built from: its main package, the
@@ -26,40 +27,19 @@ import (
 //go:embed internal/sysvirt/*.go
 //go:embed internal/sysvirt/vdso/*.go internal/sysvirt/vdso/*.so
 //go:embed internal/safefs/*.go internal/atomicfile/*.go internal/digest/*.go internal/termsafe/*.go
+//go:embed internal/embedfs/*.go
 //go:embed seedrng/*.go
 var initSources embed.FS
 
 // InitSum is the checksum of the init's sources: CRC-32 over the Go
 // toolchain's version, then each file's path, length and content hash in
 // path order, with the total length. The content hashes are the ones the
-// compiler stores beside each embedded file (see embedFile), so the sum
+// compiler stores beside each embedded file (package embedfs), so the sum
 // reads a few kilobytes, not the 400 kB of sources (which took 0.3-0.4 ms
 // at every start of the init and of dal-exec). It tells builds apart, not
 // adversaries: a dal-sandbox-init is trusted for its owner and mode, not for
 // its sum. Later calls return the same string.
 var InitSum = sync.OnceValue(initSum)
-
-// embedFile is how the compiler lays out each file of an embed.FS (embed's
-// unexported file type, "the compiler knows the layout of this struct"):
-// an FS is a pointer to a slice of them, sorted by name, directories
-// ending in a slash; hash is a SHA-256 of data made by the compiler, cut
-// to 16 bytes (compilerHash in the tests). TestInitSum checks every
-// field against the FS's own API, so a toolchain that changes the layout
-// fails the tests rather than summing garbage.
-type embedFile struct {
-	name string
-	data string
-	hash [16]byte
-}
-
-// embedded returns the files of fsys as the compiler laid them out.
-func embedded(fsys *embed.FS) []embedFile {
-	files := *(**[]embedFile)(unsafe.Pointer(fsys))
-	if files == nil {
-		return nil
-	}
-	return *files
-}
 
 func initSum() string { return sumOf(&initSources) }
 
@@ -69,14 +49,14 @@ func sumOf(fsys *embed.FS) string {
 	put := func(s string) []byte { return append(append(b, s...), 0) }
 	b = put(runtime.Version())
 	total := 0
-	for _, f := range embedded(fsys) {
-		if strings.HasSuffix(f.name, "/") || strings.HasSuffix(f.name, "_test.go") {
+	for _, f := range embedfs.Files(fsys) {
+		if strings.HasSuffix(f.Name, "/") || strings.HasSuffix(f.Name, "_test.go") {
 			continue
 		}
-		b = put(f.name)
-		b = put(strconv.Itoa(len(f.data)))
-		b = append(b, f.hash[:]...)
-		total += len(f.data)
+		b = put(f.Name)
+		b = put(strconv.Itoa(len(f.Data)))
+		b = append(b, f.Hash[:]...)
+		total += len(f.Data)
 	}
 	return strconv.FormatUint(uint64(crc32.ChecksumIEEE(b)), 16) + "-" + strconv.Itoa(total)
 }

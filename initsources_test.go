@@ -2,7 +2,6 @@ package dal
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"embed"
 	"encoding/json"
 	"io"
@@ -85,17 +84,14 @@ func sourcesComplete(t *testing.T, pkg string, fsys embed.FS, name string, also 
 	}
 }
 
-// TestInitSum: the checksum counts the embedded files but their tests, and
-// the compiler's layout of an embed.FS it reads (embedFile) holds: the same
-// names, contents and content hashes as the FS's own API gives.
+// TestInitSum: the checksum counts the embedded files but their tests
+// (package embedfs checks the compiler's layout it reads).
 func TestInitSum(t *testing.T) {
-	names := map[string]bool{}
 	total, tests := 0, 0
 	err := fs.WalkDir(initSources, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		names[p] = true
 		b, err := initSources.ReadFile(p)
 		if strings.HasSuffix(p, "_test.go") {
 			tests++
@@ -107,41 +103,8 @@ func TestInitSum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := 0
-	for _, f := range embedded(&initSources) {
-		if strings.HasSuffix(f.name, "/") {
-			continue
-		}
-		if !names[f.name] {
-			t.Fatalf("embedded file %d is %q, a name the FS does not list: embed's layout changed (initsources.go's embedFile)", files, f.name)
-		}
-		b, _ := initSources.ReadFile(f.name)
-		if f.data != string(b) || !bytes.Equal(f.hash[:], compilerHash(b)) {
-			t.Fatalf("embedded file %s: data or hash differ from the FS's: embed's layout changed (initsources.go's embedFile)", f.name)
-		}
-		files++
-	}
-	if files != len(names) {
-		t.Fatalf("the layout shows %d files, the FS %d", files, len(names))
-	}
 	sum := InitSum()
 	if tests == 0 || !strings.HasSuffix(sum, "-"+strconv.Itoa(total)) || sum != initSum() {
 		t.Errorf("InitSum is %q, want the CRC and %d bytes (%d test files left out)", sum, total, tests)
 	}
-}
-
-// compilerHash is the content hash the compiler stores beside an embedded
-// file (cmd/compile's fileStringSym): SHA-256 with its first byte inverted
-// for a file of up to 1 kB (cmd/internal/hash.Sum32), SHA-256 of a 1 byte
-// and the data for a larger one (hash.New32), cut to 16 bytes.
-func compilerHash(b []byte) []byte {
-	if len(b) <= 1<<10 {
-		sum := sha256.Sum256(b)
-		sum[0] ^= 0xff
-		return sum[:16]
-	}
-	h := sha256.New()
-	h.Write([]byte{1})
-	h.Write(b)
-	return h.Sum(nil)[:16]
 }

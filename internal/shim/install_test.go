@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // installed installs into a fresh base and returns the tree.
@@ -70,6 +72,14 @@ func TestInstallReplacesAltered(t *testing.T) {
 		{"a manifest of an older dal", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, completeName), []byte(Digest()+"\n"), 0o644)
 		}},
+		{"a file rewritten with its size and times kept", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, site)
+			fi, _ := os.Stat(p)
+			b, _ := os.ReadFile(p)
+			b[0] ^= 0x20
+			os.WriteFile(p, b, 0o644)
+			os.Chtimes(p, fi.ModTime(), fi.ModTime())
+		}},
 		{"the tree replaced by a link", func(t *testing.T, dir string) {
 			copyDir := filepath.Join(t.TempDir(), "copy")
 			os.Rename(dir, copyDir)
@@ -84,8 +94,18 @@ func TestInstallReplacesAltered(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := string(d)
+			// The second Install checks in full and seals the tree.
+			if _, err := installIn(base); err != nil {
+				t.Fatal(err)
+			}
+			if err := sealed(dir, 0); err != nil {
+				t.Fatalf("the untouched tree is not as sealed: %v", err)
+			}
 			tc.tamper(t, dir)
-			if verify(dir) == nil {
+			if sealed(dir, 0) == nil {
+				t.Fatal("the altered tree passes the seal's check")
+			}
+			if _, err := verify(dir); err == nil {
 				t.Fatal("the altered tree passes the check")
 			}
 			d2, err := installIn(base)
@@ -95,7 +115,7 @@ func TestInstallReplacesAltered(t *testing.T) {
 			if string(d2) != dir {
 				t.Fatalf("Install moved to %s from %s", d2, dir)
 			}
-			if err := verify(dir); err != nil {
+			if _, err := verify(dir); err != nil {
 				t.Fatalf("the reinstalled tree fails the check: %v", err)
 			}
 			fi, err := os.Lstat(filepath.Join(dir, site))
@@ -173,13 +193,95 @@ func TestInstallRefusesSharedBase(t *testing.T) {
 	}
 }
 
+// TestSealTrustsOnlyItself: a seal vouches for a tree only when it is the
+// user's own regular file of this digest, and not for entries changed
+// within the window before it was made (coarse timestamps).
+func TestSealTrustsOnlyItself(t *testing.T) {
+	t.Parallel()
+	dir := installed(t)
+	lines, err := verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seal(dir, lines); err != nil {
+		t.Fatal(err)
+	}
+	if err := sealed(dir, 0); err != nil {
+		t.Fatalf("a fresh seal: %v", err)
+	}
+	if sealed(dir, time.Hour) == nil {
+		t.Error("the seal vouches for entries changed just before it was made")
+	}
+	sp := sealPath(dir)
+	good, _ := os.ReadFile(sp)
+	for _, tc := range []struct {
+		name  string
+		plant func()
+	}{
+		{"group-writable", func() { os.Chmod(sp, 0o664) }},
+		{"a symbolic link to a good copy", func() {
+			cp := filepath.Join(t.TempDir(), "seal")
+			os.WriteFile(cp, good, 0o600)
+			os.Remove(sp)
+			os.Symlink(cp, sp)
+		}},
+		{"another digest", func() {
+			os.WriteFile(sp, bytes.Replace(good, []byte(Digest()), []byte("0123456789abcdef"), 1), 0o600)
+		}},
+		{"cut short", func() {
+			i := bytes.LastIndexByte(good[:len(good)-1], '\n')
+			os.WriteFile(sp, good[:i+1], 0o600)
+		}},
+		{"a shipped file left out, the count kept", func() {
+			var kept []string
+			lines := strings.Split(string(good), "\n")
+			for _, l := range lines[1:] {
+				if !strings.HasSuffix(l, " python/sitecustomize.py") {
+					kept = append(kept, l)
+				}
+			}
+			head := strings.Fields(lines[0])
+			head[3] = strconv.Itoa(len(kept) - 1)
+			os.WriteFile(sp, []byte(strings.Join(head, " ")+"\n"+strings.Join(kept, "\n")), 0o600)
+		}},
+	} {
+		os.Remove(sp)
+		os.WriteFile(sp, good, 0o600)
+		if err := sealed(dir, 0); err != nil {
+			t.Fatalf("%s: the good seal back: %v", tc.name, err)
+		}
+		tc.plant()
+		if sealed(dir, 0) == nil {
+			t.Errorf("%s: the seal is trusted", tc.name)
+		}
+	}
+}
+
 // BenchmarkInstallChecked is the cost each run pays: checking an installed
-// tree.
+// tree against its seal (Install's check once the tree is older than
+// sealWindow).
 func BenchmarkInstallChecked(b *testing.B) {
 	dir := installed(b)
-	base := filepath.Dir(dir)
+	lines, err := verify(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := seal(dir, lines); err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
-		if _, err := installIn(base); err != nil {
+		if err := sealed(dir, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkInstallCheckedFull is the cost a run pays when the seal does not
+// vouch for the tree: checking it in full.
+func BenchmarkInstallCheckedFull(b *testing.B) {
+	dir := installed(b)
+	for b.Loop() {
+		if _, err := verify(dir); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,13 +15,14 @@
 // (its hash is in the tree's manifest, .complete), and nothing else is
 // there but the caches of other Python versions, which are removed. A tree
 // that differs (an agent appended to sitecustomize.py during an unsandboxed
-// run, say) is replaced by a fresh one in one rename. Limit: someone who
-// can write the user's cache can also rewrite the manifest with the
-// byte-compiled files; the sandbox shows the tree read-only.
+// run, say) is replaced by a fresh one in one rename. A tree that stats as
+// it did when it last passed that check in full is taken as it is (its
+// seal, seal.go). Limit: someone who can write the user's cache can also
+// rewrite the manifest with the byte-compiled files, and the seal; the
+// sandbox shows the tree read-only.
 package shim
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -36,6 +37,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dal-runtime/dal/internal/embedfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -65,34 +67,31 @@ func shipped(p string) bool {
 
 // shippedTree is the embedded tree as installed, read once.
 type shippedTree struct {
-	files  map[string][]byte // path -> content
+	files  map[string]string // path -> content (the binary's, not a copy)
 	dirs   map[string]bool
 	digest string
 }
 
+// shippedOnce reads the tree from the compiler's layout of files: the
+// digest hashes each file's path, length and the content hash the
+// compiler stored beside it, a few kilobytes rather than the 450 kB of
+// shims, at every run.
 var shippedOnce = sync.OnceValue(func() *shippedTree {
-	t := &shippedTree{files: map[string][]byte{}, dirs: map[string]bool{}}
+	t := &shippedTree{files: map[string]string{}, dirs: map[string]bool{}}
 	h := sha256.New()
-	fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == "." {
-			return err
-		}
+	for _, f := range embedfs.Files(&files) {
+		p, dir := strings.CutSuffix(f.Name, "/")
 		if !shipped(p) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
+			continue
 		}
-		if d.IsDir() {
+		if dir {
 			t.dirs[p] = true
-			return nil
+			continue
 		}
-		b, _ := files.ReadFile(p)
-		t.files[p] = b
-		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
-		h.Write(b)
-		return nil
-	})
+		t.files[p] = f.Data
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(f.Data))
+		h.Write(f.Hash[:])
+	}
 	t.digest = hex.EncodeToString(h.Sum(nil))[:16]
 	return t
 })
@@ -131,7 +130,12 @@ func installIn(base string) (Dir, error) {
 		return "", err
 	}
 	final := filepath.Join(base, Digest())
-	if verify(final) == nil {
+	if sealed(final, sealWindow) == nil {
+		return Dir(final), nil
+	}
+	if lines, err := verify(final); err == nil {
+		// Best effort: without a seal the next run checks in full again.
+		seal(final, lines)
 		return Dir(final), nil
 	}
 	tmp, err := os.MkdirTemp(base, ".extract-")
@@ -146,7 +150,7 @@ func installIn(base string) (Dir, error) {
 	if err == nil {
 		return Dir(final), nil
 	}
-	if verify(final) == nil {
+	if _, err := verify(final); err == nil {
 		return Dir(final), nil // another process installed it meanwhile
 	}
 	// A tree that is not what dal installed: swap the fresh one in, in one
@@ -167,7 +171,7 @@ func extract(dir string) error {
 		}
 	}
 	for p, b := range tree.files {
-		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(p)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(p)), []byte(b), 0o644); err != nil {
 			return err
 		}
 	}
@@ -221,23 +225,24 @@ var errAltered = errors.New("the installed shims were altered")
 
 // verify checks the tree at dir against the embedded files and its
 // manifest, without following any symbolic link, and removes the caches
-// of other Python versions. nil means the tree can be used as it is.
-func verify(dir string) error {
+// of other Python versions. nil means the tree can be used as it is; then
+// sealed is what the check saw, for [seal].
+func verify(dir string) (sealed string, err error) {
 	if err := checkOwned(dir); err != nil {
-		return err
+		return "", err
 	}
 	root, err := openDirAt(unix.AT_FDCWD, dir)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer root.Close()
-	m, err := readFileAt(int(root.Fd()), completeName)
+	m, st, err := readAt(int(root.Fd()), completeName, false)
 	if err != nil {
-		return err
+		return "", err
 	}
 	first, rest, _ := strings.Cut(string(m), "\n")
 	if first != Digest()+" "+manifestVersion {
-		return errAltered
+		return "", errAltered
 	}
 	made := map[string]string{} // path -> hex sha256
 	for _, l := range strings.Split(rest, "\n") {
@@ -246,46 +251,53 @@ func verify(dir string) error {
 		}
 		sum, p, ok := strings.Cut(l, " ")
 		if !ok {
-			return errAltered
+			return "", errAltered
 		}
 		made[p] = sum
 	}
 	v := verifier{tree: shippedOnce(), made: made, seen: map[string]bool{}}
+	v.sealed.WriteString(sealLine(&st, completeName))
 	if err := v.dir(root, ""); err != nil {
-		return err
+		return "", err
 	}
 	// Everything expected is there.
 	for p := range made {
 		if !v.seen[p] {
-			return errAltered
+			return "", errAltered
 		}
 	}
 	for p := range v.tree.files {
 		if !v.seen[p] {
-			return errAltered
+			return "", errAltered
 		}
 	}
 	for p := range v.tree.dirs {
 		if !v.seen[p] {
-			return errAltered
+			return "", errAltered
 		}
 	}
-	return nil
+	return v.sealed.String(), nil
 }
 
 type verifier struct {
-	tree *shippedTree
-	made map[string]string // path -> hex sha256, from the manifest
-	seen map[string]bool
+	tree   *shippedTree
+	made   map[string]string // path -> hex sha256, from the manifest
+	seen   map[string]bool
+	sealed strings.Builder // the seal's lines of what it read
 }
 
 // dir checks the directory d, rel below the tree's root.
 func (v *verifier) dir(d *os.File, rel string) error {
+	fd := int(d.Fd())
+	var own unix.Stat_t
+	if err := unix.Fstat(fd, &own); err != nil {
+		return err
+	}
+	v.sealed.WriteString(sealLine(&own, rel))
 	names, err := d.Readdirnames(-1)
 	if err != nil {
 		return err
 	}
-	fd := int(d.Fd())
 	for _, name := range names {
 		p := path.Join(rel, name)
 		if p == completeName {
@@ -353,12 +365,13 @@ func (v *verifier) file(dirfd int, name, p string) error {
 	if !shippedFile && !madeFile {
 		return errAltered
 	}
-	b, err := readFileAt(dirfd, name)
+	b, st, err := readAt(dirfd, name, false)
 	if err != nil {
 		return err
 	}
+	v.sealed.WriteString(sealLine(&st, p))
 	if shippedFile {
-		if !bytes.Equal(b, want) {
+		if string(b) != want {
 			return errAltered
 		}
 		return nil
@@ -410,32 +423,33 @@ func openDirAt(dirfd int, name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// readFileAt reads the regular file name in the directory open at dirfd,
-// not following a symbolic link.
-func readFileAt(dirfd int, name string) ([]byte, error) {
+// readAt reads the regular file name in the directory open at dirfd, not
+// following a symbolic link, and returns its stat, made before the read.
+// own: only when it is the user's and writable by no one else.
+func readAt(dirfd int, name string, own bool) ([]byte, unix.Stat_t, error) {
+	var st unix.Stat_t
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, st, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, errAltered
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || (own && (int(st.Uid) != os.Getuid() || st.Mode&0o022 != 0)) {
+		return nil, st, errAltered
 	}
 	// One read of the right size (and one to see the end).
-	b := make([]byte, 0, fi.Size()+1)
+	b := make([]byte, 0, st.Size+1)
 	for {
 		n, err := f.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if err == io.EOF || n == 0 {
-			return b, nil
+			return b, st, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, st, err
 		}
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
