@@ -56,7 +56,8 @@ func becomeSubreaper() error {
 }
 
 // descendants lists the PIDs below pid, children before grandchildren, read
-// from /proc/<pid>/task/*/children.
+// from /proc/<pid>/task/*/children; not a sandbox's init that is ending in
+// the background ([sandbox.Exiting]), nor what is below it.
 func descendants(pid int) []int {
 	var out []int
 	queue := []int{pid}
@@ -72,7 +73,7 @@ func descendants(pid int) []int {
 			}
 			for _, f := range strings.Fields(string(b)) {
 				c, err := strconv.Atoi(f)
-				if err == nil && !seen[c] {
+				if err == nil && !seen[c] && !sandbox.Exiting(c) {
 					seen[c] = true
 					out = append(out, c)
 					queue = append(queue, c)

@@ -508,11 +508,12 @@ wait:
 		}
 	}
 	var ee *exec.ExitError
+	var exited interface{ ExitCode() int } // an *exec.ExitError, or the sandbox's own
 	switch {
 	case werr == nil:
 		res.ExitCode = 0
-	case errors.As(werr, &ee) && reported:
-		res.ExitCode = ee.ExitCode()
+	case errors.As(werr, &exited) && reported:
+		res.ExitCode = exited.ExitCode()
 		if sig != 0 {
 			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s; exit code %d\n", sig, res.ExitCode)
 		}

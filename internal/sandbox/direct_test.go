@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -178,5 +181,88 @@ func TestInitThreadsDuringTheRun(t *testing.T) {
 	}
 	if n := threadsAfter(dir, 100); n != 2 {
 		t.Errorf("threadsAfter counts %d threads above 100 in 1 2 57 99 100 101 250, want 2", n)
+	}
+}
+
+// TestDirectWaitBeforeInitEnds: the Wait of a direct sandbox whose agent
+// left nothing running returns once the init reports (the agent's status
+// as an *ExitError, output complete, the caller's pipe no longer held by
+// the init), while the init's own end is reaped in the background. An
+// agent that left a process running, or streams exec.Cmd copies, take the
+// usual way: the init's end kills what is left, and Wait reaps it.
+func TestDirectWaitBeforeInitEnds(t *testing.T) {
+	t.Parallel()
+	cfg, _ := directConfig(t)
+
+	cmd := command(t, cfg, `echo out; echo err >&2; exit 3`)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	werr := cmd.Wait()
+	w.Close()
+	var ee *ExitError
+	if !errors.As(werr, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("Wait returned %v (%T), want the agent's exit status 3 as an *ExitError", werr, werr)
+	}
+	if !cmd.rep.Done {
+		t.Errorf("the init's report %+v: want done, nothing left to do but exit", cmd.rep)
+	}
+	if code, sig, left, ok := ee.Code, cmd.rep.Signal, cmd.rep.Left, cmd.repOK; !ok || code != 3 || sig != 0 || left != 0 {
+		t.Errorf("the report: code %d, signal %d, left %d, ok %v", code, sig, left, ok)
+	}
+	// The init holds none of the caller's streams: with ours closed, the
+	// pipe ends once the agent's output is read, the init's end or not.
+	out, err := io.ReadAll(r)
+	if err != nil || string(out) != "out\nerr\n" {
+		t.Errorf("the pipe held %q (%v), want the agent's output", out, err)
+	}
+	pid := cmd.Process.Pid
+	if Exiting(pid) {
+		if fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd"); err == nil {
+			for _, fd := range fds {
+				if l, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + fd.Name()); strings.HasPrefix(l, "pipe:") {
+					t.Errorf("the ending init still holds %s on descriptor %s", l, fd.Name())
+				}
+			}
+		}
+	}
+
+	// A process left running: the usual way.
+	cmd = command(t, cfg, `sleep 30 & echo started`)
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if _, left, ok := cmd.Ended(); !ok || left != 1 || cmd.rep.Done {
+		t.Errorf("an agent that left sleep running: report %+v, want 1 left and not done", cmd.rep)
+	}
+	if cmd.ProcessState == nil {
+		t.Error("Wait returned before reaping the init, which had a process to end")
+	}
+
+	// Copied streams: exec.Cmd's Wait ends their copying.
+	cmd = command(t, cfg, `echo copied; exit 4`)
+	var buf bytes.Buffer
+	cmd.Stdout = &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var xe *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &xe) || xe.ExitCode() != 4 || buf.String() != "copied\n" {
+		t.Errorf("with a copied stdout Wait returned %v and %q, want exec's exit status 4 and the output", err, buf.String())
 	}
 }

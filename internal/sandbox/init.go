@@ -46,7 +46,7 @@ const (
 	deniedFD = 4 // Staging/denied.jsonl, opened for append
 	gateFD   = 5 // the init's end of the gate socket (gate.go)
 	countsFD = 6 // Staging/sysvirt.json: what the syscall layer served
-	exitFD   = 7 // Staging/exit.json: how the agent ended (exitReport)
+	exitFD   = 7 // write end of the exit pipe: how the agent ended (exitReport)
 )
 
 // runInit is the init's whole life; it returns the exit status.
@@ -154,6 +154,14 @@ func runInit(arg string) int {
 	term, err := openTerminal()
 	if err != nil {
 		return fail(err)
+	}
+	// What replaces the caller's streams once the agent is done, so that
+	// the parent need not wait for the init's end (exitReport.Done).
+	devNull := -1
+	if sp.Direct && !sp.Policy {
+		if fd, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+			devNull = fd
+		}
 	}
 	w := newWatcher(denied, sp.Quiet, sp.Network)
 	var rules []sysvirt.Rule
@@ -276,11 +284,7 @@ func runInit(arg string) int {
 		code, rep.Signal = reap(pid)
 	}
 	countsOut.Close()
-	rep.Left = leftRunning()
-	if b, err := json.Marshal(rep); err == nil {
-		exitOut.Write(b)
-	}
-	exitOut.Close()
+	rep.Code, rep.Left = code, leftRunning()
 	if term != nil {
 		// What the agent left running holds the pty: end it now, as
 		// leaving PID 1 would, so its output drains and ends.
@@ -292,6 +296,20 @@ func runInit(arg string) int {
 		}
 		term.finish()
 	}
+	if rep.Left == 0 && sp.Direct && !sp.Policy && devNull >= 0 {
+		// Nothing is left for the init to do but exit, which takes
+		// about a millisecond (its threads, its namespaces): the
+		// parent may go on meanwhile, once the caller's streams are
+		// no longer held here.
+		for fd := range 3 {
+			unix.Dup3(devNull, fd, 0)
+		}
+		rep.Done = true
+	}
+	if b, err := json.Marshal(rep); err == nil {
+		exitOut.Write(b)
+	}
+	exitOut.Close()
 	return code
 }
 
@@ -322,12 +340,16 @@ func reap(agent int) (int, int) {
 // that exited 128+n, nor say what the agent left running, which the
 // namespace's end kills.
 type exitReport struct {
+	Code   int `json:"code"` // the agent's exit status, the init's own
 	Signal int `json:"signal,omitempty"`
 	Left   int `json:"left,omitempty"` // processes still running when the agent exited
 	// Threads the init started while the agent's tree ran (see
 	// warmThreads): each took the pid the tree's next process would have
 	// had, so later pids may differ from run to run.
 	Threads int `json:"threads,omitempty"`
+	// Done: the init has nothing left to do but exit, and holds none of
+	// the caller's streams; the parent need not wait for its end.
+	Done bool `json:"done,omitempty"`
 }
 
 // threadsAfter counts the threads in dir (/proc/self/task of the init)

@@ -116,7 +116,7 @@ func run(t testing.TB, cfg Config, script string, env ...string) result {
 	}
 	err := cmd.Wait()
 	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
+	var ee interface{ ExitCode() int } // exec's or the sandbox's
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):

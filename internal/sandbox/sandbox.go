@@ -113,7 +113,6 @@ func Upper(cfg Config) string { return filepath.Join(cfg.Staging, "upper") }
 func workDir(cfg Config) string    { return filepath.Join(cfg.Staging, "work") }
 func deniedFile(cfg Config) string { return filepath.Join(cfg.Staging, "denied.jsonl") }
 func countsFile(cfg Config) string { return filepath.Join(cfg.Staging, "sysvirt.json") }
-func exitFile(cfg Config) string   { return filepath.Join(cfg.Staging, "exit.json") }
 
 // Virtualized returns what the syscall layer served in the finished
 // sandbox of cfg; ok is false when it was not enabled or left nothing (the
@@ -212,7 +211,7 @@ type Cmd struct {
 	// to its end (or the channel was closed).
 	policyRead chan struct{}
 	work       string // the overlay's work directory (Staging/work)
-	exit       string // Staging/exit.json (exitReport)
+	exit       *os.File // read end of the exit pipe (exitReport)
 	before     func(*Cmd) error
 	prestarted bool // from Prestart: the spec goes on the gate (Begin)
 	begun      bool // Begin sent it
@@ -412,12 +411,11 @@ func prepare(cfg Config) (*Cmd, error) {
 		return fail(fmt.Errorf("create the syscall layer's counts: %w", err))
 	}
 	c.child = append(c.child, counts)
-	exit, err := os.OpenFile(exitFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	er, exit, err := os.Pipe()
 	if err != nil {
-		return fail(fmt.Errorf("create the sandbox's exit report: %w", err))
+		return fail(fmt.Errorf("create the sandbox's exit pipe: %w", err))
 	}
-	c.child = append(c.child, exit)
-	c.exit = exitFile(cfg)
+	c.exit, c.child = er, append(c.child, exit)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fail(fmt.Errorf("create the sandbox status pipe: %w", err))
@@ -639,11 +637,26 @@ const gateByte = 0x01
 
 // Wait is exec.Cmd.Wait for a command from [Command]: it returns a
 // *[SetupError] when the sandbox could not be set up, else what
-// exec.Cmd.Wait returns (an *exec.ExitError carries the agent's status).
-// Once the init is reaped it lets the policy gate read the init's last
-// requests and closes every descriptor c owns ([Cmd.Close]).
+// exec.Cmd.Wait returns (an *exec.ExitError carries the agent's status),
+// or, when the init said it had nothing left to do but exit (a direct
+// sandbox's agent that left nothing running, without a policy), nil or an
+// [*ExitError] with the agent's status, while the init's end (about a
+// millisecond: its threads, its namespaces) is reaped in the background
+// ([Exiting]). Once the init is reaped or done it lets the policy gate
+// read the init's last requests and closes every descriptor c owns
+// ([Cmd.Close]).
 func (c *Cmd) Wait() error {
 	rerr := c.Ready()
+	if rerr == nil && c.policyRead == nil && ownStreams(c.Cmd) {
+		if r, ok := c.report(); ok && r.Done {
+			exiting.add(c.Cmd)
+			c.Close()
+			if r.Code != 0 {
+				return &ExitError{Code: r.Code}
+			}
+			return nil
+		}
+	}
 	werr := c.Cmd.Wait()
 	if c.policyRead != nil {
 		// No copy of the init's end is left (the init is gone, and
@@ -660,6 +673,7 @@ func (c *Cmd) Wait() error {
 			d.Close()
 		}
 	}
+	c.report() // the init is gone: what it wrote, before the pipe closes
 	c.Close()
 	var se *SetupError
 	if errors.As(rerr, &se) || errors.Is(rerr, errGate) {
@@ -669,6 +683,58 @@ func (c *Cmd) Wait() error {
 		return rerr
 	}
 	return werr
+}
+
+// ownStreams reports whether cmd's standard streams are files (or unset):
+// exec.Cmd copies no others, whose copying only its Wait ends.
+func ownStreams(cmd *exec.Cmd) bool {
+	for _, s := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		if _, ok := s.(*os.File); !ok && s != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// ExitError is the agent's exit status when [Cmd.Wait] returned before the
+// init's end: Code is what the init exits with (128+n for an agent killed
+// by signal n; [Cmd.Ended] tells them apart).
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return "exit status " + strconv.Itoa(e.Code) }
+
+// ExitCode is the agent's exit status.
+func (e *ExitError) ExitCode() int { return e.Code }
+
+// exiting are the inits whose end is being reaped in the background.
+var exiting = exitingInits{pids: map[int]bool{}}
+
+type exitingInits struct {
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+// add reaps cmd's process in the background.
+func (e *exitingInits) add(cmd *exec.Cmd) {
+	pid := cmd.Process.Pid
+	e.mu.Lock()
+	e.pids[pid] = true
+	e.mu.Unlock()
+	go func() {
+		cmd.Wait()
+		e.mu.Lock()
+		delete(e.pids, pid)
+		e.mu.Unlock()
+	}()
+}
+
+// Exiting reports whether pid is the init of a sandbox whose Wait
+// returned before its end, which is being reaped: a process of dal's own,
+// not one the agent left.
+func Exiting(pid int) bool {
+	exiting.mu.Lock()
+	defer exiting.mu.Unlock()
+	return exiting.pids[pid]
 }
 
 // Ended reports how the agent of a waited-for c ended: the signal that
@@ -689,15 +755,21 @@ func (c *Cmd) ThreadsDuring() int {
 	return r.Threads
 }
 
-// report is the init's exit report, read once after Wait; ok is false when
-// the init wrote none (it was killed).
+// report is the init's exit report, read once, by Wait; ok is false when
+// the init wrote none (it was killed) or it was not read before Close. It
+// blocks until the init has written it or is gone.
 func (c *Cmd) report() (exitReport, bool) {
 	c.reportOnce.Do(func() { c.rep, c.repOK = c.readReport() })
 	return c.rep, c.repOK
 }
 
 func (c *Cmd) readReport() (exitReport, bool) {
-	b, err := os.ReadFile(c.exit)
+	if c.exit == nil {
+		return exitReport{}, false
+	}
+	// Ours of the write end are closed (Ready): the init's end is the
+	// only one.
+	b, err := io.ReadAll(io.LimitReader(c.exit, 64<<10))
 	if err != nil || len(b) == 0 {
 		return exitReport{}, false
 	}
@@ -719,6 +791,9 @@ func (c *Cmd) Close() error {
 		errs := []error{closeAll(c.child)}
 		if c.status != nil {
 			errs = append(errs, ignoreClosed(c.status.Close()))
+		}
+		if c.exit != nil {
+			errs = append(errs, ignoreClosed(c.exit.Close()))
 		}
 		c.closeGate()
 		if c.policy != nil {
