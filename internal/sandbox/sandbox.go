@@ -210,7 +210,7 @@ type Cmd struct {
 	// policyRead is closed when servePolicy has read the policy channel
 	// to its end (or the channel was closed).
 	policyRead chan struct{}
-	work       string // the overlay's work directory (Staging/work)
+	work       string   // the overlay's work directory (Staging/work)
 	exit       *os.File // read end of the exit pipe (exitReport)
 	before     func(*Cmd) error
 	prestarted bool // from Prestart: the spec goes on the gate (Begin)
