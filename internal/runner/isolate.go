@@ -58,18 +58,23 @@ func isolated(spec *Spec, tmp string) *sandbox.Config {
 // known ([sandbox.Prestart]), with the runner's streams, process group and
 // CPUs; isolate tells it what to run.
 type earlySandbox struct {
-	cfg   *sandbox.Config
-	ready chan struct{} // closed once c is set
-	c     *sandbox.Cmd  // the started sandbox; nil when it could not start
-	taken bool          // isolate's Wrap has it: the runner waits for it
+	cfg     *sandbox.Config
+	staging chan string   // the staging directory, once the run's private directory is made
+	named   bool          // configure sent it
+	ready   chan struct{} // closed once c is set
+	c       *sandbox.Cmd  // the started sandbox; nil when it could not start
+	taken   bool          // isolate's Wrap has it: the runner waits for it
 }
 
-// startEarly starts spec's sandbox on another goroutine (making it and
-// starting its init take about a millisecond, which dal-exec spends on its
-// own preparation meanwhile). When it cannot start, isolate starts the
-// sandbox as usual and reports why.
-func startEarly(spec *Spec, tmp string) *earlySandbox {
-	e := &earlySandbox{cfg: isolated(spec, tmp), ready: make(chan struct{})}
+// startEarly starts spec's sandbox on another goroutine, first thing:
+// making it and starting its init take 2-3 ms, which dal-exec spends on
+// its own preparation meanwhile (the run's private directory, dald, the
+// shims' check). [earlySandbox.configure] names its staging directory.
+// When it cannot start, isolate starts the sandbox as usual and reports
+// why.
+func startEarly(spec *Spec) *earlySandbox {
+	e := &earlySandbox{cfg: isolated(spec, ""), staging: make(chan string, 1), ready: make(chan struct{})}
+	e.cfg.Staging = ""
 	// The sandbox pins the agent: its init, the syscall layer's
 	// supervisor, starts on any CPU, beside dal-exec's own work.
 	e.cfg.CPUs = spec.CPUs
@@ -89,9 +94,22 @@ func startEarly(spec *Spec, tmp string) *earlySandbox {
 			c.Close()
 			return
 		}
+		staging, ok := <-e.staging
+		if !ok || c.Configure(staging) != nil {
+			c.Wait() // the init ends when the gate closes
+			return
+		}
 		e.c = c
 	}()
 	return e
+}
+
+// configure names the run's private directory tmp, in which the sandbox's
+// staging directory is made.
+func (e *earlySandbox) configure(tmp string) {
+	e.cfg.Staging = isolated(&Spec{}, tmp).Staging
+	e.named = true
+	e.staging <- e.cfg.Staging
 }
 
 // get waits for the early start and returns the started sandbox, or nil.
@@ -107,6 +125,9 @@ func (e *earlySandbox) abort() {
 		return
 	}
 	e.taken = true
+	if !e.named {
+		close(e.staging)
+	}
 	if c := e.get(); c != nil {
 		c.Close()
 		c.Wait()
@@ -139,7 +160,9 @@ func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox) {
 		if early != nil && !early.taken {
 			early.taken = true
 			if c := early.get(); c != nil {
-				begin := func() error { return c.Begin(*cfg, argv, env, dir) }
+				begin := func() error {
+					return c.Begin(*cfg, argv, env, dir)
+				}
 				return Wrapped{Cmd: c.Cmd, Start: begin, Wait: c.Wait, Close: c.Close, Ended: c.Ended, Threads: c.ThreadsDuring}, nil
 			}
 		}

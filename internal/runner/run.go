@@ -212,7 +212,15 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	inside := spec.Isolate && spec.Wrap == nil && sandbox.Inside()
 	isolated := spec.Isolate && spec.Wrap == nil && !inside
-	if isolated {
+	// An isolated run's sandbox starts now, while dal-exec prepares the
+	// agent: its init's start and set-up, 4-5 ms, overlap what follows.
+	// Not when dald may trace the run, which must track dal-exec before
+	// the init is forked.
+	var early *earlySandbox
+	if isolated && !mayTrace(&spec) {
+		early = startEarly(&spec)
+		defer early.abort()
+	} else if isolated {
 		sandbox.FindInit() // meanwhile
 	}
 	path, err := exec.LookPath(spec.Args[0])
@@ -224,18 +232,14 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, fmt.Errorf("create the run's private directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	// The early sandbox makes its staging directory in tmp: ended first.
+	defer early.abort()
 	if held, err := leftover.Hold(tmp); err == nil {
 		defer held.Release()
 	}
 
-	// An isolated run's sandbox starts now, while dal-exec prepares the
-	// agent: its init's start and threads, about 3 ms, overlap what
-	// follows. Not when dald may trace the run, which must track
-	// dal-exec before the init is forked.
-	var early *earlySandbox
-	if isolated && !mayTrace(&spec) {
-		early = startEarly(&spec, tmp)
-		defer early.abort()
+	if early != nil {
+		early.configure(tmp)
 	}
 	// Private directories of runs that died are removed meanwhile; a live
 	// run's, this one's too, is locked (internal/leftover) and kept.

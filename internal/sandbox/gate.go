@@ -184,6 +184,48 @@ func sendSpec(gate *os.File, b []byte) error {
 	return err
 }
 
+// sendFiles sends a prestarted init the files it writes in the staging
+// directory, which did not exist when it started: the denied-writes list
+// and the syscall layer's counts ('F', with their descriptors).
+func sendFiles(gate *os.File, denied, counts *os.File) error {
+	return unix.Sendmsg(int(gate.Fd()), []byte{'F'}, unix.UnixRights(int(denied.Fd()), int(counts.Fd())), nil, 0)
+}
+
+// receiveFiles takes the files sendFiles sends and puts them at deniedFD
+// and countsFD, where the placeholders Prestart passed were. gone says the
+// parent went away first.
+func receiveFiles(gate *os.File) (gone bool, err error) {
+	buf := make([]byte, 8)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(int(gate.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return true, err
+		}
+		var fds []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+			fds, _ = unix.ParseUnixRights(&msgs[0])
+		}
+		if n != 1 || buf[0] != 'F' || len(fds) != 2 {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return false, errors.New("the sandbox was started with a malformed specification")
+		}
+		for i, to := range []int{deniedFD, countsFD} {
+			err := unix.Dup3(fds[i], to, unix.O_CLOEXEC)
+			unix.Close(fds[i])
+			if err != nil {
+				return false, fmt.Errorf("sandbox: take the staging files: %v", err)
+			}
+		}
+		return false, nil
+	}
+}
+
 // receiveSpec reads a spec from the gate into sp. gone says the parent
 // went away first.
 func receiveSpec(gate *os.File, sp *spec) (gone bool, err error) {

@@ -91,6 +91,13 @@ func runInit(arg string) int {
 	procs := runtime.GOMAXPROCS(0)
 	fixed := false // a direct sandbox's fixed mounts are made
 	if prestarted {
+		// The staging files first: the init may have started before
+		// they existed (Prestart passed placeholders).
+		if gone, err := receiveFiles(gate); gone {
+			return setupExit // the parent gave up: it reports why
+		} else if err != nil {
+			return fail(err)
+		}
 		var early spec
 		if gone, err := receiveSpec(gate, &early); gone {
 			return setupExit // the parent gave up: it reports why

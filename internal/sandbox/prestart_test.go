@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,5 +160,56 @@ func TestBeginAfterTheInitDied(t *testing.T) {
 	c.Wait()
 	if c.ProcessState == nil || strings.Contains(out.String(), "ran") {
 		t.Errorf("the init was not reaped (%v) or the agent ran (%q)", c.ProcessState, out.String())
+	}
+}
+
+// TestPrestartBeforeStaging: a direct sandbox's init started before its
+// staging directory exists (as dal-exec starts it, first thing) gets the
+// staging files on its gate once Configure names the directory, and its
+// agent runs as Command's does, the syscall layer's counts in the staging
+// directory. Begin before Configure, or Configure twice, is refused.
+func TestPrestartBeforeStaging(t *testing.T) {
+	t.Parallel()
+	cfg, _ := directConfig(t)
+	script := `echo $$; head -c 8 /dev/urandom | od -An -tx1; date +%s`
+	want := run(t, cfg, script)
+	if want.code != 0 {
+		t.Fatalf("Command's run: exit %d: %s", want.code, want.stderr)
+	}
+	early := cfg
+	early.Staging, early.Mounts = "", nil
+	var out, errb bytes.Buffer
+	c := prestarted(t, early, &out, &errb)
+	argv := []string{"/bin/sh", "-c", script}
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if err := c.Begin(cfg, argv, env, cfg.Workspace); err == nil || !strings.Contains(err.Error(), "Configure") {
+		t.Errorf("Begin before Configure = %v, want it refused", err)
+	}
+	staging := filepath.Join(t.TempDir(), "later")
+	if err := c.Configure(staging); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Configure(staging); err == nil {
+		t.Error("a second Configure succeeded")
+	}
+	cfg.Staging = staging
+	if err := c.Begin(cfg, argv, env, cfg.Workspace); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatalf("prestarted run: %v (stderr %q)", err, errb.String())
+	}
+	if out.String() != want.stdout {
+		t.Errorf("the agent of an init started before its staging directory saw\n%s\nCommand's saw\n%s", out.String(), want.stdout)
+	}
+	counts, ok, err := Virtualized(cfg)
+	if err != nil || !ok || counts.Served["random"] == 0 && counts.Served["clock"] == 0 {
+		t.Errorf("the syscall layer's counts in the staging directory: %+v, %v, %v", counts, ok, err)
+	}
+
+	// A run abandoned before Configure: the init ends when waited for.
+	c = prestarted(t, early, &out, &errb)
+	if err := c.Wait(); !errors.Is(err, errGate) {
+		t.Errorf("Wait before Configure = %v, want the agent not started", err)
 	}
 }

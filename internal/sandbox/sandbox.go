@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,7 +214,9 @@ type Cmd struct {
 	work       string   // the overlay's work directory (Staging/work)
 	exit       *os.File // read end of the exit pipe (exitReport)
 	before     func(*Cmd) error
-	prestarted bool // from Prestart: the spec goes on the gate (Begin)
+	prestarted bool   // from Prestart: the spec goes on the gate (Begin)
+	early      Config // what Prestart was given
+	configured bool   // Configure sent the configuration
 	begun      bool // Begin sent it
 
 	gateMu   sync.Mutex // held for each request on the gate
@@ -248,7 +251,7 @@ func Command(cfg Config, argv []string, env []string, dir string) (*Cmd, error) 
 		// Before the sandbox makes anything: what it makes is the run's.
 		cfg.Virtual.StartNS = sysvirt.StartNow()
 	}
-	c, err := prepare(cfg)
+	c, err := prepare(cfg, false)
 	if err != nil {
 		return nil, err
 	}
@@ -271,35 +274,74 @@ const specFollows = "-"
 // (its image, the supervisor's threads) while the caller prepares the
 // agent; [Cmd.Begin] then says what to run. Cmd's other methods work as
 // for [Command]. Prestart is for a sandbox under the syscall layer.
+//
+// A direct sandbox's init may even start before its staging directory is
+// made: with cfg.Staging empty, the init waits for [Cmd.Configure] to name
+// it (dal-exec starts it first thing, and makes its private directory
+// meanwhile).
 func Prestart(cfg Config) (*Cmd, error) {
 	if !cfg.Virtual.Enabled() {
 		return nil, errors.New("sandbox.Prestart: a sandbox without the syscall layer gains nothing from an early start: use Command")
 	}
-	c, err := prepare(cfg)
+	c, err := prepare(cfg, true)
 	if err != nil {
 		return nil, err
 	}
-	// The init's own environment is empty (the agent's comes with the
-	// spec): nothing of the caller's reaches the init's runtime, which
-	// runs with a processor for each of the agent's CPUs, as an init
-	// started with the agent's environment does (the runner's
-	// GOMAXPROCS). Not one for each thread it warms: a runtime started
-	// with 16 spends 3 ms more of CPU on a run of date.
-	c.Args[1], c.Env, c.prestarted = specFollows, []string{}, true
+	// The init's own environment is GOMAXPROCS alone (the agent's comes
+	// with the spec): nothing of the caller's reaches the init's runtime,
+	// which runs with a processor for each of the agent's CPUs, as an
+	// init started with the agent's environment does (the runner's
+	// GOMAXPROCS), or dal-exec's own count, which the init's runtime
+	// would find again reading its cgroup's limits (about 0.1 ms of its
+	// start). Not one for each thread it warms: a runtime started with
+	// 16 spends 3 ms more of CPU on a run of date.
+	procs := runtime.GOMAXPROCS(0)
 	if len(cfg.CPUs) > 0 {
-		c.Env = []string{"GOMAXPROCS=" + strconv.Itoa(len(cfg.CPUs))}
+		procs = len(cfg.CPUs)
+	}
+	c.Args[1], c.Env, c.prestarted, c.early = specFollows, []string{"GOMAXPROCS=" + strconv.Itoa(procs)}, true, cfg
+	if cfg.Staging != "" {
+		if err := c.Configure(cfg.Staging); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Configure makes the staging directory of a c from [Prestart] (started or
+// not) and tells its init the sandbox's configuration, the one Prestart
+// was given with staging as its Staging: the init sets up what depends on
+// it alone (a direct sandbox's fixed mounts) and waits for [Cmd.Begin].
+// Prestart calls it when its cfg names the staging directory.
+func (c *Cmd) Configure(staging string) error {
+	if !c.prestarted || c.configured {
+		return errors.New("sandbox.Cmd.Configure: the command is not one from Prestart, or was configured already")
+	}
+	cfg := c.early
+	cfg.Staging = staging
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	c.configured = true
+	denied, counts, err := c.stagingFiles(cfg)
+	if err != nil {
+		return err
 	}
 	// What it can set up before the agent is known, waiting on the gate
-	// for it to start: the configuration, without an agent.
+	// for it to start: the configuration, without an agent, after the
+	// files it writes in the staging directory.
 	b, err := specFor(cfg, nil, []string{}, "/")
+	if err == nil {
+		err = sendFiles(c.gate, denied, counts)
+	}
 	if err == nil {
 		err = sendSpec(c.gate, b)
 	}
 	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("prepare the sandbox's start: %w", err)
+		return fmt.Errorf("prepare the sandbox's start: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // Begin tells the init of a started c from [Prestart] to run argv with env
@@ -314,6 +356,9 @@ func (c *Cmd) Begin(cfg Config, argv, env []string, dir string) error {
 	}
 	if c.begun {
 		return errors.New("sandbox.Cmd.Begin: called twice")
+	}
+	if !c.configured {
+		return errors.New("sandbox.Cmd.Begin: the sandbox's staging directory was never named (Cmd.Configure)")
 	}
 	if len(argv) == 0 {
 		return errors.New("no command to run in the sandbox")
@@ -372,8 +417,13 @@ func specFor(cfg Config, argv, env []string, dir string) ([]byte, error) {
 // prepare checks cfg and makes what the init of its sandbox is started
 // with: the staging directories, the files and pipes it inherits, and the
 // command, whose argv[1] (the spec) the caller fills in.
-func prepare(cfg Config) (*Cmd, error) {
-	if err := cfg.check(); err != nil {
+func prepare(cfg Config, early bool) (*Cmd, error) {
+	if early {
+		// The staging directory comes later ([Cmd.Configure]).
+		if !cfg.Direct {
+			return nil, errors.New("sandbox.Prestart: only a direct sandbox starts before its staging directory is known")
+		}
+	} else if err := cfg.check(); err != nil {
 		return nil, err
 	}
 	if err := checkKernel(cfg.Virtual.Enabled()); err != nil {
@@ -387,30 +437,30 @@ func prepare(cfg Config) (*Cmd, error) {
 			return nil, err
 		}
 	}
-	dirs := []string{Upper(cfg), workDir(cfg)}
-	if cfg.Direct {
-		dirs = []string{cfg.Staging}
+	c := &Cmd{before: cfg.BeforeAgent}
+	if !cfg.Direct {
+		c.work = workDir(cfg)
 	}
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("create the sandbox staging directory: %w", err)
-		}
-	}
-	c := &Cmd{work: workDir(cfg), before: cfg.BeforeAgent}
 	fail := func(err error) (*Cmd, error) {
 		c.Close()
 		return nil, err
 	}
-	denied, err := os.OpenFile(deniedFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
-	if err != nil {
-		return fail(fmt.Errorf("create the denied-writes list: %w", err))
+	var denied, counts *os.File
+	if early {
+		// Placeholders, which keep the descriptors' numbers until the
+		// init gets the files on its gate.
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			return fail(fmt.Errorf("open %s: %w", os.DevNull, err))
+		}
+		c.child = append(c.child, null)
+		denied, counts = null, null
+	} else {
+		var err error
+		if denied, counts, err = c.stagingFiles(cfg); err != nil {
+			return fail(err)
+		}
 	}
-	c.child = append(c.child, denied)
-	counts, err := os.OpenFile(countsFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fail(fmt.Errorf("create the syscall layer's counts: %w", err))
-	}
-	c.child = append(c.child, counts)
 	er, exit, err := os.Pipe()
 	if err != nil {
 		return fail(fmt.Errorf("create the sandbox's exit pipe: %w", err))
@@ -467,6 +517,32 @@ func prepare(cfg Config) (*Cmd, error) {
 	}
 	c.useImage(initImage())
 	return c, nil
+}
+
+// stagingFiles makes cfg's staging directory and the files the init
+// writes there: the denied-writes list and the syscall layer's counts,
+// which the Cmd owns (the init gets copies).
+func (c *Cmd) stagingFiles(cfg Config) (denied, counts *os.File, err error) {
+	dirs := []string{Upper(cfg), workDir(cfg)}
+	if cfg.Direct {
+		dirs = []string{cfg.Staging}
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("create the sandbox staging directory: %w", err)
+		}
+	}
+	denied, err = os.OpenFile(deniedFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create the denied-writes list: %w", err)
+	}
+	c.child = append(c.child, denied)
+	counts, err = os.OpenFile(countsFile(cfg), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create the syscall layer's counts: %w", err)
+	}
+	c.child = append(c.child, counts)
+	return denied, counts, nil
 }
 
 // check validates cfg in the caller, so the common mistakes are reported
@@ -665,7 +741,7 @@ func (c *Cmd) Wait() error {
 		closeAll(c.child)
 		<-c.policyRead
 	}
-	if rootless() && c.Process != nil {
+	if rootless() && c.Process != nil && c.work != "" {
 		// The overlay left work/work at mode 0, owned by the caller:
 		// make it removable (see rootless).
 		if d, err := safefs.Open(c.work); err == nil {
