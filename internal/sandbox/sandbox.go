@@ -217,7 +217,7 @@ type Cmd struct {
 	prestarted bool   // from Prestart: the spec goes on the gate (Begin)
 	early      Config // what Prestart was given
 	configured bool   // Configure sent the configuration
-	begun      bool // Begin sent it
+	begun      bool   // Begin sent it
 
 	gateMu   sync.Mutex // held for each request on the gate
 	gateOpen bool       // BeforeAgent is running: SocketIn may ask
