@@ -51,7 +51,16 @@ func VirtualConfig(spec *Spec) sysvirt.Config {
 // isolated is the sandbox of an isolated run in tmp, the run's private
 // directory.
 func isolated(spec *Spec, tmp string) *sandbox.Config {
-	return &sandbox.Config{Direct: true, Staging: filepath.Join(tmp, "sandbox"), Virtual: VirtualConfig(spec)}
+	return &sandbox.Config{Direct: true, Staging: staging(tmp), Virtual: VirtualConfig(spec)}
+}
+
+// staging is the sandbox's staging directory in tmp; "" until tmp is
+// made (an early sandbox).
+func staging(tmp string) string {
+	if tmp == "" {
+		return ""
+	}
+	return filepath.Join(tmp, "sandbox")
 }
 
 // earlySandbox is an isolated run's sandbox started before its agent is
@@ -74,7 +83,6 @@ type earlySandbox struct {
 // why.
 func startEarly(spec *Spec) *earlySandbox {
 	e := &earlySandbox{cfg: isolated(spec, ""), staging: make(chan string, 1), ready: make(chan struct{})}
-	e.cfg.Staging = ""
 	// The sandbox pins the agent: its init, the syscall layer's
 	// supervisor, starts on any CPU, beside dal-exec's own work.
 	e.cfg.CPUs = spec.CPUs
@@ -107,7 +115,7 @@ func startEarly(spec *Spec) *earlySandbox {
 // configure names the run's private directory tmp, in which the sandbox's
 // staging directory is made.
 func (e *earlySandbox) configure(tmp string) {
-	e.cfg.Staging = isolated(&Spec{}, tmp).Staging
+	e.cfg.Staging = staging(tmp)
 	e.named = true
 	e.staging <- e.cfg.Staging
 }
@@ -160,9 +168,7 @@ func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox) {
 		if early != nil && !early.taken {
 			early.taken = true
 			if c := early.get(); c != nil {
-				begin := func() error {
-					return c.Begin(*cfg, argv, env, dir)
-				}
+				begin := func() error { return c.Begin(*cfg, argv, env, dir) }
 				return Wrapped{Cmd: c.Cmd, Start: begin, Wait: c.Wait, Close: c.Close, Ended: c.Ended, Threads: c.ThreadsDuring}, nil
 			}
 		}

@@ -106,24 +106,15 @@ func (c *Cmd) SocketIn(domain, typ, proto int) (*os.File, error) {
 		return nil, fmt.Errorf("ask the sandbox for a socket: %w", err)
 	}
 	buf := make([]byte, 512)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(c.gate.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, fds, err := recvWithFDs(c.gate, buf, 1)
 	if err != nil || n == 0 {
 		return nil, fmt.Errorf("the sandbox did not answer its socket request: %v", err)
 	}
-	fd := -1
-	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
-		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
-			fd = fds[0]
-		}
-	}
-	if buf[0] != 0 || fd < 0 {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
+	if buf[0] != 0 || len(fds) != 1 {
+		closeFDs(fds)
 		return nil, fmt.Errorf("the sandbox could not make the socket: %s", buf[1:n])
 	}
-	return os.NewFile(uintptr(fd), "socket"), nil
+	return os.NewFile(uintptr(fds[0]), "socket"), nil
 }
 
 // serveGate answers the parent's socket requests until it says go (true)
@@ -196,33 +187,48 @@ func sendFiles(gate *os.File, denied, counts *os.File) error {
 // parent went away first.
 func receiveFiles(gate *os.File) (gone bool, err error) {
 	buf := make([]byte, 8)
-	oob := make([]byte, unix.CmsgSpace(2*4))
+	n, fds, err := recvWithFDs(gate, buf, 2)
+	if err != nil || n == 0 {
+		return true, err
+	}
+	if n != 1 || buf[0] != 'F' || len(fds) != 2 {
+		closeFDs(fds)
+		return false, errors.New("the sandbox was started with a malformed specification")
+	}
+	for i, to := range []int{deniedFD, countsFD} {
+		err := unix.Dup3(fds[i], to, unix.O_CLOEXEC)
+		unix.Close(fds[i])
+		if err != nil {
+			return false, fmt.Errorf("sandbox: take the staging files: %v", err)
+		}
+	}
+	return false, nil
+}
+
+// recvWithFDs receives one message of the gate into buf with up to max
+// descriptors (close-on-exec), retrying an interrupted receive.
+func recvWithFDs(gate *os.File, buf []byte, max int) (n int, fds []int, err error) {
+	oob := make([]byte, unix.CmsgSpace(max*4))
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(int(gate.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		var oobn int
+		n, oobn, _, _, err = unix.Recvmsg(int(gate.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil || n == 0 {
-			return true, err
+		if err != nil {
+			return 0, nil, err
 		}
-		var fds []int
 		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
 			fds, _ = unix.ParseUnixRights(&msgs[0])
 		}
-		if n != 1 || buf[0] != 'F' || len(fds) != 2 {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-			return false, errors.New("the sandbox was started with a malformed specification")
-		}
-		for i, to := range []int{deniedFD, countsFD} {
-			err := unix.Dup3(fds[i], to, unix.O_CLOEXEC)
-			unix.Close(fds[i])
-			if err != nil {
-				return false, fmt.Errorf("sandbox: take the staging files: %v", err)
-			}
-		}
-		return false, nil
+		return n, fds, nil
+	}
+}
+
+// closeFDs closes descriptors received that are not used.
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
 }
 

@@ -273,7 +273,7 @@ const specFollows = "-"
 // for [Command] and starts it at once, and the init sets up what it can
 // (its image, the supervisor's threads) while the caller prepares the
 // agent; [Cmd.Begin] then says what to run. Cmd's other methods work as
-// for [Command]. Prestart is for a sandbox under the syscall layer.
+// for [Command]. Prestart is for a direct sandbox under the syscall layer.
 //
 // A direct sandbox's init may even start before its staging directory is
 // made: with cfg.Staging empty, the init waits for [Cmd.Configure] to name
@@ -421,7 +421,7 @@ func prepare(cfg Config, early bool) (*Cmd, error) {
 	if early {
 		// The staging directory comes later ([Cmd.Configure]).
 		if !cfg.Direct {
-			return nil, errors.New("sandbox.Prestart: only a direct sandbox starts before its staging directory is known")
+			return nil, errors.New("sandbox.Prestart is for a direct sandbox: use Command")
 		}
 	} else if err := cfg.check(); err != nil {
 		return nil, err
