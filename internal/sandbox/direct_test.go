@@ -184,6 +184,48 @@ func TestInitThreadsDuringTheRun(t *testing.T) {
 	}
 }
 
+// TestManyRealWaitsTakeOneThread: an agent with more threads waiting at
+// once on outstanding I/O (pipes) than the init has warm threads gets every
+// wait answered as the kernel would (ready ones ready, the rest timed out)
+// and the init starts no thread for them: the supervisor holds every real
+// wait on one thread (sysvirt's realwait.go), where it once held a thread
+// each and started threads in the agent's namespace.
+func TestManyRealWaitsTakeOneThread(t *testing.T) {
+	t.Parallel()
+	cfg, _ := directConfig(t)
+	const agent = `
+import os, select, threading, time
+n = 24
+pipes = [os.pipe() for _ in range(n)]
+got = [None] * n
+def wait(i):
+    p = select.poll()
+    p.register(pipes[i][0], select.POLLIN)
+    got[i] = len(p.poll(3000 if i % 2 == 0 else 40))
+ts = [threading.Thread(target=wait, args=(i,)) for i in range(n)]
+for t in ts: t.start()
+time.sleep(0.05)
+for i in range(0, n, 2): os.write(pipes[i][1], b"x")
+for t in ts: t.join()
+print(" ".join(map(str, got)))
+`
+	cmd := command(t, cfg, "exec python3 -c '"+agent+"'")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sandbox: %v (stderr %q)", err, errb.String())
+	}
+	if want := strings.Repeat("1 0 ", 12); out.String() != want[:len(want)-1]+"\n" {
+		t.Errorf("the waits returned %q, want ready (1) for the written pipes and timed out (0) for the rest", out.String())
+	}
+	if n := cmd.ThreadsDuring(); n != 0 {
+		t.Errorf("the init started %d threads for 24 waits at once, want none", n)
+	}
+}
+
 // TestDirectWaitBeforeInitEnds: the Wait of a direct sandbox whose agent
 // left nothing running returns once the init reports (the agent's status
 // as an *ExitError, output complete, the caller's pipe no longer held by

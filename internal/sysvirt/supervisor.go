@@ -41,6 +41,7 @@ type Supervisor struct {
 	// realWaits are the threads whose wait the supervisor holds in real
 	// time (waitReal), by thread id: decided, for Supervisor.settled.
 	realWaits sync.Map
+	waiter    realWaiter
 }
 
 // proc is one process (thread group) and its stream.

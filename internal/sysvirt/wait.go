@@ -400,10 +400,11 @@ func anyOutstandingCopy(tgid, pidfd int, fds []int) bool {
 	return false
 }
 
-// waitReal waits for real on a goroutine of its own, for at most w's
-// timeout, looking again every recheck; it takes ownership of l. An epoll
-// wait looks at the set's members again, through a pidfd of its own (see
-// pidfds); a poll or select has its copies and needs none.
+// waitReal waits for real, for at most w's timeout, looking again every
+// recheck; it takes ownership of l. An epoll wait looks at the set's
+// members again, through a pidfd of its own (see pidfds); a poll or select
+// has its copies and needs none. The wait is held by the supervisor's one
+// waiter (realwait.go).
 func (s *Supervisor) waitReal(w *waitCall, p *proc, l *waitLook) {
 	if w.epoll < 0 {
 		l.pidfd = -1
@@ -415,35 +416,9 @@ func (s *Supervisor) waitReal(w *waitCall, p *proc, l *waitLook) {
 	s.mu.Lock()
 	s.real("wait_outstanding")
 	s.mu.Unlock()
-	fd, id := s.fd, w.n.ID
 	s.realWaits.Store(w.pid, true)
-	go func() {
-		defer s.realWaits.Delete(w.pid)
-		defer l.close()
-		if l.pidfd >= 0 {
-			defer unix.Close(l.pidfd)
-		}
-		deadline := time.Now().Add(time.Duration(w.timeout))
-		for {
-			left := time.Until(deadline)
-			if left <= 0 {
-				s.expire(w, p, "")
-				return
-			}
-			n, err := unix.Poll(l.watch, int(min(left, recheck).Milliseconds())+1)
-			if !Valid(fd, id) {
-				return
-			}
-			if n > 0 || (err != nil && err != unix.EINTR) {
-				Continue(fd, id)
-				return
-			}
-			if l.canJump() {
-				s.expire(w, p, "wait")
-				return
-			}
-		}
-	}()
+	now := time.Now()
+	s.waiter.hold(s, &heldWait{w: w, p: p, l: l, deadline: now.Add(time.Duration(w.timeout)), recheck: now.Add(recheck)})
 }
 
 // recheck is how often a real wait looks again at whether it could jump.

@@ -1,0 +1,167 @@
+package sysvirt
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// realWaiter holds every wait the supervisor keeps in real time
+// (waitReal) on one goroutine, in one poll over all their descriptors. A
+// goroutine each would hold an OS thread each while it polls, and a thread
+// the supervisor's runtime starts while the agent runs takes a pid in the
+// agent's namespace (see the sandbox's warmThreads): however many threads
+// of the agent wait at once, the waits take one thread, and none when no
+// wait is held (the goroutine ends).
+type realWaiter struct {
+	mu      sync.Mutex
+	added   []*heldWait
+	running bool
+	wake    int // an eventfd that cuts the poll short when a wait is added; -1 before the first
+	once    sync.Once
+}
+
+// heldWait is one wait held in real time.
+type heldWait struct {
+	w        *waitCall
+	p        *proc
+	l        *waitLook
+	deadline time.Time // its timeout, on the real clock
+	recheck  time.Time // when to look again whether it could jump
+}
+
+// hold adds h to the waits held, starting the waiter when none runs.
+func (r *realWaiter) hold(s *Supervisor, h *heldWait) {
+	r.once.Do(func() {
+		r.wake = -1
+		if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+			r.wake = fd
+		}
+	})
+	r.mu.Lock()
+	r.added = append(r.added, h)
+	start := !r.running
+	r.running = true
+	r.mu.Unlock()
+	if start {
+		go s.waitLoop()
+		return
+	}
+	if r.wake >= 0 {
+		unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
+}
+
+// take returns the waits added since the last call; false, and the
+// waiter stops, when there are none and none is held.
+func (r *realWaiter) take(held int) ([]*heldWait, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	added := r.added
+	r.added = nil
+	if len(added) == 0 && held == 0 {
+		r.running = false
+		return nil, false
+	}
+	return added, true
+}
+
+// waitLoop is the waiter: it polls every held wait's descriptors at once
+// until the first timeout or look-again is due, then ends each wait whose
+// call was answered or interrupted, whose descriptors became ready, whose
+// timeout passed, or that can now jump.
+func (s *Supervisor) waitLoop() {
+	r := &s.waiter
+	var held []*heldWait
+	var fds []unix.PollFd
+	for {
+		added, ok := r.take(len(held))
+		if !ok {
+			return
+		}
+		held = append(held, added...)
+		now := time.Now()
+		next := now.Add(time.Hour)
+		fds = fds[:0]
+		if r.wake >= 0 {
+			fds = append(fds, unix.PollFd{Fd: int32(r.wake), Events: unix.POLLIN})
+		}
+		for _, h := range held {
+			fds = append(fds, h.l.watch...)
+			next = minTime(next, minTime(h.deadline, h.recheck))
+		}
+		// A millisecond more, as the poll's own rounding would cut it
+		// short of the deadline.
+		ms := int(max(next.Sub(now), 0).Milliseconds()) + 1
+		n, err := unix.Poll(fds, ms)
+		failed := err != nil && err != unix.EINTR
+		at := 0
+		if r.wake >= 0 {
+			if fds[0].Revents != 0 {
+				var b [8]byte
+				unix.Read(r.wake, b[:])
+			}
+			at = 1
+		}
+		now = time.Now()
+		kept := held[:0]
+		for _, h := range held {
+			ready := false
+			if n > 0 {
+				for _, f := range fds[at : at+len(h.l.watch)] {
+					ready = ready || f.Revents != 0
+				}
+			}
+			at += len(h.l.watch)
+			if s.judge(h, ready || failed, now) {
+				s.unhold(h)
+				continue
+			}
+			kept = append(kept, h)
+		}
+		clear(held[len(kept):])
+		held = kept
+	}
+}
+
+// judge decides a held wait after a poll: true when it ended (answered
+// here, or no longer the supervisor's to answer). ready says a descriptor
+// it waits on is ready, or the poll failed: the kernel takes the call.
+func (s *Supervisor) judge(h *heldWait, ready bool, now time.Time) bool {
+	w := h.w
+	switch {
+	case !Valid(s.fd, w.n.ID):
+		return true // interrupted: it calls again, or not
+	case ready:
+		Continue(s.fd, w.n.ID)
+		return true
+	case !now.Before(h.deadline):
+		s.expire(w, h.p, "")
+		return true
+	case !now.Before(h.recheck):
+		if h.l.canJump() {
+			s.expire(w, h.p, "wait")
+			return true
+		}
+		h.recheck = now.Add(recheck)
+	}
+	return false
+}
+
+// unhold closes what h held: its copies of the caller's descriptors and
+// its pidfd.
+func (s *Supervisor) unhold(h *heldWait) {
+	s.realWaits.Delete(h.w.pid)
+	h.l.close()
+	if h.l.pidfd >= 0 {
+		unix.Close(h.l.pidfd)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
