@@ -153,19 +153,22 @@ func seedDeviceAt(dir int, name string, seed uint64) error {
 	// and most agents read a few bytes or none (a larger read takes turns
 	// with the writer, a page at a time). The bytes are the same either way.
 	unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, os.Getpagesize())
+	// Written through the runtime's poller, not in a blocking write: a
+	// writer blocked in the kernel would hold an OS thread for the whole
+	// run, and the threads the init needs while the agent runs are
+	// started before it (warmThreads).
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("sandbox: open the seeded %s: %v", p, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
 	go func() {
 		src := seedrng.Derive(seed, "dev/"+name)
 		buf := make([]byte, 4096)
 		for {
 			src.Read(buf)
-			for b := buf; len(b) > 0; {
-				n, err := unix.Write(fd, b)
-				if err != nil && err != unix.EINTR {
-					return
-				}
-				if n > 0 {
-					b = b[n:]
-				}
+			if _, err := f.Write(buf); err != nil {
+				return
 			}
 		}
 	}()

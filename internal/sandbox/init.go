@@ -87,8 +87,9 @@ func runInit(arg string) int {
 	// them, and sets GOMAXPROCS.
 	warmed := func(procs int) { runtime.GOMAXPROCS(procs) }
 	prestarted := arg == specFollows
-	// GOMAXPROCS as started, before warmThreads raises it.
-	procs := runtime.GOMAXPROCS(0)
+	// GOMAXPROCS as started (dal-exec's), before warmThreads raises it,
+	// and at most maxProcs.
+	procs := min(runtime.GOMAXPROCS(0), maxProcs)
 	fixed := false // a direct sandbox's fixed mounts are made
 	if prestarted {
 		// The staging files first: the init may have started before
@@ -493,8 +494,26 @@ func setLastPID(n int) error {
 	return nil
 }
 
-// warmCount is how many threads warmThreads leaves idle.
-const warmCount = 16
+// warmCount is how many threads warmThreads leaves idle, and maxProcs the
+// init's GOMAXPROCS at most. What needs a thread once the agent runs:
+// goroutines running Go code, at most maxProcs; the pty's two relays
+// (pty.go), locked to theirs for good; the one goroutine holding the
+// syscall layer's real waits (sysvirt's realwait.go); and, briefly, a
+// goroutine whose system call outlasts a sysmon tick, whose processor the
+// runtime hands to another thread, and the one waiting in the poller. The
+// notification loop, the signal loop and the server of
+// /proc/sys/kernel/random/uuid got theirs before the agent started (their
+// threads are not the warm ones); the seeded devices' writers wait in the
+// poller and hold none. So six, and two to spare. Measured (a shell
+// script, 24 threads in real waits at once, 16 threads sleeping and
+// running date, node, pipelines; three runs each, also beside three busy
+// loops): with none warm the init started 1 or 2 threads during a run,
+// with 2 warm none. Were there not enough, the run says so
+// (exitReport.Threads).
+const (
+	warmCount = 8
+	maxProcs  = 2
+)
 
 // warmThreads leaves n idle OS threads in the init's runtime. Threads take
 // pids in the agent's namespace: the supervisor's goroutines block in
