@@ -93,6 +93,44 @@ func TestExitCodeIsTheAgents(t *testing.T) {
 	}
 }
 
+// TestRunFlagsReachTheEarlySandbox: dal-exec starts a run's sandbox before
+// it parses its command line (runner.Speculate), and tells the init the
+// syscall layer's configuration later: the seed given as --seed N,
+// --seed=N or DAL_SEED gives the same bytes, another seed other ones, and
+// --epoch sets the clock. A command line that fails to parse after the
+// sandbox started ends it and says why.
+func TestRunFlagsReachTheEarlySandbox(t *testing.T) {
+	t.Parallel()
+	probe := []string{"--", "sh", "-c", "head -c 8 /dev/urandom | od -An -tx1; date +%s"}
+	run := func(env []string, flags ...string) string {
+		t.Helper()
+		r := dalExec(t, env, append(append([]string{"run"}, flags...), probe...)...)
+		if r.code != 0 {
+			t.Fatalf("run %v: exit %d: %s", flags, r.code, r.stderr)
+		}
+		return r.stdout
+	}
+	five := run(nil, "--seed", "5")
+	if again := run(nil, "--seed=5"); again != five {
+		t.Errorf("--seed=5 printed %q, --seed 5 %q", again, five)
+	}
+	if env := run([]string{"DAL_SEED=5"}); env != five {
+		t.Errorf("DAL_SEED=5 printed %q, --seed 5 %q", env, five)
+	}
+	six := run(nil, "--seed", "6", "--mode", "strict")
+	a, b := strings.Split(five, "\n"), strings.Split(six, "\n")
+	if len(a) < 2 || len(b) < 2 || a[0] == b[0] || a[1] != b[1] {
+		t.Errorf("seeds 5 and 6 printed %q and %q: want other random bytes at the same time", five, six)
+	}
+	if later := run(nil, "--epoch", "2030-01-02T00:00:00Z"); !strings.HasSuffix(later, "\n1893542400\n") {
+		t.Errorf("--epoch 2030-01-02 printed %q, want the clock at 1893542400", later)
+	}
+	r := dalExec(t, nil, "run", "--seed", "nope", "--", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "seed") {
+		t.Errorf("--seed nope: exit %d, stderr %q; want a usage error about the seed", r.code, r.stderr)
+	}
+}
+
 func envOf(out string) map[string]string {
 	m := map[string]string{}
 	for _, l := range strings.Split(out, "\n") {

@@ -9,6 +9,7 @@ import (
 
 	dal "github.com/dal-runtime/dal"
 	"github.com/dal-runtime/dal/internal/policy"
+	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/termsafe"
 )
@@ -40,6 +41,11 @@ func Entry() int {
 			fmt.Fprintf(os.Stderr, "dal-exec: %v\n", err)
 			return 2
 		}
+	}
+	if !handed {
+		// A run's sandbox starts now, while the command line is parsed.
+		runner.Speculate(os.Args)
+		defer runner.DropSpeculation()
 	}
 	return mainOrHandOver(os.Args, os.Stdout, os.Stderr, handed)
 }
@@ -80,6 +86,7 @@ func mainOrHandOver(args []string, stdout, stderr io.Writer, handed bool) int {
 	// --metrics-textfile), and what it set up meanwhile it undid on
 	// returning the error.
 	env := append(os.Environ(), buildEnv+"="+dal.BuildSum())
+	runner.DropSpeculation() // dal-exec-full starts its own
 	err = sandbox.ExecBeside(fullName, args, env)
 	fmt.Fprintf(stderr, "dal-exec: %s, installed beside it: %s; install it with make install (or go install ./cmd/...)\n",
 		what, termsafe.String(err.Error()))

@@ -67,12 +67,16 @@ func staging(tmp string) string {
 // known ([sandbox.Prestart]), with the runner's streams, process group and
 // CPUs; isolate tells it what to run.
 type earlySandbox struct {
-	cfg     *sandbox.Config
-	staging chan string   // the staging directory, once the run's private directory is made
-	named   bool          // configure sent it
-	ready   chan struct{} // closed once c is set
-	c       *sandbox.Cmd  // the started sandbox; nil when it could not start
-	taken   bool          // isolate's Wrap has it: the runner waits for it
+	cfg    *sandbox.Config
+	config chan sandbox.Config // its configuration, once the run's private directory is made
+	named  bool                // configure sent it
+	ready  chan struct{}       // closed once c is set
+	c      *sandbox.Cmd        // the started sandbox; nil when it could not start
+	taken  bool                // isolate's Wrap has it: the runner waits for it
+	// The streams and CPUs it was started with, which a run must have to
+	// take one Speculate started.
+	stdin, stdout, stderr any
+	cpus                  []int
 }
 
 // startEarly starts spec's sandbox on another goroutine, first thing:
@@ -80,9 +84,23 @@ type earlySandbox struct {
 // its own preparation meanwhile (the run's private directory, dald, the
 // shims' check). [earlySandbox.configure] names its staging directory.
 // When it cannot start, isolate starts the sandbox as usual and reports
-// why.
+// why. A sandbox [Speculate] started for this run is taken instead.
 func startEarly(spec *Spec) *earlySandbox {
-	e := &earlySandbox{cfg: isolated(spec, ""), staging: make(chan string, 1), ready: make(chan struct{})}
+	if e := takeSpeculative(); e != nil {
+		if e.stdin == spec.Stdin && e.stdout == spec.Stdout && e.stderr == spec.Stderr && slices.Equal(e.cpus, spec.CPUs) {
+			e.cfg = isolated(spec, "")
+			e.cfg.CPUs = spec.CPUs
+			return e
+		}
+		e.abort()
+	}
+	return prestart(spec)
+}
+
+// prestart is startEarly's start.
+func prestart(spec *Spec) *earlySandbox {
+	e := &earlySandbox{cfg: isolated(spec, ""), config: make(chan sandbox.Config, 1), ready: make(chan struct{}),
+		stdin: spec.Stdin, stdout: spec.Stdout, stderr: spec.Stderr, cpus: spec.CPUs}
 	// The sandbox pins the agent: its init, the syscall layer's
 	// supervisor, starts on any CPU, beside dal-exec's own work.
 	e.cfg.CPUs = spec.CPUs
@@ -102,8 +120,8 @@ func startEarly(spec *Spec) *earlySandbox {
 			c.Close()
 			return
 		}
-		staging, ok := <-e.staging
-		if !ok || c.Configure(staging) != nil {
+		cfg, ok := <-e.config
+		if !ok || c.Configure(cfg) != nil {
 			c.Wait() // the init ends when the gate closes
 			return
 		}
@@ -112,12 +130,86 @@ func startEarly(spec *Spec) *earlySandbox {
 	return e
 }
 
+// speculative is the sandbox [Speculate] started, until a run takes it or
+// [DropSpeculation] ends it.
+var speculative *earlySandbox
+
+func takeSpeculative() *earlySandbox {
+	e := speculative
+	speculative = nil
+	return e
+}
+
+// Speculate starts the sandbox of the run that args, dal-exec's command
+// line, name, before the command line is parsed: a strict or seeded `run`
+// whose flags before the agent's command are among those that do not
+// change how its sandbox starts, with no dald to trace it. The init's start
+// overlaps the parsing and the run's first steps (about a millisecond).
+// [Run] takes the sandbox when the run is the one guessed (the same
+// streams and CPUs; the syscall layer's seed, clock and quantum are told
+// the init later, with the staging directory) and ends it otherwise; a
+// command line that never reaches Run leaves it to [DropSpeculation]. Call
+// both from main's goroutine.
+func Speculate(args []string) {
+	if len(args) < 3 || args[1] != "run" || sandbox.Inside() {
+		return
+	}
+	mode, cpus := os.Getenv("DAL_MODE"), os.Getenv("DAL_CPUS")
+	for i := 2; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch name {
+		case "mode", "cpus", "seed", "epoch", "quantum", "timeout", "keep-env", "clock-out":
+		default:
+			return // one that may change the run (or asks for help)
+		}
+		if !hasVal {
+			if i++; i == len(args) {
+				return
+			}
+			val = args[i]
+		}
+		switch name {
+		case "mode":
+			mode = val
+		case "cpus":
+			cpus = val
+		}
+	}
+	switch mode {
+	case "":
+		mode = "strict" // run's default
+	case "strict", "seeded":
+	default:
+		return
+	}
+	spec := Spec{Mode: mode, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, TraceFromExec: 1, TraceIfObserved: true}
+	var err error
+	if cpus == "" || cpus == "first" {
+		spec.CPUs, err = FirstCPU()
+	} else {
+		spec.CPUs, err = ParseCPUs(cpus)
+	}
+	if err != nil || os.Getenv("DAL_SOCKET") != "" || mayTrace(&spec) {
+		return
+	}
+	speculative = prestart(&spec)
+}
+
+// DropSpeculation ends a sandbox [Speculate] started that no run took.
+func DropSpeculation() {
+	takeSpeculative().abort()
+}
+
 // configure names the run's private directory tmp, in which the sandbox's
 // staging directory is made.
 func (e *earlySandbox) configure(tmp string) {
 	e.cfg.Staging = staging(tmp)
 	e.named = true
-	e.staging <- e.cfg.Staging
+	e.config <- *e.cfg
 }
 
 // get waits for the early start and returns the started sandbox, or nil.
@@ -134,7 +226,7 @@ func (e *earlySandbox) abort() {
 	}
 	e.taken = true
 	if !e.named {
-		close(e.staging)
+		close(e.config)
 	}
 	if c := e.get(); c != nil {
 		c.Close()

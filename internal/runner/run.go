@@ -220,8 +220,11 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if isolated && !mayTrace(&spec) {
 		early = startEarly(&spec)
 		defer early.abort()
-	} else if isolated {
-		sandbox.FindInit() // meanwhile
+	} else {
+		DropSpeculation()
+		if isolated {
+			sandbox.FindInit() // meanwhile
+		}
 	}
 	path, err := exec.LookPath(spec.Args[0])
 	if err != nil {

@@ -167,7 +167,9 @@ func TestBeginAfterTheInitDied(t *testing.T) {
 // staging directory exists (as dal-exec starts it, first thing) gets the
 // staging files on its gate once Configure names the directory, and its
 // agent runs as Command's does, the syscall layer's counts in the staging
-// directory. Begin before Configure, or Configure twice, is refused.
+// directory, with the seed Configure gave, not Prestart's. Begin before
+// Configure, Configure twice or for a sandbox started otherwise (other
+// CPUs) is refused.
 func TestPrestartBeforeStaging(t *testing.T) {
 	t.Parallel()
 	cfg, _ := directConfig(t)
@@ -176,8 +178,12 @@ func TestPrestartBeforeStaging(t *testing.T) {
 	if want.code != 0 {
 		t.Fatalf("Command's run: exit %d: %s", want.code, want.stderr)
 	}
+	// Started for a guess of the configuration: another seed, which
+	// Configure corrects (dal-exec starts the sandbox before it has parsed
+	// its command line).
 	early := cfg
 	early.Staging, early.Mounts = "", nil
+	early.Virtual.Seed++
 	var out, errb bytes.Buffer
 	c := prestarted(t, early, &out, &errb)
 	argv := []string{"/bin/sh", "-c", script}
@@ -185,14 +191,18 @@ func TestPrestartBeforeStaging(t *testing.T) {
 	if err := c.Begin(cfg, argv, env, cfg.Workspace); err == nil || !strings.Contains(err.Error(), "Configure") {
 		t.Errorf("Begin before Configure = %v, want it refused", err)
 	}
-	staging := filepath.Join(t.TempDir(), "later")
-	if err := c.Configure(staging); err != nil {
+	cfg.Staging = filepath.Join(t.TempDir(), "later")
+	other := cfg
+	other.CPUs = []int{0}
+	if err := c.Configure(other); err == nil || !strings.Contains(err.Error(), "another kind") {
+		t.Errorf("Configure for other CPUs = %v, want it refused", err)
+	}
+	if err := c.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Configure(staging); err == nil {
+	if err := c.Configure(cfg); err == nil {
 		t.Error("a second Configure succeeded")
 	}
-	cfg.Staging = staging
 	if err := c.Begin(cfg, argv, env, cfg.Workspace); err != nil {
 		t.Fatal(err)
 	}

@@ -301,7 +301,7 @@ func Prestart(cfg Config) (*Cmd, error) {
 	}
 	c.Args[1], c.Env, c.prestarted, c.early = specFollows, []string{"GOMAXPROCS=" + strconv.Itoa(procs)}, true, cfg
 	if cfg.Staging != "" {
-		if err := c.Configure(cfg.Staging); err != nil {
+		if err := c.Configure(cfg); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -309,20 +309,32 @@ func Prestart(cfg Config) (*Cmd, error) {
 	return c, nil
 }
 
-// Configure makes the staging directory of a c from [Prestart] (started or
-// not) and tells its init the sandbox's configuration, the one Prestart
-// was given with staging as its Staging: the init sets up what depends on
-// it alone (a direct sandbox's fixed mounts) and waits for [Cmd.Begin].
-// Prestart calls it when its cfg names the staging directory.
-func (c *Cmd) Configure(staging string) error {
+// sameStart reports whether a sandbox started by Prestart for a is one for
+// b: what Prestart and its init's start depend on is the same.
+func sameStart(a, b Config) bool {
+	return a.Direct == b.Direct && a.Network == b.Network && slices.Equal(a.CPUs, b.CPUs) &&
+		a.Virtual.Enabled() == b.Virtual.Enabled() && a.Policy == nil && b.Policy == nil &&
+		a.BeforeAgent == nil && b.BeforeAgent == nil
+}
+
+// Configure makes the staging directory (cfg.Staging) of a c from
+// [Prestart] (started or not) and tells its init the sandbox's
+// configuration, cfg: the init sets up what depends on it alone (a direct
+// sandbox's fixed mounts) and waits for [Cmd.Begin]. cfg may differ from
+// the one Prestart was given in what the init is told only (the syscall
+// layer's seed, clock and quantum), not in how it was started (see
+// sameStart). Prestart calls it when its cfg names the staging directory.
+func (c *Cmd) Configure(cfg Config) error {
 	if !c.prestarted || c.configured {
 		return errors.New("sandbox.Cmd.Configure: the command is not one from Prestart, or was configured already")
 	}
-	cfg := c.early
-	cfg.Staging = staging
+	if !sameStart(c.early, cfg) {
+		return errors.New("sandbox.Cmd.Configure: the sandbox was started for another kind of configuration (kind of sandbox, CPUs, syscall layer on or off, policy, network)")
+	}
 	if err := cfg.check(); err != nil {
 		return err
 	}
+	c.early = cfg
 	c.configured = true
 	denied, counts, err := c.stagingFiles(cfg)
 	if err != nil {
