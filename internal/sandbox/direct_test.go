@@ -154,17 +154,9 @@ func TestSeededDeviceServesTheStream(t *testing.T) {
 func TestInitThreadsDuringTheRun(t *testing.T) {
 	t.Parallel()
 	cfg, _ := directConfig(t)
-	cmd := command(t, cfg, `echo $$; sh -c 'echo $$'; /bin/true; sh -c 'echo $$'; head -c 4 /dev/urandom >/dev/null`)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("sandbox: %v (stderr %q)", err, errb.String())
-	}
-	if out.String() != "100\n101\n103\n" {
-		t.Errorf("the tree's pids are %q, want 100, 101 and 103", out.String())
+	cmd, out := runToEnd(t, cfg, `echo $$; sh -c 'echo $$'; /bin/true; sh -c 'echo $$'; head -c 4 /dev/urandom >/dev/null`)
+	if out != "100\n101\n103\n" {
+		t.Errorf("the tree's pids are %q, want 100, 101 and 103", out)
 	}
 	if _, _, ok := cmd.Ended(); !ok {
 		t.Fatal("the init wrote no exit report")
@@ -209,17 +201,9 @@ for i in range(0, n, 2): os.write(pipes[i][1], b"x")
 for t in ts: t.join()
 print(" ".join(map(str, got)))
 `
-	cmd := command(t, cfg, "exec python3 -c '"+agent+"'")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("sandbox: %v (stderr %q)", err, errb.String())
-	}
-	if want := strings.Repeat("1 0 ", 12); out.String() != want[:len(want)-1]+"\n" {
-		t.Errorf("the waits returned %q, want ready (1) for the written pipes and timed out (0) for the rest", out.String())
+	cmd, out := runToEnd(t, cfg, "exec python3 -c '"+agent+"'")
+	if want := strings.Repeat("1 0 ", 12); out != want[:len(want)-1]+"\n" {
+		t.Errorf("the waits returned %q, want ready (1) for the written pipes and timed out (0) for the rest", out)
 	}
 	if n := cmd.ThreadsDuring(); n != 0 {
 		t.Errorf("the init started %d threads for 24 waits at once, want none", n)
@@ -307,4 +291,20 @@ func TestDirectWaitBeforeInitEnds(t *testing.T) {
 	if err := cmd.Wait(); !errors.As(err, &xe) || xe.ExitCode() != 4 || buf.String() != "copied\n" {
 		t.Errorf("with a copied stdout Wait returned %v and %q, want exec's exit status 4 and the output", err, buf.String())
 	}
+}
+
+// runToEnd runs script in a sandbox of cfg, which must succeed, and
+// returns the waited-for command and its output.
+func runToEnd(t *testing.T, cfg Config, script string) (*Cmd, string) {
+	t.Helper()
+	cmd := command(t, cfg, script)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sandbox: %v (stderr %q)", err, errb.String())
+	}
+	return cmd, out.String()
 }
