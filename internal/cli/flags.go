@@ -60,17 +60,11 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	if spec.Quantum <= 0 {
 		return spec, usageError{Err: fmt.Errorf("quantum %s must be positive, e.g. 1us", spec.Quantum)}
 	}
-	switch cpus := c.String("cpus"); cpus {
-	case "first":
-		spec.CPUs, err = runner.FirstCPU()
-		if err != nil {
+	if spec.CPUs, err = runner.CPUsFlag(c.String("cpus")); err != nil {
+		if c.String("cpus") == "first" {
 			return spec, err
 		}
-	default:
-		spec.CPUs, err = runner.ParseCPUs(cpus)
-		if err != nil {
-			return spec, usageError{Err: err}
-		}
+		return spec, usageError{Err: err}
 	}
 	spec.Timeout = c.Duration("timeout")
 	if spec.Timeout < 0 {

@@ -147,6 +147,15 @@ func ParseCPUs(text string) ([]int, error) {
 	return out, nil
 }
 
+// CPUsFlag is the CPUs --cpus (or DAL_CPUS) names: "first" the first CPU
+// dal-exec may run on (FirstCPU), else a list for ParseCPUs.
+func CPUsFlag(text string) ([]int, error) {
+	if text == "first" {
+		return FirstCPU()
+	}
+	return ParseCPUs(text)
+}
+
 // FirstCPU returns the first CPU dal-exec may run on, the default pin.
 func FirstCPU() ([]int, error) {
 	cpus, err := allowedCPUs()

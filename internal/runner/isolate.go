@@ -87,9 +87,8 @@ type earlySandbox struct {
 // why. A sandbox [Speculate] started for this run is taken instead.
 func startEarly(spec *Spec) *earlySandbox {
 	if e := takeSpeculative(); e != nil {
-		if e.stdin == spec.Stdin && e.stdout == spec.Stdout && e.stderr == spec.Stderr && slices.Equal(e.cpus, spec.CPUs) {
-			e.cfg = isolated(spec, "")
-			e.cfg.CPUs = spec.CPUs
+		if e.fits(spec) {
+			e.cfg = earlyConfig(spec)
 			return e
 		}
 		e.abort()
@@ -97,13 +96,26 @@ func startEarly(spec *Spec) *earlySandbox {
 	return prestart(spec)
 }
 
+// earlyConfig is the configuration of spec's early sandbox, its staging
+// directory not yet named. The sandbox pins the agent: its init, the
+// syscall layer's supervisor, starts on any CPU, beside dal-exec's own
+// work.
+func earlyConfig(spec *Spec) *sandbox.Config {
+	cfg := isolated(spec, "")
+	cfg.CPUs = spec.CPUs
+	return cfg
+}
+
+// fits reports whether e was started as spec's sandbox would be: the same
+// streams (prepareCmd's) and CPUs.
+func (e *earlySandbox) fits(spec *Spec) bool {
+	return e.stdin == spec.Stdin && e.stdout == spec.Stdout && e.stderr == spec.Stderr && slices.Equal(e.cpus, spec.CPUs)
+}
+
 // prestart is startEarly's start.
 func prestart(spec *Spec) *earlySandbox {
-	e := &earlySandbox{cfg: isolated(spec, ""), config: make(chan sandbox.Config, 1), ready: make(chan struct{}),
+	e := &earlySandbox{cfg: earlyConfig(spec), config: make(chan sandbox.Config, 1), ready: make(chan struct{}),
 		stdin: spec.Stdin, stdout: spec.Stdout, stderr: spec.Stderr, cpus: spec.CPUs}
-	// The sandbox pins the agent: its init, the syscall layer's
-	// supervisor, starts on any CPU, beside dal-exec's own work.
-	e.cfg.CPUs = spec.CPUs
 	s := *spec // what the goroutine reads: the runner changes spec meanwhile
 	cfg := *e.cfg
 	go func() {
@@ -187,13 +199,11 @@ func Speculate(args []string) {
 		return
 	}
 	spec := Spec{Mode: mode, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, TraceFromExec: 1, TraceIfObserved: true}
-	var err error
-	if cpus == "" || cpus == "first" {
-		spec.CPUs, err = FirstCPU()
-	} else {
-		spec.CPUs, err = ParseCPUs(cpus)
+	if cpus == "" {
+		cpus = "first" // --cpus's default
 	}
-	if err != nil || os.Getenv("DAL_SOCKET") != "" || mayTrace(&spec) {
+	var err error
+	if spec.CPUs, err = CPUsFlag(cpus); err != nil || os.Getenv("DAL_SOCKET") != "" || mayTrace(&spec) {
 		return
 	}
 	speculative = prestart(&spec)
