@@ -63,9 +63,11 @@
 //     other thread runs.
 //   - Go: with GOMAXPROCS=1 (strict's default) map order, math/rand/v2 and
 //     the clock repeat to the nanosecond (after a sleep, under load, a few
-//     µs may differ); 3 of about 700 runs of a minimal
-//     program drew the other map order (a time slice ending between two
-//     thread hand-offs). A goroutine that computes for more than a second
+//     µs may differ). Under load a run can draw the other map order: none
+//     of 1,500 runs one at a time, 4 of 2,320 with six to eight at once on two
+//     CPUs (a time slice ending inside one of the runtime's hand-offs of
+//     its main goroutine between threads; such a run starts main with 4
+//     threads instead of 3). A goroutine that computes for more than a second
 //     without reading the clock gets the clock moved 10 ms (a counted
 //     escape) so a spin-wait ends. With more processors the order is the
 //     machine's.

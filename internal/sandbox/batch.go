@@ -22,7 +22,11 @@ import (
 // more (a new thread's seed is taken from its maker's generator), and so a
 // program's map order and math/rand/v2 values took one of two values from
 // run to run (7 of 10 runs alike; 16 of 16 and 30 of 30 under load with
-// it).
+// it). What is left is a time slice ending inside a hand-off, which other
+// work on the CPU makes likelier: none of 1,500 runs one at a time, 4 of
+// 2,320 with six to eight runs at once on two CPUs. A longer slice for the agent
+// (sched_attr's runtime, 100 ms) made it worse, 22 of 1,500 one at a time:
+// a waking task with a shorter slice preempts the running one.
 //
 // Unprivileged threads may switch between the two policies, so it works
 // rootless too.

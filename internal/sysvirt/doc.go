@@ -414,10 +414,14 @@
 //     an order SCHED_BATCH keeps: its map order, math/rand/v2 values and
 //     clock repeat (goprobe in e2e). Not always: after a sleep, under
 //     load, the runtime's own reads vary by a few (a replay drifted by 4
-//     µs under CI's load); and 3 of about 700 runs of a
-//     minimal program drew the other map order, quiet machine, none of 170
-//     under load (a time slice ending between two thread hand-offs, most
-//     likely). With more processors its goroutines
+//     µs under CI's load); and a run can draw the other map order and
+//     math/rand/v2 values: the runtime hands its main goroutine between two
+//     threads during initialization, and when a time slice ends inside a
+//     hand-off (other work on the CPU) the main thread makes a fourth
+//     thread, whose seed it draws from its own generator. Measured with
+//     e2e's goprobe: none of 1,500 runs one at a time, 4 of 2,320 with
+//     six to eight runs at once on two CPUs; such a run starts main with 4 threads
+//     instead of 3 (goprobe's threads_at_main). With more processors its goroutines
 //     run in parallel and the order is the machine's.
 //   - Without HWCAP2_FSGSBASE (kernels before 5.9, CPUs without it) Go's
 //     sysmon reads move the clock as any thread's do.
