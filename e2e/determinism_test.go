@@ -255,9 +255,9 @@ func checkProbe(t *testing.T, key []string, via string, p determinismProbe) {
 			// One of the two took the runtime's other path: a third
 			// run tells which, and the two alike are compared.
 			third, _ := record("7")
-			t.Logf("the two seed-7 runs differ in %s (%s, then %s): the documented race; a third run has %s",
-				witness, w1, w2, parseProbe(t, third.stdout)[witness].value)
-			if parseProbe(t, third.stdout)[witness].value == w2 {
+			w3 := parseProbe(t, third.stdout)[witness].value
+			t.Logf("the two seed-7 runs differ in %s (%s, then %s): the documented race; a third run has %s", witness, w1, w2, w3)
+			if w3 == w2 {
 				first, bundle = again, againBundle
 			}
 			again = third
