@@ -2,14 +2,17 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,6 +93,57 @@ func TestExitCodeIsTheAgents(t *testing.T) {
 	r := dalExec(t, nil, "run", "--", "sh", "-c", "kill -TERM $$")
 	if r.code != 128+15 || !strings.Contains(r.stderr, "killed by signal terminated") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestKilledInitIsNotTheAgents: when the sandbox's init is killed from
+// outside (the OOM killer, a kill -9 of the wrong pid), dal-exec says so
+// instead of reporting the agent killed by that signal.
+func TestKilledInitIsNotTheAgents(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.exec, "run", "--", "sh", "-c", "echo ready; read x; echo read")
+	in, err := cmd.StdinPipe() // held open: the agent waits on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
+		cmd.Process.Kill()
+		t.Fatalf("the agent said %q, want ready (%s)", l, stderr.String())
+	}
+	// dal-exec's one child is the sandbox's init.
+	var kids []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) != 1 {
+		cmd.Process.Kill()
+		t.Fatalf("dal-exec has children %v, want the sandbox's init alone", kids)
+	}
+	pid, _ := strconv.Atoi(kids[0])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 128+9 {
+		t.Errorf("dal-exec: %v, want exit code 137", err)
+	}
+	if s := stderr.String(); !strings.Contains(s, "the sandbox's init was killed by signal killed") || strings.Contains(s, "the agent was killed") {
+		t.Errorf("dal-exec said %q, want that the sandbox's init was killed, not the agent", s)
 	}
 }
 

@@ -122,7 +122,7 @@ func TestRootlessSandboxSuite(t *testing.T) {
 		}
 	}
 	if r.code != 0 {
-		t.Fatalf("the sandbox suite failed rootless (exit %d):\n%s\n%s", r.code, tail(r.stdout, 60), r.stderr)
+		t.Fatalf("the sandbox suite failed rootless (exit %d):\n%s\n%s", r.code, failures(r.stdout), r.stderr)
 	}
 	sort.Strings(skipped)
 	if strings.Join(skipped, " ") != "TestFileCapsStripped" || passed < 30 {
@@ -130,12 +130,19 @@ func TestRootlessSandboxSuite(t *testing.T) {
 	}
 }
 
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// failures keeps what a failing `go test -v` run said beyond its progress
+// lines: the failing tests, their logs and any panic, whatever their place
+// in the output.
+func failures(out string) string {
+	var keep []string
+	for l := range strings.Lines(out) {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- PASS: ") || strings.HasPrefix(t, "--- SKIP: ") {
+			continue
+		}
+		keep = append(keep, strings.TrimRight(l, "\n"))
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(keep, "\n")
 }
 
 // TestRootlessRecordReplayRevert: an unprivileged user records an agent
@@ -211,4 +218,12 @@ func TestRootlessRecordReplayRevert(t *testing.T) {
 		t.Fatalf("rootless consistency: exit %d\n%s\n%s", con.code, con.stdout, con.stderr)
 	}
 	owned(report)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

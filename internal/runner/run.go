@@ -531,10 +531,16 @@ wait:
 		}
 	case errors.As(werr, &ee):
 		ws := ee.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
+		switch {
+		case ws.Signaled() && ended != nil:
+			// The sandbox's init wrote no report: it was killed itself,
+			// and the agent's tree with it.
+			res.ExitCode = 128 + int(ws.Signal())
+			fmt.Fprintf(spec.Log, "dal: the sandbox's init was killed by signal %s before the agent ended; the agent's processes ended with it; exit code %d\n", ws.Signal(), res.ExitCode)
+		case ws.Signaled():
 			res.ExitCode = 128 + int(ws.Signal())
 			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s; exit code %d\n", ws.Signal(), res.ExitCode)
-		} else {
+		default:
 			res.ExitCode = ws.ExitStatus()
 		}
 	default:
