@@ -18,6 +18,7 @@ import (
 
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sysvirt"
+	"golang.org/x/sys/unix"
 )
 
 // Config describes one sandbox.
@@ -392,7 +393,15 @@ func (c *Cmd) Begin(cfg Config, argv, env []string, dir string) error {
 	// The init has its own copies: with ours closed, a gone init's end of
 	// the gate is closed too.
 	closeAll(c.child)
-	if err := sendSpec(c.gate, b); err != nil {
+	// A closed gate is not the only sign of a gone init: a process the
+	// caller forks meanwhile holds copies of the caller's descriptors
+	// until it execs, the init's end of the gate among them, and the
+	// spec would then be written for no one.
+	err = errInitGone
+	if !exited(c.Process.Pid) {
+		err = sendSpec(c.gate, b)
+	}
+	if err != nil {
 		// The init is gone: what it said before is the reason.
 		if msg, _ := io.ReadAll(io.LimitReader(c.status, 4096)); len(msg) > 0 && msg[0] != gateByte {
 			return &SetupError{Msg: strings.TrimSpace(string(msg))}
@@ -400,6 +409,15 @@ func (c *Cmd) Begin(cfg Config, argv, env []string, dir string) error {
 		return fmt.Errorf("start the agent in the sandbox: the sandbox's init is gone (%w)", err)
 	}
 	return nil
+}
+
+var errInitGone = errors.New("it exited")
+
+// exited reports whether the child pid has exited (it is not reaped).
+func exited(pid int) bool {
+	var si unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && si.Signo == int32(unix.SIGCHLD)
 }
 
 // specFor is the init's spec, as JSON, for argv run in dir ("" = the
