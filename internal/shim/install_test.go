@@ -176,6 +176,85 @@ func TestInstallRemovesForeignCache(t *testing.T) {
 	firstPyc(t, dir) // the shim's own cache stays
 }
 
+// TestInstallPrunesOldBuilds: a build installing its tree removes the
+// trees (and seals) of other builds installed more than a day ago, except
+// the three newest; a younger tree, a directory not named as a tree, and
+// a link named as one are left, and nothing is removed through a link.
+func TestInstallPrunesOldBuilds(t *testing.T) {
+	t.Parallel()
+	base := filepath.Join(t.TempDir(), "shims")
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tree := func(name string, age time.Duration) string {
+		p := filepath.Join(base, name)
+		if err := os.MkdirAll(filepath.Join(p, "python"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(victim, filepath.Join(p, "python", "link")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(base, "."+name+".seal"), []byte("seal"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	young := tree("00000000000000a1", time.Hour)
+	kept1 := tree("00000000000000b2", 72*time.Hour)
+	kept2 := tree("00000000000000c3", 96*time.Hour)
+	gone1 := tree("00000000000000d4", 120*time.Hour)
+	gone2 := tree("00000000000000e5", 144*time.Hour)
+	other := tree("not-a-tree", 500*time.Hour)
+	link := filepath.Join(base, "00000000000000f6")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(outside, now.Add(-500*time.Hour), now.Add(-500*time.Hour))
+
+	d, err := installIn(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstPyc(t, string(d))
+	for _, p := range []string{young, kept1, kept2, other} {
+		if _, err := os.Stat(filepath.Join(p, "python")); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	for _, p := range []string{gone1, gone2} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was kept", p)
+		}
+		if _, err := os.Lstat(filepath.Join(base, "."+filepath.Base(p)+".seal")); err == nil {
+			t.Errorf("the seal of %s was kept", p)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(base, ".00000000000000b2.seal")); err != nil {
+		t.Errorf("a kept tree's seal was removed: %v", err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link named as a tree: %v", err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep" {
+		t.Errorf("a file behind a link was touched: %q %v", b, err)
+	}
+
+	// The next runs take the installed tree: nothing more is pruned.
+	os.Chtimes(young, now.Add(-200*time.Hour), now.Add(-200*time.Hour))
+	if _, err := installIn(base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("a run of an installed build pruned: %v", err)
+	}
+}
+
 // TestInstallRefusesSharedBase: a base directory others can write, or a
 // link, is refused.
 func TestInstallRefusesSharedBase(t *testing.T) {

@@ -34,10 +34,13 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/embedfs"
+	"github.com/dal-runtime/dal/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -148,6 +151,8 @@ func installIn(base string) (Dir, error) {
 	}
 	err = os.Rename(tmp, final)
 	if err == nil {
+		// A new build's first run: the trees of builds long unused go.
+		prune(base, time.Now())
 		return Dir(final), nil
 	}
 	if _, err := verify(final); err == nil {
@@ -159,6 +164,66 @@ func installIn(base string) (Dir, error) {
 		return "", fmt.Errorf("replace the altered shims in %s: %w", final, err)
 	}
 	return Dir(final), nil
+}
+
+// Trees of other builds are removed when a build installs its own, which
+// happens once per build: those installed more than pruneAge ago, except
+// the keepOthers newest. A build whose tree was removed installs it again
+// on its next run; what an agent of it already loaded is not affected.
+const (
+	pruneAge   = 24 * time.Hour
+	keepOthers = 3
+)
+
+// prune removes the trees of other builds in base by the rule above, and
+// their seals, best effort. Only directories named as a digest are taken
+// (never followed: a link so named is left), and they are removed one
+// name at a time from descriptors (safefs), never through a link.
+func prune(base string, now time.Time) {
+	d, err := safefs.Open(base)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(".")
+	if err != nil {
+		return
+	}
+	type tree struct {
+		name string
+		mod  time.Time
+	}
+	var others []tree
+	for _, e := range entries {
+		if !e.IsDir() || !isDigest(e.Name()) || e.Name() == Digest() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			others = append(others, tree{e.Name(), fi.ModTime()})
+		}
+	}
+	slices.SortFunc(others, func(a, b tree) int { return b.mod.Compare(a.mod) })
+	for i, t := range others {
+		if i < keepOthers || now.Sub(t.mod) < pruneAge {
+			continue
+		}
+		// The seal first: a tree without one is checked in full.
+		d.Remove("." + t.name + ".seal")
+		d.RemoveAll(t.name)
+	}
+}
+
+// isDigest reports whether name is a tree's name: 16 lowercase hex digits.
+func isDigest(name string) bool {
+	if len(name) != 16 {
+		return false
+	}
+	for _, c := range name {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // extract writes the shipped files into dir, byte-compiles the Python
