@@ -8,9 +8,12 @@
 //   bin/dal-exec run --keep-env 'BENCH_*' -- node bench/clock_cmp.js
 //
 // Each read is timed over BENCH_CALLS calls, BENCH_ROUNDS times; the median
-// round is reported. The timer is the real monotonic clock: the shim's
-// unpatched hrtime under dal, process.hrtime.bigint otherwise (under
-// libfaketime it runs at the real rate from a shifted origin). Output, one
+// round is reported. The timer is the real monotonic clock,
+// process.hrtime.bigint (under libfaketime it runs at the real rate from a
+// shifted origin), or the shim's unpatched hrtime under dal; in dal's
+// strict mode, where the syscall layer serves every clock the process reads,
+// the unpatched ones too, it is the process's CPU time (getrusage, which
+// the layer leaves real; the loops never block). Output, one
 // line of JSON:
 //
 //   {"runtime": "node v..", "under": "native|faketime|dal", "now": Date.now() / 1000, "reads":
@@ -18,7 +21,13 @@
 
 const dal = globalThis[Symbol.for('dal')];
 const active = Boolean(dal && dal.active);
-const hr = active ? dal.native.hrtimeBigint : process.hrtime.bigint;
+const hr = !active ? process.hrtime.bigint : dal.mode() === 'strict' ? cpuNs : dal.native.hrtimeBigint;
+
+// cpuNs is the process's CPU time in ns (microsecond resolution).
+function cpuNs() {
+  const u = dal.native.cpuUsage.call(process);
+  return BigInt(u.user + u.system) * 1000n;
+}
 const N = Number(process.env.BENCH_CALLS || 2e6);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 5);
 

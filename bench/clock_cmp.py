@@ -11,7 +11,9 @@ Each read is timed over BENCH_CALLS calls (a 10x unrolled loop), BENCH_ROUNDS
 times; the median round is reported. The timer is the real monotonic clock:
 dal's unpatched perf_counter_ns under dal, perf_counter_ns otherwise (under
 libfaketime it runs at the real rate from a shifted origin, so intervals are
-real). Output, one line of JSON:
+real); in dal's strict mode, where the syscall layer serves every clock the process
+reads, the unpatched ones too, it is the thread's CPU time (which the layer leaves
+real; the loops never block). Output, one line of JSON:
 
   {"runtime": "python 3.x", "under": "native|faketime|dal", "now": time.time(), "reads":
    [{"name", "ns", "min_ns", "max_ns", "rounds", "calls"}, ...]}
@@ -40,6 +42,11 @@ def main():
         import dal
         if dal.mode() not in (None, "default"):
             under, clock = "dal", dal.ORIG["perf_counter_ns"]
+            if dal.mode() == "strict":
+                # dal's syscall layer serves every clock read, the
+                # unpatched ones too; the thread's CPU time stays real.
+                get, cpu = dal.ORIG["clock_gettime_ns"], time.CLOCK_THREAD_CPUTIME_ID
+                clock = lambda: get(cpu)  # noqa: E731
     except ImportError:
         pass
     if under == "native" and "faketime" in os.environ.get("LD_PRELOAD", ""):

@@ -22,7 +22,11 @@
 // round_trips_per_million counts the shim's IPC round trips per 10^6 shimmed
 // calls (0 in strict mode; 10^6/batch for clock reads in seeded mode).
 //
-// Timing uses the native monotonic clock. Exit status 2 when the shim is not
+// Timing uses the native monotonic clock, except in strict mode: there dal's
+// syscall layer serves every clock the process reads, the unpatched
+// functions' too (so "native" is dal's vDSO read), and the timer is the
+// process's CPU time (getrusage, which the layer leaves real; these loops
+// never block, so their CPU time is their time). Exit status 2 when the shim is not
 // active (plain node, or dald unreachable): there would be nothing to compare.
 
 const dal = globalThis[Symbol.for('dal')];
@@ -33,7 +37,13 @@ if (!dal || !dal.active) {
 
 const N = Number(process.env.BENCH_CALLS || 2e6);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 7);
-const hr = dal.native.hrtimeBigint;
+const hr = dal.mode() === 'strict' ? cpuNs : dal.native.hrtimeBigint;
+
+// cpuNs is the process's CPU time in ns (microsecond resolution).
+function cpuNs() {
+  const u = dal.native.cpuUsage.call(process);
+  return BigInt(u.user + u.system) * 1000n;
+}
 
 // Each loop is its own function so V8 optimizes each call site separately.
 const loops = {

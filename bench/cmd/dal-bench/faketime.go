@@ -177,6 +177,9 @@ func clockCompareOne(lang, interp, script, smokeCalls string) []bench.Figure {
 		if libErr != nil {
 			f.Detail += " (min / median / max)"
 		}
+		if targeted[lang+" "+read] {
+			f.Target, f.Verdict = "dal at most 2x native (a process without dal)", verdict(dalNative.Median() <= 2)
+		}
 		figs = append(figs, f)
 	}
 	return figs

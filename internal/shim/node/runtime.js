@@ -27,6 +27,7 @@ function start(say, KEY, Module) {
     dateNow: Date.now,
     hrtime: process.hrtime,
     hrtimeBigint: process.hrtime.bigint,
+    cpuUsage: process.cpuUsage,
     uptime: process.uptime,
     mathRandom: Math.random,
     atomicsWait: Atomics.wait,
@@ -250,6 +251,7 @@ function start(say, KEY, Module) {
         return native.perfNow;
       },
       hrtimeBigint: native.hrtimeBigint,
+      cpuUsage: native.cpuUsage,
       mathRandom: native.mathRandom,
     }),
     // iteration and checkpoint write marks into $DAL_MARKS (marks.js, loaded
