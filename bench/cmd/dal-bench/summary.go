@@ -23,7 +23,7 @@ var summaryFigures = []struct{ name, label string }{
 	{"process start: true", "start-up added to a process (`true`)"},
 	{"run -- date: the sandbox's start-up (strict against --mode default)", "`run -- date`: the sandbox's start-up"},
 	{"sleep-heavy agent (5 s virtual)", "an agent sleeping 5 s, strict mode"},
-	{"python time.time", "Python clock read"},
+	{"python time.time: dal shim vs libfaketime", "Python clock read, shimmed"},
 	{"record, agent writing 1,000 files", "record an agent writing 1,000 files"},
 	{"record of an agent making 100 LLM calls, server llm_server.py", "record 100 LLM calls"},
 	{"replay of an agent making 100 LLM calls (network offline), server llm_server.py", "replay them offline"},
