@@ -713,6 +713,22 @@ func attachedLinks(t *testing.T, tr *Tracer) int {
 		id, _ := info.ID()
 		ours[id] = true
 	}
+	// The machine's links are listed, other processes' too: a link being
+	// made or freed meanwhile fails the listing with EAGAIN (its ID is
+	// not settled); list again.
+	for try := 0; ; try++ {
+		n, err := countLinks(ours)
+		if err == nil {
+			return n
+		}
+		if !errors.Is(err, unix.EAGAIN) || try == 100 {
+			t.Fatal(err)
+		}
+	}
+}
+
+// countLinks counts the machine's links of the programs ours.
+func countLinks(ours map[cebpf.ProgramID]bool) (int, error) {
 	var it link.Iterator
 	defer it.Close()
 	n := 0
@@ -725,10 +741,7 @@ func attachedLinks(t *testing.T, tr *Tracer) int {
 			n++
 		}
 	}
-	if err := it.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return n, it.Err()
 }
 
 // TestHooksOnlyWhileFollowed checks that the programs are attached from a
