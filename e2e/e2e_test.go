@@ -147,6 +147,27 @@ func TestKilledInitIsNotTheAgents(t *testing.T) {
 	}
 }
 
+// TestExitedChildIsNotLeftRunning: a shell that execs dal-exec record hands it
+// the children it had, here the writer of a process substitution, which
+// has exited by the agent's end; dal-exec reaps it and does not report it
+// as a process the agent left running. The agent reads the substitution
+// through the descriptor the shell passed.
+func TestExitedChildIsNotLeftRunning(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Whether the writer is still unreaped when the agent ends is up to
+	// the scheduler (one run in two or three here): six runs.
+	for range 6 {
+		cmd := exec.CommandContext(ctx, "bash", "-c", `exec "$0" record --no-apply --out "$1" -- cat <(echo substituted)`, bin.exec, filepath.Join(t.TempDir(), "b"))
+		cmd.Dir = t.TempDir()
+		r := runCmd(t, cmd)
+		if r.code != 0 || r.stdout != "substituted\n" || strings.Contains(r.stderr, "leaving") {
+			t.Fatalf("exit %d, stdout %q, stderr %q: want the substitution read and nothing reported left running", r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
 // TestRunFlagsReachTheEarlySandbox: dal-exec starts a run's sandbox before
 // it parses its command line (runner.Speculate), and tells the init the
 // syscall layer's configuration later: the seed given as --seed N,

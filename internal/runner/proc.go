@@ -118,7 +118,8 @@ func IsTerminal(f any) bool {
 // cleanupTree kills and reaps whatever the agent left behind once it has
 // been waited for. A parent's death does not stop its children from
 // forking, so it repeats until nothing is left. It returns how many
-// processes it killed.
+// processes it killed: an exited one waiting to be reaped (a zombie) was
+// not left running, and is only reaped.
 func cleanupTree() int {
 	n := 0
 	for range 100 {
@@ -127,7 +128,7 @@ func cleanupTree() int {
 			break
 		}
 		for _, p := range pids {
-			if syscall.Kill(p, syscall.SIGKILL) == nil {
+			if !zombie(p) && syscall.Kill(p, syscall.SIGKILL) == nil {
 				n++
 			}
 		}
@@ -135,6 +136,17 @@ func cleanupTree() int {
 	}
 	reapOrphans(false)
 	return n
+}
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which may hold ") ".
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && strings.HasPrefix(string(b[i:]), ") Z")
 }
 
 // reapOrphans collects exited processes that reparented to dal-exec; with
