@@ -168,6 +168,30 @@ func TestExitedChildIsNotLeftRunning(t *testing.T) {
 	}
 }
 
+// TestInheritedChildIsNotTheAgents: a child dal-exec started with (the
+// writer of a process substitution, still running when the agent ends)
+// is not the agent's: dal-exec neither kills it nor reports it left.
+func TestInheritedChildIsNotTheAgents(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", `exec "$0" record --no-apply --out "$1" -- head -1 <(echo $BASHPID; exec sleep 60 2>/dev/null)`, bin.exec, filepath.Join(t.TempDir(), "b"))
+	cmd.Dir = t.TempDir()
+	r := runCmd(t, cmd)
+	pid, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+	if r.code != 0 || err != nil {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	syscall.Kill(pid, syscall.SIGKILL)
+	if err != nil || strings.Contains(string(b), ") Z ") {
+		t.Errorf("the substitution's writer (pid %d) did not outlive dal-exec: %q %v", pid, b, err)
+	}
+	if strings.Contains(r.stderr, "leaving") {
+		t.Errorf("dal-exec counted its caller's process as the agent's: %q", r.stderr)
+	}
+}
+
 // TestRunFlagsReachTheEarlySandbox: dal-exec starts a run's sandbox before
 // it parses its command line (runner.Speculate), and tells the init the
 // syscall layer's configuration later: the seed given as --seed N,

@@ -28,6 +28,7 @@ const buildEnv = "DAL_EXEC_BUILD"
 // registry (their packages cost every start about 4 ms), hands a command
 // that needs one of them to dal-exec-full, which runs it from the start.
 func Entry() int {
+	runner.NoteInherited() // before any child of dal-exec's own
 	// dal-exec lives as long as its agent with a heap of a few MB: the
 	// collection its start-up allocations would set off (about 1.5 ms of
 	// CPU, while the agent's sandbox starts beside it) is not worth it.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/dal-runtime/dal/internal/sandbox"
@@ -55,9 +56,42 @@ func becomeSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
+// inherited are the children dal-exec had when it started: a shell that
+// execs it hands over the children it had (the writer of a process
+// substitution). They are not the agent's: neither killed nor counted.
+var inherited = struct {
+	sync.Mutex
+	pids map[int]bool
+}{pids: map[int]bool{}}
+
+// NoteInherited records the children this process has, before it starts
+// any: call it first thing.
+func NoteInherited() {
+	pid := strconv.Itoa(os.Getpid())
+	b, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+	if err != nil {
+		return
+	}
+	inherited.Lock()
+	defer inherited.Unlock()
+	for _, f := range strings.Fields(string(b)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			inherited.pids[c] = true
+		}
+	}
+}
+
+// isInherited reports whether pid is a child dal-exec started with.
+func isInherited(pid int) bool {
+	inherited.Lock()
+	defer inherited.Unlock()
+	return inherited.pids[pid]
+}
+
 // descendants lists the PIDs below pid, children before grandchildren, read
 // from /proc/<pid>/task/*/children; not a sandbox's init that is ending in
-// the background ([sandbox.Exiting]), nor what is below it.
+// the background ([sandbox.Exiting]), nor what is below it, nor a child
+// dal-exec started with (NoteInherited).
 func descendants(pid int) []int {
 	var out []int
 	queue := []int{pid}
@@ -73,7 +107,7 @@ func descendants(pid int) []int {
 			}
 			for _, f := range strings.Fields(string(b)) {
 				c, err := strconv.Atoi(f)
-				if err == nil && !seen[c] && !sandbox.Exiting(c) {
+				if err == nil && !seen[c] && !sandbox.Exiting(c) && !isInherited(c) {
 					seen[c] = true
 					out = append(out, c)
 					queue = append(queue, c)
@@ -162,6 +196,9 @@ func reapOrphans(block bool) {
 		if pid <= 0 || errors.Is(err, unix.ECHILD) {
 			return
 		}
+		inherited.Lock()
+		delete(inherited.pids, pid) // reaped: its pid may be reused
+		inherited.Unlock()
 		flags = unix.WNOHANG
 	}
 }
