@@ -91,7 +91,9 @@ func isInherited(pid int) bool {
 // descendants lists the PIDs below pid, children before grandchildren, read
 // from /proc/<pid>/task/*/children; not a sandbox's init that is ending in
 // the background ([sandbox.Exiting]), nor what is below it, nor a child
-// dal-exec started with (NoteInherited).
+// dal-exec started with (NoteInherited), nor one that has exited and waits
+// to be reaped (a zombie: not running, with no children; reapOrphans
+// collects it).
 func descendants(pid int) []int {
 	var out []int
 	queue := []int{pid}
@@ -107,7 +109,7 @@ func descendants(pid int) []int {
 			}
 			for _, f := range strings.Fields(string(b)) {
 				c, err := strconv.Atoi(f)
-				if err == nil && !seen[c] && !sandbox.Exiting(c) && !isInherited(c) {
+				if err == nil && !seen[c] && !sandbox.Exiting(c) && !isInherited(c) && !zombie(c) {
 					seen[c] = true
 					out = append(out, c)
 					queue = append(queue, c)
@@ -152,8 +154,7 @@ func IsTerminal(f any) bool {
 // cleanupTree kills and reaps whatever the agent left behind once it has
 // been waited for. A parent's death does not stop its children from
 // forking, so it repeats until nothing is left. It returns how many
-// processes it killed: an exited one waiting to be reaped (a zombie) was
-// not left running, and is only reaped.
+// processes it killed.
 func cleanupTree() int {
 	n := 0
 	for range 100 {
@@ -162,7 +163,7 @@ func cleanupTree() int {
 			break
 		}
 		for _, p := range pids {
-			if !zombie(p) && syscall.Kill(p, syscall.SIGKILL) == nil {
+			if syscall.Kill(p, syscall.SIGKILL) == nil {
 				n++
 			}
 		}
