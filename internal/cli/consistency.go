@@ -231,7 +231,7 @@ func childRecorder(c *ucli.Context) (consistency.Recorder, ed25519.PrivateKey, e
 		fmt.Fprintf(c.App.ErrWriter, "dal: created a signing key at %s (keep it; bundles are signed with it)\n", key)
 	}
 	base := []string{"record", "--no-apply", "--key", key, "--mode", c.String("mode"), "--epoch", c.String("epoch"),
-		"--quantum", c.Duration("quantum").String(), "--cpus", c.String("cpus"), "--timeout", c.Duration("timeout").String()}
+		"--quantum", c.Duration("quantum").String(), "--cpus", c.String("cpus"), "--timeout", c.Duration("timeout").String(), "--stall-limit", c.Duration("stall-limit").String()}
 	base = append(base, gateArgs(c)...)
 	for _, f := range []string{"keep-env", "allow-loopback", "secret-env"} {
 		for _, v := range c.StringSlice(f) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/seedrng"
 	"github.com/dal-runtime/dal/vclock"
@@ -27,6 +28,8 @@ func runFlags() []ucli.Flag {
 				Usage: "CPUs to pin the agent to: a list like 0 or 0-3,6; first (the first allowed CPU) or all (no pinning)"},
 			&ucli.DurationFlag{Name: "timeout", EnvVars: []string{"DAL_TIMEOUT"},
 				Usage: "wall-clock limit; when reached the agent's whole process tree is killed and dal-exec exits 124 (0: none)"},
+			&ucli.DurationFlag{Name: "stall-limit", Value: sysvirt.DefaultStallLimit, EnvVars: []string{"DAL_STALL_LIMIT"},
+				Usage: "strict mode: how long a timed wait may wait in real time for I/O that does not come (a server that never answers) before it expires anyway, reported as an escape; never less than the wait's own timeout"},
 			&ucli.StringSliceFlag{Name: "keep-env", EnvVars: []string{"DAL_KEEP_ENV"},
 				Usage: "pass an environment variable through to the agent (repeatable; NAME or PREFIX_*); the rest is scrubbed"},
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
@@ -69,6 +72,10 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	spec.Timeout = c.Duration("timeout")
 	if spec.Timeout < 0 {
 		return spec, usageError{Err: fmt.Errorf("timeout %s is negative", spec.Timeout)}
+	}
+	spec.StallLimit = c.Duration("stall-limit")
+	if spec.StallLimit <= 0 {
+		return spec, usageError{Err: fmt.Errorf("stall limit %s must be positive, e.g. 60s", spec.StallLimit)}
 	}
 	spec.KeepEnv = c.StringSlice("keep-env")
 	spec.Socket = c.String("socket")

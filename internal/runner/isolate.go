@@ -32,7 +32,7 @@ const RunDir = "/tmp/.dal-run"
 // real values (a logged replay's are served by the shims' logs only).
 func VirtualConfig(spec *Spec) sysvirt.Config {
 	vc := vclock.DefaultConfig()
-	c := sysvirt.Config{Seed: spec.Seed, EpochNS: vc.EpochNS, MonoNS: vc.MonoNS, QuantumNS: vc.QuantumNS}
+	c := sysvirt.Config{Seed: spec.Seed, EpochNS: vc.EpochNS, MonoNS: vc.MonoNS, QuantumNS: vc.QuantumNS, StallLimit: spec.StallLimit}
 	if !spec.Epoch.IsZero() {
 		c.EpochNS = spec.Epoch.UnixNano()
 	}

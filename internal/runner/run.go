@@ -47,7 +47,10 @@ type Spec struct {
 	Quantum time.Duration
 	CPUs    []int // nil: not pinned
 	Timeout time.Duration
-	KeepEnv []string
+	// StallLimit is the syscall layer's (sysvirt.Config.StallLimit); 0
+	// its default.
+	StallLimit time.Duration
+	KeepEnv    []string
 	// Inherit, when set, replaces the allowlisted variables (PATH, HOME,
 	// ...) read from dal-exec's environment: a replay passes the recorded
 	// ones, so the agent sees what it saw.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Config is what the supervisor serves. The zero Config serves nothing.
@@ -26,6 +27,24 @@ type Config struct {
 	// sandbox made anything: file times from then on are the run's
 	// (filetimes.go). 0: when the supervisor starts.
 	StartNS int64 `json:"start_ns,omitempty"`
+	// StallLimit is how long, in real time, a timed wait may be held
+	// while I/O it waits on is outstanding before it expires anyway (an
+	// escape: real time decided it). A wait's own timeout is the least
+	// it waits for real. 0: DefaultStallLimit.
+	StallLimit time.Duration `json:"stall_limit,omitempty"`
+}
+
+// DefaultStallLimit is Config.StallLimit's default: longer than an LLM
+// answer takes, short enough that a server that never answers does not
+// hang a run for long.
+const DefaultStallLimit = 60 * time.Second
+
+// stallLimit is c's StallLimit, or its default.
+func (c Config) stallLimit() time.Duration {
+	if c.StallLimit > 0 {
+		return c.StallLimit
+	}
+	return DefaultStallLimit
 }
 
 // Enabled reports whether c serves anything.
@@ -46,14 +65,16 @@ type Counts struct {
 	Served map[string]int64 `json:"served,omitempty"`
 	// Real counts calls that ran on real time or real randomness, by
 	// reason: "cpu_clock", "sleep_threaded", "wait_sigmask",
-	// "wait_outstanding" (waited in real time for I/O; t jumped only on
-	// expiry), "other_clock", "cpu_timer" (a POSIX timer on a CPU-time
+	// "wait_outstanding" (held in real time until its I/O was ready or
+	// its process could jump: t never moved with latency), "other_clock", "cpu_timer" (a POSIX timer on a CPU-time
 	// clock), "clock_adjust" (adjtimex or clock_adjtime asked to change
 	// the clock: the kernel's to refuse or do).
 	Real map[string]int64 `json:"real,omitempty"`
 	// Escapes are calls that returned real clock or random values where a
-	// virtual one was due, and "timer": timers that fired on the real
-	// clock; any makes the category uncaptured.
+	// virtual one was due, "timer": timers that fired on the real clock,
+	// and "stall": timed waits that expired because their I/O was still
+	// outstanding at the stall limit (real time decided what the agent
+	// saw); any makes the category uncaptured.
 	Escapes map[string]int64 `json:"escapes,omitempty"`
 	// Calls counts, by system call name, the calls the supervisor answered
 	// itself: they never reached the kernel's syscall entry, where the

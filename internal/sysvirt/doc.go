@@ -192,9 +192,17 @@
 // no other thread of the process is running (a thread held for a clock
 // read or getrandom counts as running), t jumps by the timeout (or to the
 // first timer that ends the wait, below) and the call returns at once;
-// otherwise the wait is real, for at most the timeout, looking again every
-// 2 ms, and t jumps by the timeout when it expires or as soon as the
-// condition holds. Readiness is judged on copies of the waited descriptors
+// otherwise the wait is held in real time, looking again every 2 ms: it
+// returns what is ready when it is, with t unmoved, or t jumps by the
+// timeout as soon as the condition holds. Its real timeout passing decides
+// nothing (docs/design.md: virtual time is a function of events, never of
+// latency): an LLM call that takes 40 s and one answered from a bundle in
+// a millisecond leave the agent's clock, and which of its waits returned,
+// the same. Only the stall limit ([Config].StallLimit, 60 s by default,
+// and never less than the wait's own timeout) lets real time decide: a
+// wait still held then expires as its timeout would have, counted as a
+// "stall" escape with a note (a server that never answers, a thread that
+// computes without ever blocking). Readiness is judged on copies of the waited descriptors
 // taken for that call (pidfd_getfd through a pidfd the supervisor keeps
 // per process until its exec or exit), so a number reused for another file
 // is judged as that file, and no copy keeps a file open past the call. The second half matters to Go: its netpoller waits with

@@ -24,11 +24,13 @@ type realWaiter struct {
 
 // heldWait is one wait held in real time.
 type heldWait struct {
-	w        *waitCall
-	p        *proc
-	l        *waitLook
-	deadline time.Time // its timeout, on the real clock
-	recheck  time.Time // when to look again whether it could jump
+	w *waitCall
+	p *proc
+	l *waitLook
+	// stall is when it expires anyway, on the real clock: its timeout or
+	// the stall limit, whichever is later (an escape).
+	stall   time.Time
+	recheck time.Time // when to look again whether it could jump
 }
 
 // hold adds h to the waits held, starting the waiter when none runs.
@@ -89,7 +91,7 @@ func (s *Supervisor) waitLoop() {
 		}
 		for _, h := range held {
 			fds = append(fds, h.l.watch...)
-			next = minTime(next, minTime(h.deadline, h.recheck))
+			next = minTime(next, minTime(h.stall, h.recheck))
 		}
 		// A millisecond more, as the poll's own rounding would cut it
 		// short of the deadline.
@@ -128,6 +130,14 @@ func (s *Supervisor) waitLoop() {
 // judge decides a held wait after a poll: true when it ended (answered
 // here, or no longer the supervisor's to answer). ready says a descriptor
 // it waits on is ready, or the poll failed: the kernel takes the call.
+//
+// Its real timeout passing decides nothing: a wait held for outstanding
+// I/O (a response, a child's output) ends when the I/O is ready, without
+// moving the clock, however long it took, or when its process can jump,
+// as it would have had the I/O been instant. So what the agent sees never
+// depends on latency. Only the stall limit, for a server that never
+// answers or a thread that never blocks, lets real time decide: the wait
+// expires and that is an escape, with a note.
 func (s *Supervisor) judge(h *heldWait, ready bool, now time.Time) bool {
 	w := h.w
 	switch {
@@ -136,12 +146,17 @@ func (s *Supervisor) judge(h *heldWait, ready bool, now time.Time) bool {
 	case ready:
 		Continue(s.fd, w.n.ID)
 		return true
-	case !now.Before(h.deadline):
-		s.expire(w, h.p, "")
-		return true
-	case !now.Before(h.recheck):
+	case !now.Before(h.recheck) || !now.Before(h.stall):
 		if h.l.canJump() {
 			s.expire(w, h.p, "wait")
+			return true
+		}
+		if !now.Before(h.stall) {
+			s.mu.Lock()
+			s.escaped("stall")
+			s.counts.note("a timed wait was still waiting for outstanding I/O (a server that did not answer, or a thread that never blocked) at the stall limit: it expired on the real clock, so what followed is not reproducible")
+			s.mu.Unlock()
+			s.expire(w, h.p, "")
 			return true
 		}
 		h.recheck = now.Add(recheck)

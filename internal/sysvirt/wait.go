@@ -400,8 +400,9 @@ func anyOutstandingCopy(tgid, pidfd int, fds []int) bool {
 	return false
 }
 
-// waitReal waits for real, for at most w's timeout, looking again every
-// recheck; it takes ownership of l. An epoll wait looks at the set's
+// waitReal waits for real until w's descriptors are ready or its process
+// can jump, looking again every recheck, or until the stall limit (judge);
+// it takes ownership of l. An epoll wait looks at the set's
 // members again, through a pidfd of its own (see pidfds); a poll or select
 // has its copies and needs none. The wait is held by the supervisor's one
 // waiter (realwait.go).
@@ -418,7 +419,8 @@ func (s *Supervisor) waitReal(w *waitCall, p *proc, l *waitLook) {
 	s.mu.Unlock()
 	s.realWaits.Store(w.pid, true)
 	now := time.Now()
-	s.waiter.hold(s, &heldWait{w: w, p: p, l: l, deadline: now.Add(time.Duration(w.timeout)), recheck: now.Add(recheck)})
+	stall := max(time.Duration(w.timeout), s.cfg.stallLimit())
+	s.waiter.hold(s, &heldWait{w: w, p: p, l: l, stall: now.Add(stall), recheck: now.Add(recheck)})
 }
 
 // recheck is how often a real wait looks again at whether it could jump.
