@@ -232,8 +232,11 @@ func (p *Proxy) handleTransparentConn(c net.Conn, dst string, t *upstream) {
 
 // tunnel serves a CONNECT to target on the hijacked connection raw, whose
 // first bytes (already read by the HTTP server) are pre.
-func (p *Proxy) tunnel(raw net.Conn, pre []byte, target string, t *upstream) {
-	if _, err := io.WriteString(raw, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+// written is called once the answer to the CONNECT is written.
+func (p *Proxy) tunnel(raw net.Conn, pre []byte, target string, t *upstream, written func()) {
+	_, err := io.WriteString(raw, "HTTP/1.1 200 Connection established\r\n\r\n")
+	written()
+	if err != nil {
 		p.drop(raw)
 		return
 	}

@@ -48,6 +48,28 @@ type clientConn struct {
 
 	once sync.Once
 	peer *peerSocket // nil: the client's socket cannot be watched
+
+	// The delivery order (order.go): reading counts the Reads under way,
+	// turns the requests read whole that hold a turn; closed is set at
+	// Close.
+	order   *orderer
+	reading atomic.Int32
+	turns   atomic.Int32
+	closed  atomic.Bool
+}
+
+func (c *clientConn) Read(p []byte) (int, error) {
+	c.reading.Add(1)
+	n, err := c.Conn.Read(p)
+	c.reading.Add(-1)
+	return n, err
+}
+
+func (c *clientConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) && c.order != nil {
+		defer c.order.untrack(c)
+	}
+	return c.Conn.Close()
 }
 
 func (c *clientConn) Write(p []byte) (int, error) {

@@ -1,6 +1,7 @@
 package netcap
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,46 +39,133 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodConnect {
 		if info.via == viaProxy {
-			p.connect(w, r, info)
+			t := p.turnFor(info, r.Method, r.Host, nil)
+			if !p.awaitTurn(r.Context(), t, nil) {
+				return
+			}
+			p.connect(w, r, info, func() { p.endTurn(t, nil) })
 			return
 		}
-		p.refuse(w, http.StatusMethodNotAllowed, KindNotProxied, info.addr,
-			fmt.Sprintf("a client sent CONNECT %s inside a connection to %s, which dal does not nest: answered 405, not captured", r.Host, info.addr))
+		p.deliver(w, r, info, func() {
+			p.refuse(w, http.StatusMethodNotAllowed, KindNotProxied, info.addr,
+				fmt.Sprintf("a client sent CONNECT %s inside a connection to %s, which dal does not nest: answered 405, not captured", r.Host, info.addr))
+		})
 		return
 	}
 	rt, err := p.route(r, info)
 	if err != nil {
-		p.refuse(w, http.StatusBadRequest, KindNotProxied, info.addr, err.Error())
+		p.deliver(w, r, info, func() { p.refuse(w, http.StatusBadRequest, KindNotProxied, info.addr, err.Error()) })
 		return
 	}
 	if isWebSocket(r.Header) {
-		p.refuse(w, http.StatusNotImplemented, KindWebSocket, info.addr,
-			fmt.Sprintf("WebSocket upgrade to %s is not supported: answered 501, not captured", rt.url))
+		p.deliver(w, r, info, func() {
+			p.refuse(w, http.StatusNotImplemented, KindWebSocket, info.addr,
+				fmt.Sprintf("WebSocket upgrade to %s is not supported: answered 501, not captured", rt.url))
+		})
 		return
 	}
 
-	x := &har.Exchange{Seq: p.seq.assign(), Started: started, Via: info.via}
-	defer p.seq.finish(x)
+	x := &har.Exchange{Seq: -1, Started: started, Via: info.via}
+	if p.order == nil {
+		x.Seq = p.seq.assign()
+	}
+	defer func() {
+		if x.Seq < 0 {
+			x.Seq = p.seq.assign()
+		}
+		p.seq.finish(x)
+	}()
 	x.Request = har.Request{Method: r.Method, URL: rt.url, Proto: r.Proto, Header: requestHeader(r)}
 	body, err := io.ReadAll(r.Body) // answers Expect: 100-continue
 	x.Request.Body = body
+	t := p.turnFor(info, r.Method, rt.url, body)
+	defer p.endTurn(t, w)
+	if t != nil {
+		r = r.WithContext(context.WithValue(r.Context(), turnKey{}, t))
+	}
 	if err != nil {
 		x.Send = time.Since(started)
 		x.Error = fmt.Sprintf("reading the request body from the client: %v", err)
-		writeError(w, http.StatusBadRequest, "dal: "+x.Error, "dal_bad_request", "X-Dal-Proxy", "error")
+		if p.awaitTurn(r.Context(), t, x) {
+			writeError(w, http.StatusBadRequest, "dal: "+x.Error, "dal_bad_request", "X-Dal-Proxy", "error")
+		}
 		return
 	}
 	if p.cfg.Before != nil {
 		if a := p.cfg.Before(r.Context(), x); a != nil {
-			p.answer(w, x, a)
+			if p.awaitTurn(r.Context(), t, x) {
+				p.answer(w, x, a)
+			}
 			return
 		}
 	}
 	if p.replaying() {
+		if !p.awaitTurn(r.Context(), t, x) {
+			x.ClientClosed = &har.ClientClose{Truncated: true}
+			return
+		}
 		p.replay(w, r, x, info.addr)
 		return
 	}
 	p.forward(w, r, x, rt, body)
+}
+
+// turnKey carries a request's turn (order.go) in its context.
+type turnKey struct{}
+
+// turnFor gives a request read whole its turn in the delivery order; nil
+// when the proxy does not order deliveries.
+func (p *Proxy) turnFor(info *connInfo, method, url string, body []byte) *turn {
+	if p.order == nil {
+		return nil
+	}
+	return p.order.take(info.client, method, url, body)
+}
+
+// awaitTurn waits until t is delivered (at once without an order), and
+// numbers x, when given, in delivery order; false when the client left
+// first.
+func (p *Proxy) awaitTurn(ctx context.Context, t *turn, x *har.Exchange) bool {
+	if t == nil {
+		return true
+	}
+	if !p.order.await(ctx, t) {
+		return false
+	}
+	if x != nil && x.Seq < 0 {
+		x.Seq = p.seq.assign()
+	}
+	return true
+}
+
+// endTurn ends t once what was written is on its way to the client (w
+// flushed; nil when the caller wrote to the connection itself).
+func (p *Proxy) endTurn(t *turn, w http.ResponseWriter) {
+	if t == nil {
+		return
+	}
+	if w != nil {
+		http.NewResponseController(w).Flush()
+	}
+	p.order.done(t)
+}
+
+// endTurnOf ends r's turn early: a replayed response held open until the
+// client closes must not hold every other delivery back.
+func (p *Proxy) endTurnOf(w http.ResponseWriter, r *http.Request) {
+	if t, ok := r.Context().Value(turnKey{}).(*turn); ok {
+		p.endTurn(t, w)
+	}
+}
+
+// deliver writes an answer the proxy makes without a request body read
+// (a refusal) in its turn.
+func (p *Proxy) deliver(w http.ResponseWriter, r *http.Request, info *connInfo, write func()) {
+	t := p.turnFor(info, r.Method, r.RequestURI, nil)
+	defer p.endTurn(t, w)
+	if p.awaitTurn(r.Context(), t, nil) {
+		write()
+	}
 }
 
 // route works out r's recorded URL and upstream.
@@ -117,7 +205,7 @@ func (p *Proxy) route(r *http.Request, info *connInfo) (route, error) {
 }
 
 // connect takes over the connection of a CONNECT request.
-func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, info *connInfo) {
+func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, info *connInfo, written func()) {
 	target := r.Host
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		target = net.JoinHostPort(strings.Trim(target, "[]"), "443")
@@ -125,10 +213,12 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, info *connInfo) 
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		http.Error(w, "dal: cannot take over this connection", http.StatusInternalServerError)
+		written()
 		return
 	}
 	raw, brw, err := hj.Hijack()
 	if err != nil {
+		written()
 		return
 	}
 	// Bytes the client sent right after CONNECT, already buffered.
@@ -139,9 +229,10 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, info *connInfo) 
 	}
 	if !p.pending.add(raw) {
 		raw.Close()
+		written()
 		return
 	}
-	p.tunnel(raw, pre, target, info.transport)
+	p.tunnel(raw, pre, target, info.transport, written)
 }
 
 // refuse answers a request that is not captured, and reports it.

@@ -184,6 +184,36 @@ type Proxy struct {
 
 	// pace waits until start+at or ctx is done; a test hook.
 	pace func(ctx context.Context, start time.Time, at time.Duration) error
+
+	// order decides the delivery order of responses (order.go); nil:
+	// as they come.
+	order *orderer
+}
+
+// SetSettle makes the proxy deliver responses one at a time, in an order
+// that depends only on what the client sent (order.go): each when settle,
+// which waits until the client's process tree has settled, returns. A
+// tree that has not settled after patience gets its response anyway, an
+// escape ([Proxy.OrderEscapes]). Call it before Serve.
+func (p *Proxy) SetSettle(settle func(context.Context) error, patience time.Duration) {
+	p.order = newOrderer(p.base, settle, patience, func() []net.Listener {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		ls := make([]net.Listener, 0, len(p.listeners))
+		for l := range p.listeners {
+			ls = append(ls, l)
+		}
+		return ls
+	})
+}
+
+// OrderEscapes is how many responses were delivered before the client's
+// tree settled (SetSettle's patience ran out): their order was latency's.
+func (p *Proxy) OrderEscapes() int64 {
+	if p.order == nil {
+		return 0
+	}
+	return p.order.escapes.Load()
 }
 
 // New returns a proxy configured by cfg. It starts nothing.
@@ -360,7 +390,11 @@ func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
 			return fmt.Errorf("netcap: accept on %s: %w", l.Addr(), err)
 		}
 		backoff = 0
-		c = &clientConn{Conn: c, diag: p.diag}
+		cc := &clientConn{Conn: c, diag: p.diag}
+		if p.order != nil {
+			p.order.track(cc)
+		}
+		c = cc
 		if !p.pending.add(c) {
 			c.Close()
 			continue

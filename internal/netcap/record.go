@@ -53,6 +53,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 		sent = headersAt
 	}
 	x.Send, x.Wait = sent.Sub(x.Started), headersAt.Sub(sent)
+	// Its turn: the response reaches the client in the delivery order
+	// (order.go), however soon upstream answered.
+	if t, ok := r.Context().Value(turnKey{}).(*turn); ok && !p.awaitTurn(r.Context(), t, x) {
+		if err == nil {
+			ex.finish(false)
+		}
+		x.ClientClosed = &har.ClientClose{Truncated: true}
+		return
+	}
 	if err != nil {
 		var refused *RefusedError
 		switch {

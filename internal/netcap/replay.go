@@ -42,7 +42,7 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 
 	if served.HoldOpen && served.Status == 0 {
 		// The client left before the response arrived when recorded.
-		p.holdOpen(r, x, &har.ClientClose{Truncated: true})
+		p.holdOpen(w, r, x, &har.ClientClose{Truncated: true})
 	}
 	withBody := bodyAllowed(r.Method, served.Status)
 	var total int
@@ -139,7 +139,7 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 		if !gone {
 			http.NewResponseController(w).Flush()
 		}
-		p.holdOpen(r, x, cc)
+		p.holdOpen(w, r, x, cc)
 	case gone:
 		x.ClientClosed = cc
 	}
@@ -149,7 +149,8 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, x *har.Exchange, 
 // client closes the connection (it did so when recorded, having read
 // what was sent) or the proxy shuts down, then closes the connection.
 // The deferred recording of x still happens.
-func (p *Proxy) holdOpen(r *http.Request, x *har.Exchange, cc *har.ClientClose) {
+func (p *Proxy) holdOpen(w http.ResponseWriter, r *http.Request, x *har.Exchange, cc *har.ClientClose) {
+	p.endTurnOf(w, r)
 	<-r.Context().Done()
 	x.ClientClosed = cc
 	x.Receive = time.Since(x.Started) - x.Send - x.Wait

@@ -68,7 +68,7 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 		b.SyscallLayer = v
 		// The layer serves every process from env.json's seed and
 		// epoch: captured unless something escaped it.
-		layerClock = in.virtCfg.Clock && v.Escapes["clock"] == 0 && v.Escapes["sleep"] == 0 && v.Escapes["timer"] == 0 && v.Unpatched == 0
+		layerClock = in.virtCfg.Clock && v.Escapes["clock"] == 0 && v.Escapes["sleep"] == 0 && v.Escapes["timer"] == 0 && v.Escapes["stall"] == 0 && v.Unpatched == 0
 		layerRandom = in.virtCfg.Random && v.Escapes["random"] == 0 && v.Unpatched == 0
 		if in.virtCfg.Clock {
 			cat(ebpf.Clock).Shim += v.Served["clock"]
@@ -87,7 +87,7 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 			cat(ebpf.Random).Captured = layerRandom
 			cat(ebpf.Random).Record = "env.json"
 		}
-		for _, k := range []string{"clock", "sleep", "timer", "random"} {
+		for _, k := range []string{"clock", "sleep", "timer", "stall", "random"} {
 			if n := v.Escapes[k]; n > 0 {
 				c := string(ebpf.Clock)
 				if k == "random" {
@@ -125,6 +125,11 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 	if in.network != nil && in.network.Captured {
 		cat(ebpf.Network).Captured, cat(ebpf.Network).Record = true, "network.har"
 		cat(ebpf.Network).Shim = int64(in.exchanges)
+		if n := in.network.OrderEscapes; n > 0 {
+			cat(ebpf.Network).Captured = false
+			b.Escapes = append(b.Escapes, boundary.Escape{Category: string(ebpf.Network), Detail: fmt.Sprintf(
+				"%d response(s) reached the agent before its processes settled (a thread kept running past the stall limit): which of its concurrent requests was answered first was decided by latency", n)})
+		}
 	}
 	if in.trace == nil || !in.trace.Tracing {
 		b.Reason = "boundary tracing was not asked for"

@@ -25,6 +25,7 @@ import (
 	"github.com/dal-runtime/dal/internal/procnet"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
+	"github.com/dal-runtime/dal/internal/sysvirt"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,6 +85,13 @@ type NetworkEnv struct {
 	Blocked []string `json:"blocked,omitempty"`
 	// NotCaptured are the proxy's reports of traffic it did not capture.
 	NotCaptured []string `json:"not_captured,omitempty"`
+	// Ordered: the proxy handed the agent its responses one at a time,
+	// each once its process tree had settled, in an order that depends
+	// only on what it sent (netcap's order.go). OrderEscapes are the
+	// responses handed over before the tree settled (a thread that kept
+	// running past the stall limit): their order was latency's.
+	Ordered      bool  `json:"ordered,omitempty"`
+	OrderEscapes int64 `json:"order_escapes,omitempty"`
 }
 
 // Network is the capture (or replay) side of one run: dal's proxy,
@@ -105,6 +113,8 @@ type Network struct {
 
 	prompts []*prompts.Prompt // record: extracted by writeNetwork (netwrite.go)
 	count   int               // record: exchanges written
+
+	sandboxCfg *sandbox.Config // for the stall limit, read once the sandbox runs
 }
 
 // NewNetwork prepares capture (index == nil) or replay of index, with
@@ -197,6 +207,8 @@ func (n *Network) Vars() map[string]string {
 // Configure makes the sandbox's network private and its listeners dal's.
 func (n *Network) Configure(cfg *sandbox.Config) {
 	cfg.Network = true
+	cfg.Settle = true
+	n.sandboxCfg = cfg
 	cfg.Mounts = append(cfg.Mounts,
 		sandbox.Mount{Source: filepath.Join(n.dir, "trust.pem"), Target: trustTarget, ReadOnly: true},
 		sandbox.Mount{Source: filepath.Join(n.dir, "ca.pem"), Target: caTarget, ReadOnly: true})
@@ -227,6 +239,14 @@ func (n *Network) listen(c *sandbox.Cmd) error {
 	}
 	if err != nil && n.log != nil {
 		fmt.Fprintf(n.log, "dal: the agent's connections cannot be watched with sock_diag (%v): a streamed response may reach it in fewer reads than recorded\n", err)
+	}
+	if c.Settles() {
+		patience := n.sandboxCfg.Virtual.StallLimit
+		if patience <= 0 {
+			patience = sysvirt.DefaultStallLimit
+		}
+		n.proxy.SetSettle(c.Settle, patience)
+		n.env.Ordered = true
 	}
 	go n.proxy.Serve(l)
 	for _, addr := range n.env.Mirrored {
@@ -289,6 +309,10 @@ func (n *Network) Finish(blocked []sandbox.BlockedConnect) []*har.Exchange {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.env.NotCaptured = append([]string(nil), n.reports...)
+	n.env.OrderEscapes = n.proxy.OrderEscapes()
+	if n.env.OrderEscapes > 0 {
+		fmt.Fprintf(n.log, "dal: %d response(s) reached the agent before its processes settled (one kept running past the stall limit): the order of its concurrent responses was decided by latency\n", n.env.OrderEscapes)
+	}
 	sort.SliceStable(n.exchanges, func(i, j int) bool { return n.exchanges[i].Seq < n.exchanges[j].Seq })
 	return n.exchanges
 }

@@ -215,7 +215,11 @@ func runInit(arg string) int {
 			return setupExit // the parent gave up: it reports why
 		}
 	}
-	gate.Close()
+	if sp.Settle && sp.Gate && w.virt != nil {
+		go serveSettle(gate, w.virt)
+	} else {
+		gate.Close()
+	}
 
 	if w.virt != nil {
 		// Addresses are an input too: bash seeds $RANDOM with a stack

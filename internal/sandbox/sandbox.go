@@ -101,6 +101,10 @@ type Config struct {
 	// inherited by what it starts). The init's own threads, the syscall
 	// layer's supervisor, keep the affinity the Cmd was started with.
 	CPUs []int
+	// Settle, with BeforeAgent and the syscall layer, keeps the gate open
+	// while the agent runs so that [Cmd.Settle] can ask whether the
+	// agent's tree has settled: dal's proxy hands it a response only then.
+	Settle bool
 }
 
 // Mount is a bind of Source at Target inside the sandbox.
@@ -179,6 +183,7 @@ type spec struct {
 	Direct        bool           `json:"direct,omitempty"`
 	RunDir        string         `json:"run_dir,omitempty"`
 	CPUs          []int          `json:"cpus,omitempty"`
+	Settle        bool           `json:"settle,omitempty"`
 }
 
 // sameFixed reports whether sp and early, an init's first spec from
@@ -222,6 +227,8 @@ type Cmd struct {
 
 	gateMu   sync.Mutex // held for each request on the gate
 	gateOpen bool       // BeforeAgent is running: SocketIn may ask
+	// settle is the gate kept for Settle while the agent runs (Config.Settle).
+	settle settler
 
 	ready     sync.Once
 	readyErr  error
@@ -436,7 +443,7 @@ func specFor(cfg Config, argv, env []string, dir string) ([]byte, error) {
 	}
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
 		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, SocketsAt: cfg.SocketsAt, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Env: env, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
-		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Virtual: cfg.Virtual, Rootless: rootless(),
+		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Settle: cfg.Settle && cfg.BeforeAgent != nil && cfg.Virtual.Enabled(), Virtual: cfg.Virtual, Rootless: rootless(),
 		Direct: cfg.Direct, RunDir: cfg.RunDir, CPUs: cfg.CPUs}
 	if cfg.Policy != nil {
 		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
@@ -468,6 +475,7 @@ func prepare(cfg Config, early bool) (*Cmd, error) {
 		}
 	}
 	c := &Cmd{before: cfg.BeforeAgent}
+	c.settle.wanted = cfg.Settle && cfg.BeforeAgent != nil && cfg.Virtual.Enabled()
 	if !cfg.Direct {
 		c.work = workDir(cfg)
 	}
@@ -674,6 +682,12 @@ func (c *Cmd) Ready() error {
 				c.status.Close()
 				c.readyErr = err
 				return
+			}
+			if c.settle.wanted {
+				c.gateMu.Lock()
+				c.settle.take(c.gate)
+				c.gate = nil
+				c.gateMu.Unlock()
 			}
 		}
 		msg, err := io.ReadAll(bufio.NewReader(io.LimitReader(c.status, 4096)))
@@ -902,6 +916,7 @@ func (c *Cmd) Close() error {
 			errs = append(errs, ignoreClosed(c.exit.Close()))
 		}
 		c.closeGate()
+		c.settle.close()
 		if c.policy != nil {
 			errs = append(errs, ignoreClosed(c.policy.Close()))
 		}

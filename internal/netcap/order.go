@@ -1,0 +1,305 @@
+package netcap
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Delivery order.
+//
+// When several of an agent's requests are outstanding, the order in which
+// their responses reach it decides which of its threads, goroutines,
+// promises or processes runs first, and so which of them gets the next
+// clock value or random draw. Left to the network that order is latency's,
+// different in every recording and again in a replay, whose answers come
+// from memory. With [Proxy.SetSettle] the proxy hands the agent its
+// responses one at a time, in an order that depends only on what the agent
+// sent (docs/design.md §3.1):
+//
+//  1. Each request, once read whole, takes a turn in the round it arrived
+//     in. A round ends at each delivery.
+//  2. A delivery is decided only when the proxy has read everything the
+//     agent sent (every client connection blocked reading with nothing
+//     unread, or holding a request that has its turn; no connection left
+//     in a listener's queue) and the agent's process tree has settled:
+//     every thread blocked on something only the outside can end
+//     (sandbox.Cmd.Settle). Then what the agent sent, and so the set of
+//     turns, is the same in every run.
+//  3. Of the turns waiting, the one of the earliest round whose request
+//     sorts first (a hash of its method, URL and body; arrival breaks a tie
+//     of identical requests) is delivered: its response is written when
+//     its upstream has answered (recording) or at once (replay), and the
+//     next decision waits for it to be written.
+//
+// Upstream requests are forwarded as they arrive, so they still overlap:
+// only their delivery is ordered. A tree that does not settle within the
+// patience (a thread computing without end) gets its response anyway: the
+// order was then latency's, which is counted ([Proxy.OrderEscapes]).
+// Responses are numbered (Exchange.Seq) in delivery order, so a replay
+// hands identical requests their recorded answers in the order they were
+// delivered.
+
+// orderer decides the delivery order of responses.
+type orderer struct {
+	settle   func(context.Context) error
+	patience time.Duration
+	base     context.Context
+	// listeners are the proxy's, whose queues must be empty.
+	listeners func() []net.Listener
+
+	mu       sync.Mutex
+	conns    map[*clientConn]struct{}
+	waiting  []*turn
+	current  *turn
+	round    int
+	arrivals int
+	deciding bool
+	escapes  atomic.Int64
+	broken   bool // settle failed: deliver as the network decides
+}
+
+// turn is one response's place in the order.
+type turn struct {
+	round, arrival int
+	key            [32]byte
+	conn           *clientConn
+	ready          chan struct{}
+	gone           bool
+}
+
+func newOrderer(base context.Context, settle func(context.Context) error, patience time.Duration, listeners func() []net.Listener) *orderer {
+	return &orderer{settle: settle, patience: patience, base: base, listeners: listeners, conns: map[*clientConn]struct{}{}}
+}
+
+// track and untrack follow the proxy's client connections.
+func (o *orderer) track(c *clientConn) {
+	o.mu.Lock()
+	o.conns[c] = struct{}{}
+	o.mu.Unlock()
+	c.order = o
+}
+
+func (o *orderer) untrack(c *clientConn) {
+	o.mu.Lock()
+	delete(o.conns, c)
+	o.mu.Unlock()
+	o.kick()
+}
+
+// take gives a request read whole from c its turn.
+func (o *orderer) take(c *clientConn, method, url string, body []byte) *turn {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write([]byte(url))
+	h.Write([]byte{0})
+	h.Write(body)
+	t := &turn{conn: c, ready: make(chan struct{})}
+	copy(t.key[:], h.Sum(nil))
+	if c != nil {
+		c.turns.Add(1)
+	}
+	o.mu.Lock()
+	t.round, t.arrival = o.round, o.arrivals
+	o.arrivals++
+	o.waiting = append(o.waiting, t)
+	o.mu.Unlock()
+	o.kick()
+	return t
+}
+
+// await blocks until t is to be delivered, or ctx ends (false: t is
+// withdrawn).
+func (o *orderer) await(ctx context.Context, t *turn) bool {
+	select {
+	case <-t.ready:
+		return true
+	case <-ctx.Done():
+		o.done(t)
+		return false
+	}
+}
+
+// done ends t: delivered (or withdrawn), the next may be decided.
+func (o *orderer) done(t *turn) {
+	o.mu.Lock()
+	if t.gone {
+		o.mu.Unlock()
+		return
+	}
+	t.gone = true
+	if o.current == t {
+		o.current = nil
+	}
+	if i := slices.Index(o.waiting, t); i >= 0 {
+		o.waiting = slices.Delete(o.waiting, i, i+1)
+	}
+	o.mu.Unlock()
+	if t.conn != nil {
+		t.conn.turns.Add(-1)
+	}
+	o.kick()
+}
+
+// kick starts a decision when none runs, nothing is being delivered and
+// a turn waits.
+func (o *orderer) kick() {
+	o.mu.Lock()
+	start := !o.deciding && o.current == nil && len(o.waiting) > 0
+	if start {
+		o.deciding = true
+	}
+	o.mu.Unlock()
+	if start {
+		go o.decide()
+	}
+}
+
+// decide waits until the proxy has read all the agent sent and the tree
+// has settled, then picks the next turn.
+func (o *orderer) decide() {
+	settled := o.waitSettled()
+	o.mu.Lock()
+	o.deciding = false
+	if o.current != nil || len(o.waiting) == 0 {
+		o.mu.Unlock()
+		o.kick()
+		return
+	}
+	i := 0
+	for j, t := range o.waiting {
+		if before(t, o.waiting[i]) {
+			i = j
+		}
+	}
+	t := o.waiting[i]
+	o.waiting = slices.Delete(o.waiting, i, i+1)
+	o.current = t
+	o.round++
+	o.mu.Unlock()
+	if !settled {
+		o.escapes.Add(1)
+	}
+	close(t.ready)
+}
+
+func before(a, b *turn) bool {
+	if a.round != b.round {
+		return a.round < b.round
+	}
+	if c := bytes.Compare(a.key[:], b.key[:]); c != 0 {
+		return c < 0
+	}
+	return a.arrival < b.arrival
+}
+
+// waitSettled waits until the proxy has read what the agent sent and the
+// tree has settled, with the connections still read, within the
+// patience; false when it ran out (or settling cannot be asked).
+func (o *orderer) waitSettled() bool {
+	ctx, cancel := context.WithTimeout(o.base, o.patience)
+	defer cancel()
+	for {
+		if !o.readAll(ctx) {
+			return false
+		}
+		if o.broken {
+			return true
+		}
+		if err := o.settle(ctx); err != nil {
+			if ctx.Err() == nil {
+				o.broken = true // the sandbox cannot tell: as the network decides
+				return true
+			}
+			return false
+		}
+		if o.allRead() {
+			return true
+		}
+	}
+}
+
+// readAll waits until allRead, backing off from a few µs to 1 ms.
+func (o *orderer) readAll(ctx context.Context) bool {
+	wait := 10 * time.Microsecond
+	for !o.allRead() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Millisecond)
+	}
+	return true
+}
+
+// allRead reports whether every client connection is blocked reading with
+// nothing unread, or holds a request with a turn, and no listener has a
+// connection queued.
+func (o *orderer) allRead() bool {
+	for _, l := range o.listeners() {
+		if queued(l) {
+			return false
+		}
+	}
+	o.mu.Lock()
+	conns := make([]*clientConn, 0, len(o.conns))
+	for c := range o.conns {
+		conns = append(conns, c)
+	}
+	o.mu.Unlock()
+	for _, c := range conns {
+		if c.turns.Load() > 0 || c.closed.Load() {
+			continue
+		}
+		if c.reading.Load() == 0 || unread(c.Conn) {
+			return false
+		}
+	}
+	return true
+}
+
+// unread reports whether c's socket holds bytes not read yet (true when
+// it cannot be asked: then nothing is decided on it).
+func unread(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n, ierr := 0, error(nil)
+	if err := raw.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil || ierr != nil {
+		return false
+	}
+	return n > 0
+}
+
+// queued reports whether listener l has connections waiting to be
+// accepted (a listening TCP socket's tcpi_unacked is its accept queue).
+func queued(l net.Listener) bool {
+	sc, ok := l.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var info *unix.TCPInfo
+	if err := raw.Control(func(fd uintptr) { info, _ = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || info == nil {
+		return false
+	}
+	return info.Unacked > 0
+}
