@@ -189,8 +189,28 @@ func diffJSON(path string, rec, got any, limit int, out *[]JSONDiff) {
 		}
 	}
 	if r, g := shownFull(rec), shownFull(got); r != g {
-		add(path, truncate(r), truncate(g))
+		r, g = window(r, g)
+		add(path, r, g)
 	}
+}
+
+// window shortens two differing values to maxShown runes each around
+// where they first differ, marking the cuts: two long prompts that share
+// their first lines show the bytes that differ, not the same prefix twice.
+func window(r, g string) (string, string) {
+	rr, gr := []rune(r), []rune(g)
+	i := 0
+	for i < len(rr) && i < len(gr) && rr[i] == gr[i] {
+		i++
+	}
+	from := max(0, i-maxShown/4)
+	cut := func(v []rune) string {
+		if from == 0 {
+			return truncate(string(v))
+		}
+		return "…" + truncate(string(v[min(from, len(v)):]))
+	}
+	return cut(rr), cut(gr)
 }
 
 func shownFull(v any) string {

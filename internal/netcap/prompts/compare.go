@@ -69,6 +69,25 @@ func Diff(want, got []*Prompt) string {
 	return ""
 }
 
+// SameSet reports whether want and got hold the same calls in another
+// order: concurrent calls that reached the proxy in another order, each
+// answered alike.
+func SameSet(want, got []*Prompt) bool {
+	if len(want) != len(got) {
+		return false
+	}
+	enc := func(ps []*Prompt) []string {
+		out := make([]string, 0, len(ps))
+		for _, p := range ps {
+			b, _ := json.Marshal(p)
+			out = append(out, string(b))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(enc(want), enc(got))
+}
+
 // tree is a prompt's JSON as generic values.
 func tree(p *Prompt) map[string]any {
 	b, err := json.Marshal(p)
