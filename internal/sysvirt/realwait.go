@@ -1,6 +1,7 @@
 package sysvirt
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +28,10 @@ type heldWait struct {
 	w *waitCall
 	p *proc
 	l *waitLook
+	// mu guards l's copies against unhold while idle polls them; done
+	// is set when they are closed.
+	mu   sync.Mutex
+	done bool
 	// stall is when it expires anyway, on the real clock: its timeout or
 	// the stall limit, whichever is later (an escape).
 	stall   time.Time
@@ -167,11 +172,29 @@ func (s *Supervisor) judge(h *heldWait, ready bool, now time.Time) bool {
 // unhold closes what h held: its copies of the caller's descriptors and
 // its pidfd.
 func (s *Supervisor) unhold(h *heldWait) {
-	s.realWaits.Delete(h.w.pid)
+	// Only its own entry: the thread may already wait again (a signal
+	// interrupted this call, and the runtime called again), held anew.
+	s.realWaits.CompareAndDelete(h.w.pid, h)
+	h.mu.Lock()
+	h.done = true
 	h.l.close()
+	h.mu.Unlock()
 	if h.l.pidfd >= 0 {
 		unix.Close(h.l.pidfd)
 	}
+}
+
+// idle reports whether h is still held with none of its descriptors
+// ready.
+func (h *heldWait) idle() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return false
+	}
+	fds := slices.Clone(h.l.watch)
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 0
 }
 
 func minTime(a, b time.Time) time.Time {

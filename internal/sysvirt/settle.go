@@ -56,12 +56,8 @@ func (s *Supervisor) treeLook() ([]byte, bool) {
 	s.mu.Unlock()
 	slices.SortFunc(procs, func(a, b look) int { return a.tgid - b.tgid })
 	var runs []byte
-	decided := func(tid int) bool {
-		_, ok := s.realWaits.Load(tid)
-		return ok
-	}
 	for _, p := range procs {
-		if !blocked(p.tgid, -1, p.quiet, decided) {
+		if !blocked(p.tgid, -1, p.quiet, s.heldIdle) {
 			return nil, false
 		}
 		dir := "/proc/" + strconv.Itoa(p.tgid) + "/task"

@@ -417,10 +417,11 @@ func (s *Supervisor) waitReal(w *waitCall, p *proc, l *waitLook) {
 	s.mu.Lock()
 	s.real("wait_outstanding")
 	s.mu.Unlock()
-	s.realWaits.Store(w.pid, true)
 	now := time.Now()
 	stall := max(time.Duration(w.timeout), s.cfg.stallLimit())
-	s.waiter.hold(s, &heldWait{w: w, p: p, l: l, stall: now.Add(stall), recheck: now.Add(recheck)})
+	h := &heldWait{w: w, p: p, l: l, stall: now.Add(stall), recheck: now.Add(recheck)}
+	s.realWaits.Store(w.pid, h)
+	s.waiter.hold(s, h)
 }
 
 // recheck is how often a real wait looks again at whether it could jump.
@@ -441,10 +442,19 @@ func quiescent(tgid, caller, helper int) bool {
 // tracer's thread calls it, without mu: its reads make no stat
 // (readFile), which the supervisor would have to answer.
 func (s *Supervisor) settled(tgid int) bool {
-	return blocked(tgid, -1, 0, func(tid int) bool {
-		_, ok := s.realWaits.Load(tid)
-		return ok
-	})
+	return blocked(tgid, -1, 0, s.heldIdle)
+}
+
+// heldIdle reports whether thread tid's wait is held in real time with
+// nothing ready: decided, and not about to return. A wait whose
+// descriptors became ready is as good as running, though the waiter may
+// not have let it go yet.
+func (s *Supervisor) heldIdle(tid int) bool {
+	v, ok := s.realWaits.Load(tid)
+	if !ok {
+		return false
+	}
+	return v.(*heldWait).idle()
 }
 
 // blocked is quiescent, or settled when decided is not nil: it reports
