@@ -138,9 +138,13 @@ func runInit(arg string) int {
 		}
 		sp.Network, sp.Quiet = false, nil
 	}
+	wsBefore, haveBefore := inodeOf(sp.Workspace)
 	if err := mount(&sp); err != nil {
 		return fail(err)
 	}
+	// Read now: this thread is under the seccomp filter once installed,
+	// and its stats would wait for the supervisor.
+	made := dalMade(&sp, wsBefore, haveBefore)
 	if err := unix.Sethostname([]byte(hostname)); err != nil {
 		return fail(fmt.Errorf("sandbox: set the host name: %v", err))
 	}
@@ -176,6 +180,9 @@ func runInit(arg string) int {
 	if sp.Virtual.Enabled() {
 		w.virt = sysvirt.New(sp.Virtual)
 		rules = sysvirt.Rules(sp.Virtual)
+		if !sp.Direct {
+			made.tell(w.virt)
+		}
 	}
 	if err := w.readMounts(); err != nil {
 		return fail(err)

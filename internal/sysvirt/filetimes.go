@@ -67,6 +67,12 @@ type fileTimes struct {
 	nspecial uint64
 	devs     map[uint64]uint64
 	ndev     uint64
+	// dal are the inodes the sandbox made for the run, whose values up
+	// to dalUntil (real ns) are its own; aliases are inode numbers shown
+	// as others (dalfiles.go).
+	dal      map[inodeID]bool
+	dalUntil int64
+	aliases  map[inodeID]uint64
 }
 
 // fileValue is a time value of an inode; its birth time tells a reused
@@ -152,17 +158,23 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	at, atSet := int64(0), false // the time new values of this answer get
 	latest := int64(0)           // the latest virtual time of the answer
 	birth := int64(0)
-	made := st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) >= f.agent
+	// dalUntil: values of an inode the sandbox made, up to when it told
+	// the supervisor, are the sandbox's (dalfiles.go).
+	own := f.agent
+	if f.dal[inodeID{dev, st.Ino}] {
+		own = max(own, f.dalUntil+1)
+	}
+	made := st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) >= own
 	if st.Mask&unix.STATX_BTIME != 0 {
 		birth = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
-		made = birth >= f.agent
+		made = birth >= own
 	}
 	virtual := func(ts *unix.StatxTimestamp) {
 		v := ts.Sec*1e9 + int64(ts.Nsec)
 		if v < f.start || v > realNow {
 			return
 		}
-		if v < f.agent {
+		if v < own {
 			ts.Sec, ts.Nsec = s.cfg.EpochNS/1e9, uint32(s.cfg.EpochNS%1e9)
 			return
 		}
@@ -184,7 +196,7 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	if st.Mask&unix.STATX_BTIME != 0 {
 		virtual(&st.Btime)
 	}
-	if a >= f.agent && a <= realNow {
+	if a >= own && a <= realNow {
 		st.Atime = st.Mtime
 	}
 
@@ -199,6 +211,9 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 			ino = f.number(t)
 		}
 		f.inodes[k] = ino
+	}
+	if as, ok := f.aliases[inodeID{dev, st.Ino}]; ok {
+		ino = as
 	}
 	if ino != 0 {
 		st.Ino = ino
