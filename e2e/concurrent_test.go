@@ -69,6 +69,7 @@ func TestConcurrentAgentsRepeatAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	promise, _ := filepath.Abs("testdata/concurrent/promise_agent.js")
+	react, _ := filepath.Abs("testdata/concurrent/react_agent.py")
 	agents := []struct {
 		name string
 		argv []string
@@ -80,6 +81,7 @@ func TestConcurrentAgentsRepeatAndReplay(t *testing.T) {
 		{"python-threadpool", []string{"python3", threads}, true},
 		{"node-promise-all", []string{"node", promise}, true},
 		{"go-goroutines", []string{goBin}, false},
+		{"python-react-children", []string{"python3", react}, true},
 	}
 	for _, a := range agents {
 		t.Run(a.name, func(t *testing.T) {

@@ -180,9 +180,6 @@ func runInit(arg string) int {
 	if sp.Virtual.Enabled() {
 		w.virt = sysvirt.New(sp.Virtual)
 		rules = sysvirt.Rules(sp.Virtual)
-		if !sp.Direct {
-			made.tell(w.virt)
-		}
 	}
 	if err := w.readMounts(); err != nil {
 		return fail(err)
@@ -254,6 +251,14 @@ func runInit(arg string) int {
 			lastPIDFile.Close()
 		}
 		warmed(procs)
+	}
+	if w.virt != nil {
+		// Last before the agent: the BeforeAgent hook may have made
+		// more (a socket file on /tmp). On another thread: this one is
+		// under the filter now, whose clock reads the supervisor serves.
+		told := make(chan struct{})
+		go func() { made.tell(w.virt); close(told) }()
+		<-told
 	}
 	unpin, err := PinThread(sp.CPUs)
 	if err != nil {

@@ -1,5 +1,7 @@
 package sysvirt
 
+import "golang.org/x/sys/unix"
+
 // What the sandbox made for the run, told apart from what the agent made
 // (filetimes.go), where the kernel's coarse timestamps cannot tell them
 // apart: the init creates the workspace's mount point and its parents on
@@ -27,7 +29,11 @@ func (s *Supervisor) DalMade(inodes [][2]uint64) {
 	for _, i := range inodes {
 		f.dal[inodeID{i[0], i[1]}] = true
 	}
-	f.dalUntil = StartNow()
+	// The precise clock: what was written before now has a time at or
+	// before it, coarse or (multigrain timestamps, Linux 6.13) fine.
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME, &ts)
+	f.dalUntil = ts.Nano()
 }
 
 // AliasInode makes inode (dev, ino) show number as: the workspace's overlay
@@ -40,4 +46,14 @@ func (s *Supervisor) AliasInode(dev, ino, as uint64) {
 		s.files.aliases = map[inodeID]uint64{}
 	}
 	s.files.aliases[inodeID{dev, ino}] = as
+}
+
+// Outside sets the inode whose link count shows 2 whatever it holds: the
+// workspace's parent, where dal writes bundles beside the workspace
+// (--out ../run1), so that its link count, which counts its
+// subdirectories, is the same in the recording and the replay.
+func (s *Supervisor) Outside(dev, ino uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.files.outside = inodeID{dev, ino}
 }

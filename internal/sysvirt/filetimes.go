@@ -73,6 +73,7 @@ type fileTimes struct {
 	dal      map[inodeID]bool
 	dalUntil int64
 	aliases  map[inodeID]uint64
+	outside  inodeID
 }
 
 // fileValue is a time value of an inode; its birth time tells a reused
@@ -161,7 +162,8 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	// dalUntil: values of an inode the sandbox made, up to when it told
 	// the supervisor, are the sandbox's (dalfiles.go).
 	own := f.agent
-	if f.dal[inodeID{dev, st.Ino}] {
+	dal := f.dal[inodeID{dev, st.Ino}]
+	if dal {
 		own = max(own, f.dalUntil+1)
 	}
 	made := st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) >= own
@@ -171,6 +173,12 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	}
 	virtual := func(ts *unix.StatxTimestamp) {
 		v := ts.Sec*1e9 + int64(ts.Nsec)
+		if dal && v < own {
+			// The sandbox's own, whenever it wrote it (a certificate
+			// staged before the run began).
+			ts.Sec, ts.Nsec = s.cfg.EpochNS/1e9, uint32(s.cfg.EpochNS%1e9)
+			return
+		}
 		if v < f.start || v > realNow {
 			return
 		}
@@ -196,7 +204,7 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	if st.Mask&unix.STATX_BTIME != 0 {
 		virtual(&st.Btime)
 	}
-	if a >= own && a <= realNow {
+	if (a >= own && a <= realNow) || (dal && a < own) {
 		st.Atime = st.Mtime
 	}
 
@@ -214,6 +222,9 @@ func (s *Supervisor) rewrite(p *proc, tid int, st *unix.Statx_t) {
 	}
 	if as, ok := f.aliases[inodeID{dev, st.Ino}]; ok {
 		ino = as
+	}
+	if f.outside == (inodeID{dev, st.Ino}) && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		st.Nlink = 2
 	}
 	if ino != 0 {
 		st.Ino = ino
