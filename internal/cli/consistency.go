@@ -18,6 +18,7 @@ import (
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consistency"
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/seedrng"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -192,8 +193,8 @@ Examples:
 			}
 			w := c.App.Writer
 			if shard.Count > 0 {
-				fmt.Fprintf(w, "shard %s: %d runs recorded in %s; merge all %d shards with: dal-exec consistency merge --report OUT DIR...\n",
-					shard, total, dir, shard.Count)
+				fmt.Fprintf(w, "shard %s: %s recorded in %s; merge all %d shards with: dal-exec consistency merge --report OUT DIR...\n",
+					shard, plural.Count(total, "run", "runs"), dir, shard.Count)
 				return nil
 			}
 			fmt.Fprint(w, rep.Summary())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consistency"
+	"github.com/dal-runtime/dal/internal/plural"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -65,7 +66,7 @@ Examples:
 				return err
 			}
 			w := c.App.Writer
-			fmt.Fprintf(w, "merged %d runs from %d shards\n", rep.Runs, c.NArg())
+			fmt.Fprintf(w, "merged %s from %s\n", plural.Count(rep.Runs, "run", "runs"), plural.Count(c.NArg(), "shard", "shards"))
 			fmt.Fprint(w, rep.Summary())
 			fmt.Fprintf(w, "report: %s, %s, %s\n", out+"/report.json", out+"/report.md", out+"/report.html")
 			if code := rep.ExitCode(); code != 0 {

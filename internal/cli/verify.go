@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -90,9 +91,9 @@ func printVerified(w io.Writer, path string, b *bundle.Bundle, trustedKeys strin
 	if b.Signer.Trusted {
 		signer = "trusted: " + b.Signer.Source
 	}
-	fmt.Fprintf(w, "%s: ok — format %d, %d files, signed by %s (%s), mode %s, %d replays (%s)\n",
-		termsafe.Line(path), m.Dal.FormatVersion, len(m.Dal.Files), b.Signer.Fingerprint, termsafe.Line(signer),
-		termsafe.Line(m.Config.ExecutionMode), st.ReplayCount, st.MatchStatus)
+	fmt.Fprintf(w, "%s: ok — format %d, %s, signed by %s (%s), mode %s, %s (%s)\n",
+		termsafe.Line(path), m.Dal.FormatVersion, plural.Count(len(m.Dal.Files), "file", "files"), b.Signer.Fingerprint, termsafe.Line(signer),
+		termsafe.Line(m.Config.ExecutionMode), plural.Count(st.ReplayCount, "replay", "replays"), st.MatchStatus)
 	for _, u := range b.Unverified {
 		fmt.Fprintf(w, "  %s: not counted: %s\n", termsafe.Line(u.File), termsafe.Line(u.Reason))
 	}
