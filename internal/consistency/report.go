@@ -278,14 +278,24 @@ func analyse(o Options, runs []RunReport, warnings []string) *Report {
 	return rep
 }
 
+// JSON is report.json's content (docs/schema/consistency-report.schema.json),
+// ending with a newline.
+func (r *Report) JSON() ([]byte, error) {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
 // Write writes report.json, report.md and report.html into dir, each
 // atomically.
 func (r *Report) Write(dir string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+	data, err := r.JSON()
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
+		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "report.json"), append(data, '\n')); err != nil {
+	if err := writeAtomic(filepath.Join(dir, "report.json"), data); err != nil {
 		return err
 	}
 	if err := writeAtomic(filepath.Join(dir, "report.md"), []byte(r.Markdown())); err != nil {
