@@ -11,21 +11,40 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// TestReportSchema: report.json, what consistency --json prints, is valid
-// against docs/schema/consistency-report.schema.json in the cases that
-// leave statistics out (one run, every run failed) as well as the usual.
-func TestReportSchema(t *testing.T) {
-	t.Parallel()
+// compileSchema compiles docs/schema/<name>.
+func compileSchema(t *testing.T, name string) *jsonschema.Schema {
+	t.Helper()
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
-	abs, err := filepath.Abs(filepath.Join("..", "..", "docs", "schema", "consistency-report.schema.json"))
+	abs, err := filepath.Abs(filepath.Join("..", "..", "docs", "schema", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, err := c.Compile(abs)
 	if err != nil {
-		t.Fatalf("the schema does not compile as JSON Schema 2020-12: %v", err)
+		t.Fatalf("%s does not compile as JSON Schema 2020-12: %v", name, err)
 	}
+	return s
+}
+
+// validate fails t unless data is valid against s.
+func validate(t *testing.T, s *jsonschema.Schema, data []byte) {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(doc); err != nil {
+		t.Errorf("the output does not match the schema: %v\n%s", err, data)
+	}
+}
+
+// TestReportSchema: report.json, what consistency --json prints, is valid
+// against docs/schema/consistency-report.schema.json in the cases that
+// leave statistics out (one run, every run failed) as well as the usual.
+func TestReportSchema(t *testing.T) {
+	t.Parallel()
+	s := compileSchema(t, "consistency-report.schema.json")
 	bad, err := jsonschema.UnmarshalJSON(strings.NewReader(`{"schema_version": 2, "command": [], "runs": 0, "seeds": [],
 		"answer_source": "stdout", "consensus": {"verdict": "maybe"}, "variance": {}, "reliability": null, "individual_runs": []}`))
 	if err != nil {
