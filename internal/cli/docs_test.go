@@ -12,8 +12,8 @@ import (
 	ucli "github.com/urfave/cli/v2"
 )
 
-// TestDocsNameRealCommandsAndFlags reads README.md, SECURITY.md and
-// docs/*.md the way a user copies from them: every command line in a code
+// TestDocsNameRealCommandsAndFlags reads README.md, SECURITY.md,
+// docs/*.md and the other READMEs the way a user copies from them: every command line in a code
 // block or an inline code span that runs dal-exec or dald must name
 // commands and flags the programs have. A renamed flag or a command that
 // does not exist fails here, naming the file and line.
@@ -23,7 +23,10 @@ func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append([]string{filepath.Join("..", "..", "README.md"), filepath.Join("..", "..", "SECURITY.md")}, files...)
+	root := filepath.Join("..", "..")
+	files = append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "SECURITY.md"),
+		filepath.Join(root, "contrib", "systemd", "README.md"), filepath.Join(root, "internal", "shim", "node", "README.md"),
+		filepath.Join(root, "internal", "shim", "python", "README.md")}, files...)
 	app := App(nil, nil)
 	daldApp := dald.App(nil, nil)
 	checked := 0
