@@ -61,7 +61,7 @@ test: build test-deps
 	@$(MAKE) --no-print-directory test-go test-python test-node
 
 test-go:
-	@echo "make test: Go tests (go test ./...: ~15 min on 2 CPUs; a line per package as it finishes)"
+	@echo "make test: Go tests (go test ./..., most of make test's time; a line per package as it finishes)"
 	$(GO) test -count=1 ./...
 
 test-python:
