@@ -4,18 +4,27 @@ BIN       := bin
 LDFLAGS   := -s -w
 export CGO_ENABLED := 0
 
-.PHONY: help build install uninstall test test-deps test-go test-python test-node bench lint demo clean fuzz
+.PHONY: help build install uninstall test test-deps test-go test-python test-node bench lint generate demo clean fuzz
 
+# Every target is listed here (the root package's TestMakeHelp checks it).
 help:
-	@echo "make demo    build, then run the example agents twice in strict mode and compare"
-	@echo "make test    build and run every test (Go, Python shim, Node shim, end to end)"
-	@echo "make bench   run the benchmarks and regenerate bench/out/report.md and docs/benchmarks.md"
+	@echo "make demo            build, then run the example agents twice in strict mode and compare (~30 s)"
+	@echo "make test            build, install the test dependencies, run every test (~15 min on 2 CPUs)"
+	@echo "make test-deps       install what the tests need: Debian packages (as root), npm packages, Go modules"
+	@echo "make test-go         the Go tests only (units and end to end; after make test-deps)"
+	@echo "make test-python     the Python shim's tests only"
+	@echo "make test-node       the Node shim's tests only"
+	@echo "make build           build bin/dal-exec, bin/dal-exec-full, bin/dal-sandbox-init and bin/dald"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install the four binaries into DESTDIR/PREFIX/bin"
+	@echo "make uninstall       remove them again (same PREFIX and DESTDIR)"
+	@echo "make lint            gofmt, goimports (pinned, installed into bin/tools), go vet, CGO-free build"
+	@echo "make generate        rebuild the eBPF object, syscall tables and vDSO (clang-14, llvm-14, gcc)"
+	@echo "make fuzz [FUZZTIME=10s] [FUZZ=regexp]  run every fuzz target for FUZZTIME each"
+	@echo "make bench           run the benchmarks and regenerate bench/out/report.md and docs/benchmarks.md"
 	@echo "make bench-smoke     the short benchmark CI runs (fidelity of every example, overheads)"
 	@echo "make bench-fidelity  record, replay and revert every example agent with SEEDS random seeds"
 	@echo "make bench-compare OLD=rev [NEW=rev]  Go micro-benchmarks at two commits, with benchstat"
-	@echo "make lint    gofmt, go vet, CGO-free build"
-	@echo "make build   build bin/dal-exec, bin/dal-exec-full, bin/dal-sandbox-init and bin/dald"
-	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install dal-exec, dal-exec-full, dal-sandbox-init and dald into DESTDIR/PREFIX/bin"
+	@echo "make clean           remove bin/ and bench/out/"
 
 # urfave_cli_no_docs leaves out urfave/cli's man-page and Markdown writers,
 # which dal does not use and whose Markdown parser costs every dal-exec start
@@ -46,9 +55,21 @@ install: build
 uninstall:
 	rm -f '$(DESTDIR)$(BINDIR)/dal-exec' '$(DESTDIR)$(BINDIR)/dal-exec-full' '$(DESTDIR)$(BINDIR)/dal-sandbox-init' '$(DESTDIR)$(BINDIR)/dald'
 
+# Each step says what it starts: the Go tests print a line per package only
+# as each finishes, the first after a minute or more.
 test: build test-deps
+	@$(MAKE) --no-print-directory test-go test-python test-node
+
+test-go:
+	@echo "make test: Go tests (go test ./..., most of make test's time; a line per package as it finishes)"
 	$(GO) test -count=1 ./...
+
+test-python:
+	@echo "make test: the Python shim's tests"
 	python3 -m unittest discover -s internal/shim/python/tests -t internal/shim/python
+
+test-node:
+	@echo "make test: the Node shim's tests"
 	node --test internal/shim/node/test/
 
 # What the tests need beyond Go: Debian packages (installed when run as
@@ -56,6 +77,7 @@ test: build test-deps
 # the npm packages of the end-to-end tests (locally, pinned by their
 # package-lock.json). See scripts/test-deps.sh.
 test-deps:
+	@echo "make test: installing the test dependencies (scripts/test-deps.sh)"
 	@./scripts/test-deps.sh
 
 # goimports, pinned, installed from the Go module proxy into bin/tools on
@@ -74,7 +96,8 @@ $(GOIMPORTS):
 	GOBIN=$(CURDIR)/$(dir $(GOIMPORTS)) $(GO) install golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
 
 # Rebuilds the committed eBPF object, its Go bindings and the syscall tables
-# (needs clang-14 and llvm-14: apt-get install clang-14 llvm-14), and dal's
+# (needs clang-14 and llvm-14: scripts/test-deps.sh --generate, or apt-get
+# install clang-14 llvm-14), and dal's
 # vDSO (gcc). CI checks that regeneration changes nothing: make generate &&
 # git diff --exit-code.
 generate:

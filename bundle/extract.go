@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -206,7 +207,7 @@ func extract(archive, dst string, p packing, lim ExtractLimits, head headCheck) 
 		return "", false, nil, truncated{err}
 	}
 	if x.skipped > 0 {
-		x.warnings = append(x.warnings, fmt.Sprintf("%d entries of %s/ were not extracted: they are not replay outcomes", x.skipped, ReplaysDir))
+		x.warnings = append(x.warnings, fmt.Sprintf("%s of %s/ %s not extracted: %s not replay outcomes", plural.Count(x.skipped, "entry", "entries"), ReplaysDir, plural.Verb(x.skipped, "was", "were"), plural.Verb(x.skipped, "it is", "they are")))
 	}
 	return x.prefix, x.early, x.warnings, nil
 }

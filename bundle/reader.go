@@ -177,7 +177,7 @@ func (b *Bundle) unpack() error {
 			return fmt.Errorf("bundle %s %s", b.Path, se.msg)
 		case errors.As(err, &tr):
 			return &Error{Bundle: b.Path, File: filepath.Base(b.Path), Kind: ErrCorrupt, Err: err,
-				msg: fmt.Sprintf("bundle %s is truncated or corrupt (%v): the bundle was modified or corrupted", b.Path, tr.err)}
+				msg: fmt.Sprintf("bundle %s is truncated or damaged (%v): copy the whole file again from where it was made", b.Path, tr.err)}
 		case errors.Is(err, syscall.ENOSPC), isWriteErr(err):
 			return fmt.Errorf("bundle %s: extracting into %s: %w: free space there or set TMPDIR", b.Path, filepath.Dir(tmp), err)
 		case errors.As(err, &ee):

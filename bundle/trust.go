@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/dal-runtime/dal/internal/plural"
 )
 
 // TrustSignerFlag is the command-line flag that accepts, for one
@@ -161,7 +163,7 @@ func LoadTrust(o TrustOptions) (*Trust, error) {
 			return nil, err
 		}
 		if n > 0 {
-			t.Sources = append(t.Sources, fmt.Sprintf("%s (%d keys)", o.TrustedKeysFile, n))
+			t.Sources = append(t.Sources, fmt.Sprintf("%s (%s)", o.TrustedKeysFile, plural.Count(n, "key", "keys")))
 		}
 	}
 	for _, s := range o.Signers {

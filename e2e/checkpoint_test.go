@@ -21,6 +21,7 @@ func listCheckpoints(t *testing.T, env []string) checkpointList {
 	if r.code != 0 {
 		t.Fatalf("checkpoint list: exit %d\n%s", r.code, r.stderr)
 	}
+	checkSchema(t, "checkpoint-list.schema.json", r.stdout)
 	var l checkpointList
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil {
 		t.Fatalf("checkpoint list --json: %v\n%s", err, r.stdout)

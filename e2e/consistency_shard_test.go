@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,8 +128,14 @@ func TestConsistencyCompareGate(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, "**Regression** in success rate") {
 		t.Fatalf("compare: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if _, err := os.Stat(filepath.Join(cmp, "comparison.json")); err != nil {
+	file, err := os.ReadFile(filepath.Join(cmp, "comparison.json"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	r = dalExec(t, nil, "consistency", "compare", "--json", base, next)
+	c := checkSchema(t, "consistency-comparison.schema.json", r.stdout)
+	if r.code != 1 || r.stdout != string(file) || fmt.Sprint(c["regressions"]) != "[success_rate]" || !strings.Contains(r.stderr, "**Regression** in success rate") {
+		t.Fatalf("compare --json: exit %d, regressions %v, stdout the file: %v\n%s", r.code, c["regressions"], r.stdout == string(file), r.stderr)
 	}
 	if r := dalExec(t, nil, "consistency", "compare", base, base); r.code != 0 || !strings.Contains(r.stdout, "No significant regression") {
 		t.Fatalf("compare with itself: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

@@ -315,7 +315,7 @@ func TestLeftoverProcessesAreKilled(t *testing.T) {
 	t.Parallel()
 	marker := fmt.Sprintf("7%d", os.Getpid())
 	r := dalExec(t, nil, "run", "--", "sh", "-c", "setsid sh -c 'while :; do :; done' spin"+marker+" & echo started")
-	if r.code != 0 || !strings.Contains(r.stderr, "leaving 1 processes running") {
+	if r.code != 0 || !strings.Contains(r.stderr, "leaving 1 process running; it was killed") {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
 	}
 	if out, _ := exec.Command("pgrep", "-f", "spin"+marker).Output(); len(out) > 0 {

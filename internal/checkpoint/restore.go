@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -135,7 +136,7 @@ func (s *Store) Restore(id, dest string, opts RestoreOptions) (*Restored, error)
 		if err := place(root, path.Join(stage, strconv.Itoa(i)), a); err != nil {
 			done := "nothing else was restored"
 			if len(res.Artifacts) > 0 {
-				done = fmt.Sprintf("%d artifacts before it were restored", len(res.Artifacts))
+				done = fmt.Sprintf("%s before it %s restored", plural.Count(len(res.Artifacts), "artifact", "artifacts"), plural.Verb(len(res.Artifacts), "was", "were"))
 			}
 			return res, fmt.Errorf("%s: %v; %s", cannot, writeErr(a.Path, err), done)
 		}

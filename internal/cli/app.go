@@ -33,7 +33,12 @@ starts at the epoch and advances only by its own reads, sleeps and timers; every
 comes from a stream derived from --seed. Two runs with the same seed print the same bytes.
 
 Without --socket, dal-exec uses a dald already listening at the default socket, or runs one
-inside itself: nothing needs to be started first.`,
+inside itself: nothing needs to be started first.
+
+Examples:
+   dal-exec run -- python3 agent.py
+   dal-exec record --out run1 -- python3 agent.py
+   dal-exec replay run1`,
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		HideHelpCommand:      true,

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"text/tabwriter"
@@ -24,7 +23,7 @@ Examples:
 			&ucli.StringFlag{Name: "run", Usage: "only this run (an id or a prefix of one)"},
 			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "only checkpoints of this workspace"},
 			&ucli.StringFlag{Name: "tag", Usage: "only checkpoints with this tag"},
-			&ucli.BoolFlag{Name: "json", Usage: "print the checkpoints as a JSON array"},
+			&ucli.BoolFlag{Name: "json", Usage: "print the checkpoints as a JSON array on stdout (docs/schema/checkpoint-list.schema.json)"},
 			cpStoreFlag(cpCommandNames.store),
 		},
 		Action: func(c *ucli.Context) error {
@@ -47,9 +46,7 @@ Examples:
 				if cs == nil {
 					cs = []checkpoint.Checkpoint{}
 				}
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(cs); err != nil {
+				if err := writeJSON(w, cs); err != nil {
 					return err
 				}
 			} else if len(cs) == 0 {

@@ -164,7 +164,7 @@ func TestCheckpointCLI(t *testing.T) {
 	b, _ := os.ReadFile(cp.ArchivePath)
 	b[len(b)/2] ^= 1
 	os.WriteFile(cp.ArchivePath, b, 0o644)
-	expect(x("checkpoint", "validate"), 1, "1 problems; 2 checkpoints checked", "dal-exec: checkpoint run-1/1 is damaged: archive 0001-phase-plan.tar.zst has sha256")
+	expect(x("checkpoint", "validate"), 1, "1 problem; 2 checkpoints checked", "dal-exec: checkpoint run-1/1 is damaged: archive 0001-phase-plan.tar.zst has sha256")
 	expect(x("checkpoint", "restore", "run-1/1"), 2, "", "restore an earlier checkpoint")
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/dal-runtime/dal/internal/plural"
 )
 
 func checkpointValidateCommand() *ucli.Command {
@@ -35,7 +37,7 @@ Examples:
 				fmt.Fprintf(c.App.ErrWriter, "dal-exec: %s\n", e)
 			}
 			if len(rep.Damaged) > 0 {
-				fmt.Fprintf(c.App.Writer, "%d problems; %s checked\n", len(rep.Damaged), cpPlural(rep.Checked, "checkpoint"))
+				fmt.Fprintf(c.App.Writer, "%s; %s checked\n", plural.Count(len(rep.Damaged), "problem", "problems"), cpPlural(rep.Checked, "checkpoint"))
 				return exitError{1}
 			}
 			fmt.Fprintf(c.App.Writer, "%s intact\n", cpPlural(rep.Checked, "checkpoint"))

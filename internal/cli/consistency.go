@@ -18,6 +18,7 @@ import (
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consistency"
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/seedrng"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -73,6 +74,7 @@ func ConsistencyCommand() *ucli.Command {
 		&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
 			Usage: "treat this kept variable as a secret although its name does not say so (repeatable; as for record)"},
 	)
+	flags = append(flags, jsonFlag("the report (report.json)"))
 	return &ucli.Command{
 		Name:        "consistency",
 		Usage:       "run an agent N times, each recorded, and report how consistent the runs are",
@@ -150,6 +152,9 @@ Examples:
 			}
 			var shard consistency.Shard
 			if c.IsSet("shard") {
+				if c.Bool("json") {
+					return usageError{Err: fmt.Errorf("--json prints the report, which a shard does not write: drop --json, and merge the shards with dal-exec consistency merge --json")}
+				}
 				if shard, err = consistency.ParseShard(c.String("shard")); err != nil {
 					return usageError{Err: err}
 				}
@@ -192,12 +197,24 @@ Examples:
 			}
 			w := c.App.Writer
 			if shard.Count > 0 {
-				fmt.Fprintf(w, "shard %s: %d runs recorded in %s; merge all %d shards with: dal-exec consistency merge --report OUT DIR...\n",
-					shard, total, dir, shard.Count)
+				fmt.Fprintf(w, "shard %s: %s recorded in %s; merge all %d shards with: dal-exec consistency merge --report OUT DIR...\n",
+					shard, plural.Count(total, "run", "runs"), dir, shard.Count)
 				return nil
+			}
+			if c.Bool("json") {
+				w = c.App.ErrWriter
 			}
 			fmt.Fprint(w, rep.Summary())
 			fmt.Fprintf(w, "report: %s, %s, %s\n", dir+"/report.json", dir+"/report.md", dir+"/report.html")
+			if c.Bool("json") {
+				data, err := rep.JSON()
+				if err != nil {
+					return err
+				}
+				if _, err := c.App.Writer.Write(data); err != nil {
+					return err
+				}
+			}
 			if code := rep.ExitCode(); code != 0 {
 				return exitError{code}
 			}

@@ -26,7 +26,8 @@ success rate only, as durations depend on the machine), 0 otherwise, 2 on errors
 
 Examples:
    dal-exec consistency compare eval-main eval-branch
-   dal-exec consistency compare --fail-on success,tokens --report cmp eval-main eval-branch`,
+   dal-exec consistency compare --fail-on success,tokens --report cmp eval-main eval-branch
+   dal-exec consistency compare --json eval-main eval-branch | jq .regressions`,
 		Flags: []ucli.Flag{
 			&ucli.Float64Flag{Name: "alpha", Value: 0.05, EnvVars: []string{"DAL_ALPHA"},
 				Usage: "significance level of the tests, in (0, 1)"},
@@ -34,6 +35,7 @@ Examples:
 				Usage: "regressions that make compare exit 1, comma-separated: success, duration, tokens"},
 			&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, EnvVars: []string{"DAL_COMPARE_REPORT"},
 				Usage: "directory to write comparison.json and comparison.md into"},
+			jsonFlag("the comparison (comparison.json)"),
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 2 {
@@ -61,7 +63,18 @@ Examples:
 			if err != nil {
 				return usageError{Err: err}
 			}
-			fmt.Fprint(c.App.Writer, cmp.Markdown())
+			if c.Bool("json") {
+				fmt.Fprint(c.App.ErrWriter, cmp.Markdown())
+				data, err := cmp.JSON()
+				if err != nil {
+					return err
+				}
+				if _, err := c.App.Writer.Write(data); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprint(c.App.Writer, cmp.Markdown())
+			}
 			if dir := c.String("report"); dir != "" {
 				if err := cmp.Write(dir); err != nil {
 					return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consistency"
+	"github.com/dal-runtime/dal/internal/plural"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -44,6 +45,7 @@ Examples:
 				Usage: "hard-link (or copy) the bundles into OUT/runs instead of linking to the shards' (OUT then stands alone)"},
 			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_MERGE_KEY"},
 				Usage: "accept only shards and run bundles signed by this key (a .pub file or the signing key itself)"},
+			jsonFlag("the merged report (report.json)"),
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 0 {
@@ -65,7 +67,17 @@ Examples:
 				return err
 			}
 			w := c.App.Writer
-			fmt.Fprintf(w, "merged %d runs from %d shards\n", rep.Runs, c.NArg())
+			if c.Bool("json") {
+				w = c.App.ErrWriter
+				data, err := rep.JSON()
+				if err != nil {
+					return err
+				}
+				if _, err := c.App.Writer.Write(data); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(w, "merged %s from %s\n", plural.Count(rep.Runs, "run", "runs"), plural.Count(c.NArg(), "shard", "shards"))
 			fmt.Fprint(w, rep.Summary())
 			fmt.Fprintf(w, "report: %s, %s, %s\n", out+"/report.json", out+"/report.md", out+"/report.html")
 			if code := rep.ExitCode(); code != 0 {

@@ -23,8 +23,9 @@ bundles must be signed by a key you trust (your own, --key, the trusted-keys fil
 
 Examples:
    dal-exec diff run-seed7 run-seed8
-   dal-exec diff monday.tar.zst tuesday.tar.zst`,
-		Flags: trustFlags(),
+   dal-exec diff monday.tar.zst tuesday.tar.zst
+   dal-exec diff --json run-seed7 run-seed8 | jq '.components[] | select(.same | not) | .name'`,
+		Flags: append([]ucli.Flag{jsonFlag("the comparison")}, trustFlags()...),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 2 {
 				return usageError{Err: fmt.Errorf("diff takes two bundles, e.g. dal-exec diff run1 run2")}
@@ -38,6 +39,12 @@ Examples:
 				return err
 			}
 			w := c.App.Writer
+			if c.Bool("json") {
+				w = c.App.ErrWriter
+				if err := writeJSON(c.App.Writer, newDiffJSON(c.Args().Get(0), c.Args().Get(1), cs)); err != nil {
+					return err
+				}
+			}
 			same := true
 			for _, x := range cs {
 				if x.Match {

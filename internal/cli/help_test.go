@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/dal-runtime/dal/internal/golden"
+	"github.com/dal-runtime/dal/internal/helptext"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -55,17 +55,23 @@ func TestHelpGolden(t *testing.T) {
 			if viaHelp.String() != viaFlag.String() {
 				t.Errorf("dal-exec help %v and --help differ:\n%s", path, golden.Diff(viaHelp.String(), viaFlag.String()))
 			}
-			for i, l := range strings.Split(viaHelp.String(), "\n") {
-				if n := utf8.RuneCountInString(l); n > helpWidth {
-					t.Errorf("line %d is %d columns wide, more than %d: %q", i+1, n, helpWidth, l)
-				}
-			}
+			checkWrapped(t, viaHelp.String())
 			file := "help.golden"
 			if len(path) > 0 {
 				file = "help-" + strings.Join(path, "-") + ".golden"
 			}
 			golden.Check(t, filepath.Join("testdata", file), viaHelp.Bytes())
 		})
+	}
+}
+
+// checkWrapped fails t for a line of help wider than the width help is
+// wrapped at when not written to a terminal, and for a word alone on a
+// line.
+func checkWrapped(t *testing.T, text string) {
+	t.Helper()
+	for _, p := range helptext.Problems(text, helptext.DefaultWidth) {
+		t.Error(p)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/internal/wire"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -55,7 +56,7 @@ Examples:
 			default:
 				fmt.Fprintf(w, "boundary tracing off: %s\n", rep.Reason)
 			}
-			fmt.Fprintf(w, "%d open sessions\n", len(rep.Sessions))
+			fmt.Fprintln(w, plural.Count(len(rep.Sessions), "open session", "open sessions"))
 			for _, s := range rep.Sessions {
 				fmt.Fprintf(w, "  %s  mode %-7s seed %-20d streams %d (live %d)  drift %d\n", s.ID, s.Mode, s.Seed, s.Streams, s.Live, s.Drift)
 			}

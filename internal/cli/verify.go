@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/internal/termsafe"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -29,13 +30,15 @@ listed as unverified, and stray files in replays/ as warnings.
 Examples:
    dal-exec verify run1
    dal-exec verify --key ~/.config/dal/signing.key.pub run1.tar.zst
-   dal-exec verify --max-extract-bytes 32GiB big-run.tar.zst`,
+   dal-exec verify --max-extract-bytes 32GiB big-run.tar.zst
+   dal-exec verify --json run1 | jq .signer.trusted`,
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "key", Usage: "require the bundle to be signed by this public key (.pub)"},
 			&ucli.StringFlag{Name: "trusted-keys", EnvVars: []string{"DAL_TRUSTED_KEYS"}, Value: bundle.DefaultTrustedKeysPath(),
 				Usage: "file of trusted public keys, one per line"},
 			&ucli.StringFlag{Name: "max-extract-bytes", Usage: "let an archive bundle expand to this size (default 8GiB; also lifts the compression-ratio guard)"},
 			&ucli.IntFlag{Name: "max-extract-entries", Usage: "let an archive bundle hold this many entries (default 1000000)"},
+			jsonFlag("the verdict, also on a bundle that fails,"),
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() != 1 {
@@ -69,12 +72,22 @@ Examples:
 				}
 				opts.Limits = opts.Limits.WithMaxEntries(n)
 			}
-			b, err := bundle.Open(c.Args().First(), opts)
+			path := c.Args().First()
+			b, err := bundle.Open(path, opts)
 			if err != nil {
+				if v := refusedJSON(path, err); v != nil && c.Bool("json") {
+					if werr := writeJSON(c.App.Writer, v); werr != nil {
+						return werr
+					}
+				}
 				return err
 			}
 			defer b.Close()
-			printVerified(c.App.Writer, c.Args().First(), b, c.String("trusted-keys"))
+			if c.Bool("json") {
+				printVerified(c.App.ErrWriter, path, b, c.String("trusted-keys"))
+				return writeJSON(c.App.Writer, verifiedJSON(path, b))
+			}
+			printVerified(c.App.Writer, path, b, c.String("trusted-keys"))
 			return nil
 		},
 	}
@@ -90,9 +103,9 @@ func printVerified(w io.Writer, path string, b *bundle.Bundle, trustedKeys strin
 	if b.Signer.Trusted {
 		signer = "trusted: " + b.Signer.Source
 	}
-	fmt.Fprintf(w, "%s: ok — format %d, %d files, signed by %s (%s), mode %s, %d replays (%s)\n",
-		termsafe.Line(path), m.Dal.FormatVersion, len(m.Dal.Files), b.Signer.Fingerprint, termsafe.Line(signer),
-		termsafe.Line(m.Config.ExecutionMode), st.ReplayCount, st.MatchStatus)
+	fmt.Fprintf(w, "%s: ok — format %d, %s, signed by %s (%s), mode %s, %s (%s)\n",
+		termsafe.Line(path), m.Dal.FormatVersion, plural.Count(len(m.Dal.Files), "file", "files"), b.Signer.Fingerprint, termsafe.Line(signer),
+		termsafe.Line(m.Config.ExecutionMode), plural.Count(st.ReplayCount, "replay", "replays"), st.MatchStatus)
 	for _, u := range b.Unverified {
 		fmt.Fprintf(w, "  %s: not counted: %s\n", termsafe.Line(u.File), termsafe.Line(u.Reason))
 	}

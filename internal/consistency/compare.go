@@ -268,16 +268,26 @@ func verdictWord(significant, regression bool) string {
 	return "no significant change"
 }
 
+// JSON is comparison.json's content
+// (docs/schema/consistency-comparison.schema.json), ending with a newline.
+func (c *Comparison) JSON() ([]byte, error) {
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("comparison: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
 // Write writes comparison.json and comparison.md into dir.
 func (c *Comparison) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create %s: %w", dir, err)
 	}
-	data, err := json.MarshalIndent(c, "", "  ")
+	data, err := c.JSON()
 	if err != nil {
-		return fmt.Errorf("comparison: %w", err)
+		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "comparison.json"), append(data, '\n')); err != nil {
+	if err := writeAtomic(filepath.Join(dir, "comparison.json"), data); err != nil {
 		return err
 	}
 	return writeAtomic(filepath.Join(dir, "comparison.md"), []byte(c.Markdown()))

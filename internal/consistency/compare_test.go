@@ -38,6 +38,7 @@ func many(n, successes, dur, tok int) [][3]int {
 
 func TestCompare(t *testing.T) {
 	t.Parallel()
+	schema := compileSchema(t, "consistency-comparison.schema.json")
 	for _, tc := range []struct {
 		name        string
 		base, next  [][3]int
@@ -52,6 +53,7 @@ func TestCompare(t *testing.T) {
 		{"success rises", many(40, 24, 1000, 500), many(40, 36, 1000, 500), nil, 0.001946},
 		{"slower and more tokens", many(30, 30, 1000, 500), many(30, 30, 1300, 900), []string{"duration", "tokens"}, 1},
 		{"faster", many(30, 30, 1300, 500), many(30, 30, 1000, 500), nil, 1},
+		{"one run each", many(1, 1, 1000, 500), many(1, 0, 1000, 500), nil, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -65,6 +67,11 @@ func TestCompare(t *testing.T) {
 			if tc.p >= 0 && math.Abs(c.SuccessRate.P-tc.p) > 1e-5 {
 				t.Errorf("success rate p = %v, want %v", c.SuccessRate.P, tc.p)
 			}
+			data, err := c.JSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			validate(t, schema, data) // what compare --json prints and comparison.json holds
 			md := c.Markdown()
 			if (len(tc.regressions) > 0) != strings.Contains(md, "**Regression**") {
 				t.Errorf("markdown:\n%s", md)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/internal/consistency/stats"
+	"github.com/dal-runtime/dal/internal/plural"
 )
 
 // The plots are SVG drawn here from shapes; html/template escapes every
@@ -415,7 +416,7 @@ func successPlot(sr SuccessRate) plotView {
 			shape{Kind: "text", Class: "tick", X: x(t), Y: 94, Anchor: "middle", Text: fmt.Sprintf("%.0f%%", 100*t), Count: -1})
 	}
 	p.Shapes = append(p.Shapes, shape{Kind: "line", Class: "axis", X1: x(0), Y1: 76, X2: x(1), Y2: 76, Count: -1})
-	caption := fmt.Sprintf("%d of %d runs succeeded (%.1f%%)", sr.Successes, sr.N, 100*sr.Value)
+	caption := fmt.Sprintf("%d of %s succeeded (%.1f%%)", sr.Successes, plural.Count(sr.N, "run", "runs"), 100*sr.Value)
 	if iv := sr.ConfidenceInterval; iv != nil {
 		p.Shapes = append(p.Shapes, shape{Kind: "rect", Class: "mark interval", X: x(iv.Lower), Y: mid - 9,
 			W: max(1, x(iv.Upper)-x(iv.Lower)), H: 18, Count: -1,
@@ -671,7 +672,7 @@ td::before{content:attr(data-label);float:left;color:#56657a;padding-right:12px}
 <p class="small">{{.}}</p>{{end}}</div>
 <div class="card {{.ReliabilityClass}}" id="reliability"><h2>Reliability</h2>
 <p class="big">{{.Reliability}} <span>{{.ReliabilityLabel}}</span></p>
-<p class="small">0.6·success rate + 0.2·(1 − CV duration) + 0.2·(1 − CV tokens), CVs clamped to [0, 1]; High ≥ 0.8, Medium ≥ 0.6.</p>{{if .ReliabilityNote}}
+<p class="small">0.6·success rate + 0.2·(1 − CV duration) + 0.2·(1 − CV tokens), CVs clamped to [0, 1]; High ≥ 0.8, Medium ≥ 0.6. Success and steady cost, not agreement on the answer (that is the consensus).</p>{{if .ReliabilityNote}}
 <p class="small">{{.ReliabilityNote}}</p>{{end}}</div>
 <div class="card" id="success"><h2>Runs that succeeded</h2>
 <p class="big">{{.Success}}</p>

@@ -11,6 +11,7 @@ import (
 	"github.com/dal-runtime/dal/internal/atomicfile"
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/internal/consistency/stats"
+	"github.com/dal-runtime/dal/internal/plural"
 )
 
 // Report is report.json.
@@ -163,7 +164,7 @@ func describe(xs []float64, idx []int, level float64) *Metric {
 			lo, hi = min(lo, x), max(hi, x)
 		}
 		m.Min, m.Max = fin(lo), fin(hi)
-		m.Note = fmt.Sprintf("only %d runs: outlier rules and normality need at least 3", len(xs))
+		m.Note = fmt.Sprintf("only %s: outlier rules and normality need at least 3", plural.Count(len(xs), "run", "runs"))
 		return m
 	}
 	m.Mean, m.Std, m.CV = fin(s.Mean), fin(s.Std), fin(s.CV)
@@ -277,14 +278,24 @@ func analyse(o Options, runs []RunReport, warnings []string) *Report {
 	return rep
 }
 
+// JSON is report.json's content (docs/schema/consistency-report.schema.json),
+// ending with a newline.
+func (r *Report) JSON() ([]byte, error) {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
 // Write writes report.json, report.md and report.html into dir, each
 // atomically.
 func (r *Report) Write(dir string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+	data, err := r.JSON()
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
+		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "report.json"), append(data, '\n')); err != nil {
+	if err := writeAtomic(filepath.Join(dir, "report.json"), data); err != nil {
 		return err
 	}
 	if err := writeAtomic(filepath.Join(dir, "report.md"), []byte(r.Markdown())); err != nil {
@@ -335,7 +346,7 @@ func ci(iv *stats.Interval, format string) string {
 func (r *Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Consistency of `%s`\n\n", strings.Join(r.Command, " "))
-	fmt.Fprintf(&b, "%d runs", r.Runs)
+	b.WriteString(plural.Count(r.Runs, "run", "runs"))
 	if r.Mode != "" {
 		fmt.Fprintf(&b, " in %s mode", r.Mode)
 	}
@@ -388,6 +399,7 @@ func (r *Report) Markdown() string {
 	b.WriteString("\n## Reliability\n\n")
 	if r.Reliability != nil {
 		fmt.Fprintf(&b, "**%.3f (%s)** = 0.6·success rate + 0.2·(1 − clamp(CV duration)) + 0.2·(1 − clamp(CV tokens))\n\n", r.Reliability.Score, r.Reliability.Label)
+		b.WriteString("It says how steadily the runs succeed and at what cost, not whether their answers agree: that is the consensus above.\n\n")
 	} else {
 		b.WriteString("not available\n\n")
 	}
@@ -462,7 +474,9 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, "success rate: %.3f (%d/%d), %.0f%% interval [%.3f, %.3f]\n", sr.Value, sr.Successes, sr.N, iv.Level*100, iv.Lower, iv.Upper)
 	}
 	if rel := r.Reliability; rel != nil {
-		fmt.Fprintf(&b, "reliability: %.3f %s\n", rel.Score, rel.Label)
+		// Reliability measures success and steady cost, not agreement: a
+		// reader seeing no_consensus beside High must be told why both hold.
+		fmt.Fprintf(&b, "reliability: %.3f %s (steady success and cost, not agreement on the answer)\n", rel.Score, rel.Label)
 	}
 	return b.String()
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/daemon"
+	"github.com/dal-runtime/dal/internal/helptext"
 	"github.com/dal-runtime/dal/internal/sdnotify"
 	"github.com/dal-runtime/dal/internal/trace"
 	"github.com/dal-runtime/dal/internal/version"
@@ -26,6 +27,18 @@ import (
 	"github.com/dal-runtime/dal/metrics"
 	ucli "github.com/urfave/cli/v2"
 )
+
+// dald's flag categories, in the order its help shows them.
+const (
+	catLimits  = "limits"
+	catMetrics = "metrics"
+)
+
+func init() {
+	// urfave/cli prints help through this package variable; dald is its
+	// only user in the process.
+	ucli.HelpPrinter = helptext.Style{FlagCategories: []string{catLimits, catMetrics}}.Printer()
+}
 
 // App builds dald.
 func App(stdout, stderr io.Writer) *ucli.App {
@@ -47,47 +60,51 @@ It traces every session's process tree with eBPF (boundary coverage, docs/design
 (root, or CAP_BPF and CAP_PERFMON, on a kernel with BTF); otherwise it says once why tracing is
 off and serves everything else. The eBPF programs are attached only while a traced session is
 open: between sessions they cost the machine's processes nothing (dal-exec status, and
-dal_tracer_attached in /metrics, say whether they are attached). Prometheus metrics are served at http://--metrics-addr/metrics
-(docs/metrics.md lists them). Under systemd it takes its socket from socket activation and
-reports readiness (contrib/systemd).
+dal_tracer_attached in /metrics, say whether they are attached). Prometheus metrics are served at
+http://ADDR/metrics, ADDR being --metrics-addr (docs/metrics.md lists them). Under systemd it takes
+its socket from socket activation and reports readiness (contrib/systemd).
 
 Examples:
-   dald                                     listen at the default socket, metrics at 127.0.0.1:9464
-   dald --socket /tmp/dald.sock &           and then:
+   # listen at the default socket, metrics at http://127.0.0.1:9464/metrics
+   dald
+   # a dald at a socket of your own, and a run that uses it
+   dald --socket /tmp/dald.sock &
    dal-exec run --socket /tmp/dald.sock -- python3 agent.py
+   # metrics on every interface, without the Go runtime's
    dald --metrics-addr 0.0.0.0:9464 --no-go-metrics
-   dald --metrics-addr ""                   no metrics endpoint`,
+   # no metrics endpoint
+   dald --metrics-addr ""`,
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "socket", Value: wire.DefaultSocket(), EnvVars: []string{"DAL_SOCKET"},
 				Usage: "Unix socket path to listen on"},
-			&ucli.IntFlag{Name: "max-frame", Value: wire.DefaultMaxFrame, EnvVars: []string{"DAL_MAX_FRAME"},
+			&ucli.IntFlag{Name: "max-frame", Category: catLimits, Value: wire.DefaultMaxFrame, EnvVars: []string{"DAL_MAX_FRAME"},
 				Usage: "largest request frame accepted, in bytes; larger frames get an error and the client is dropped"},
-			&ucli.IntFlag{Name: "max-conns", Value: daemon.DefaultLimits.Conns, EnvVars: []string{"DAL_MAX_CONNS"},
+			&ucli.IntFlag{Name: "max-conns", Category: catLimits, Value: daemon.DefaultLimits.Conns, EnvVars: []string{"DAL_MAX_CONNS"},
 				Usage: "connected clients at once (every agent process holds one); past it a client is told so and dropped"},
-			&ucli.IntFlag{Name: "max-sessions", Value: daemon.DefaultLimits.Sessions, EnvVars: []string{"DAL_MAX_SESSIONS"},
+			&ucli.IntFlag{Name: "max-sessions", Category: catLimits, Value: daemon.DefaultLimits.Sessions, EnvVars: []string{"DAL_MAX_SESSIONS"},
 				Usage: "sessions open at once (one per running dal-exec)"},
-			&ucli.IntFlag{Name: "max-streams", Value: daemon.DefaultLimits.Streams, EnvVars: []string{"DAL_MAX_STREAMS"},
+			&ucli.IntFlag{Name: "max-streams", Category: catLimits, Value: daemon.DefaultLimits.Streams, EnvVars: []string{"DAL_MAX_STREAMS"},
 				Usage: "shimmed processes per session; past it a process runs on the real clock and the run reports drift"},
-			&ucli.IntFlag{Name: "max-spawns", Value: daemon.DefaultLimits.Spawns, EnvVars: []string{"DAL_MAX_SPAWNS"},
+			&ucli.IntFlag{Name: "max-spawns", Category: catLimits, Value: daemon.DefaultLimits.Spawns, EnvVars: []string{"DAL_MAX_SPAWNS"},
 				Usage: "child names a session may hold reserved and unclaimed (every subprocess a shimmed process starts reserves one)"},
-			&ucli.IntFlag{Name: "max-ticks", Value: daemon.DefaultLimits.Ticks, EnvVars: []string{"DAL_MAX_TICKS"},
+			&ucli.IntFlag{Name: "max-ticks", Category: catLimits, Value: daemon.DefaultLimits.Ticks, EnvVars: []string{"DAL_MAX_TICKS"},
 				Usage: "clock ticks and timer entries a session holds (9 bytes each); past it uploads are refused and the run reports drift"},
-			&ucli.IntFlag{Name: "max-draw-bytes", Value: daemon.DefaultLimits.DrawBytes, EnvVars: []string{"DAL_MAX_DRAW_BYTES"},
+			&ucli.IntFlag{Name: "max-draw-bytes", Category: catLimits, Value: daemon.DefaultLimits.DrawBytes, EnvVars: []string{"DAL_MAX_DRAW_BYTES"},
 				Usage: "bytes of random draws a session holds (logged mode, and draws loaded for replay)"},
-			&ucli.DurationFlag{Name: "idle-timeout", Value: daemon.DefaultLimits.IdleTimeout, EnvVars: []string{"DAL_IDLE_TIMEOUT"},
+			&ucli.DurationFlag{Name: "idle-timeout", Category: catLimits, Value: daemon.DefaultLimits.IdleTimeout, EnvVars: []string{"DAL_IDLE_TIMEOUT"},
 				Usage: "close a connection that holds no open session after this long without a request (a session's own connections live as long as it)"},
-			&ucli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"DAL_DRAIN_TIMEOUT"},
+			&ucli.DurationFlag{Name: "drain-timeout", Category: catLimits, Value: 30 * time.Second, EnvVars: []string{"DAL_DRAIN_TIMEOUT"},
 				Usage: "on SIGTERM, how long running sessions may take to finish before they are cut off"},
 			&ucli.BoolFlag{Name: "debug", EnvVars: []string{"DAL_DEBUG"}, Usage: "log every dropped client and refused peer"},
-			&ucli.StringFlag{Name: "metrics-addr", Value: metrics.DefaultAddr, EnvVars: []string{"DAL_METRICS_ADDR"},
+			&ucli.StringFlag{Name: "metrics-addr", Category: catMetrics, Value: metrics.DefaultAddr, EnvVars: []string{"DAL_METRICS_ADDR"},
 				Usage: "serve Prometheus metrics at http://ADDR/metrics (\"\" = off)"},
-			&ucli.BoolFlag{Name: "no-go-metrics", EnvVars: []string{"DAL_NO_GO_METRICS"}, Usage: "leave the Go runtime collector (go_*) out of /metrics"},
-			&ucli.BoolFlag{Name: "no-process-metrics", EnvVars: []string{"DAL_NO_PROCESS_METRICS"}, Usage: "leave the process collector (process_*) out of /metrics"},
+			&ucli.BoolFlag{Name: "no-go-metrics", Category: catMetrics, EnvVars: []string{"DAL_NO_GO_METRICS"}, Usage: "leave the Go runtime collector (go_*) out of /metrics"},
+			&ucli.BoolFlag{Name: "no-process-metrics", Category: catMetrics, EnvVars: []string{"DAL_NO_PROCESS_METRICS"}, Usage: "leave the process collector (process_*) out of /metrics"},
 			&ucli.BoolFlag{Name: "no-trace", EnvVars: []string{"DAL_NO_TRACE"}, Usage: "do not trace sessions with eBPF (no boundary coverage)"},
-			&ucli.BoolFlag{Name: "bpf-stats", EnvVars: []string{"DAL_BPF_STATS"},
+			&ucli.BoolFlag{Name: "bpf-stats", Category: catMetrics, EnvVars: []string{"DAL_BPF_STATS"},
 				Usage: "export the BPF programs' run counts and run time (dal_bpf_program_*); the kernel then times every hook run, about 20-40 ns more per syscall system-wide"},
 		},
 		Action: serve,
@@ -95,6 +112,12 @@ Examples:
 }
 
 func serve(c *ucli.Context) error {
+	if c.NArg() > 0 {
+		if c.NArg() == 1 && c.Args().First() == "help" {
+			return ucli.ShowAppHelp(c)
+		}
+		return fmt.Errorf("dald takes flags, not arguments (%q is one): see dald --help", c.Args().First())
+	}
 	level := slog.LevelInfo
 	if c.Bool("debug") {
 		level = slog.LevelDebug

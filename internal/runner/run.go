@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/internal/leftover"
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/internal/sandbox"
 
 	"github.com/dal-runtime/dal/internal/daemon"
@@ -509,13 +510,13 @@ wait:
 	if res.TimedOut {
 		res.Killed += left
 		res.ExitCode = 124
-		fmt.Fprintf(spec.Log, "dal: --timeout %s reached after %s: killed the agent's process tree (%d processes); exit code 124\n",
-			spec.Timeout, res.Wall.Round(time.Millisecond), res.Killed)
+		fmt.Fprintf(spec.Log, "dal: --timeout %s reached after %s: killed the agent's process tree (%s); exit code 124\n",
+			spec.Timeout, res.Wall.Round(time.Millisecond), plural.Count(res.Killed, "process", "processes"))
 		return nil
 	}
 	if left > 0 {
 		res.Killed += left
-		fmt.Fprintf(spec.Log, "dal: the agent exited leaving %d processes running; they were killed\n", left)
+		fmt.Fprintf(spec.Log, "dal: the agent exited leaving %s running; %s killed\n", plural.Count(left, "process", "processes"), plural.Verb(left, "it was", "they were"))
 	}
 	if threads != nil {
 		if n := threads(); n > 0 {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/dal-runtime/dal/internal/plural"
 )
 
 // Run is the outcome of one run of a consistency evaluation.
@@ -166,8 +168,8 @@ func Decide(s Strategy, runs []Run, opts Options) (Result, error) {
 	}
 	if res.Succeeded == 0 {
 		res.Verdict = VerdictFailed
-		res.Reason = fmt.Sprintf("all %d runs failed", res.Failed)
-		return res, fmt.Errorf("%w (%d runs)", ErrAllFailed, res.Failed)
+		res.Reason = allRuns(res.Failed, "failed", "failed")
+		return res, fmt.Errorf("%w (%s)", ErrAllFailed, plural.Count(res.Failed, "run", "runs"))
 	}
 	if len(counted) == 1 {
 		res.Notes = append(res.Notes, "only one run was counted: there is no agreement to measure")
@@ -296,11 +298,11 @@ func vote(res *Result, runs []Run, rl rule) error {
 		return nil
 	case failWeight > lead.Weight && !tied(failWeight, lead.Weight):
 		res.Verdict = VerdictFailed
-		res.Reason = fmt.Sprintf("failure outweighs every answer: %d of %d runs failed, the leading answer has %s", res.Failed, res.Runs, share)
+		res.Reason = fmt.Sprintf("failure outweighs every answer: %d of %s failed, the leading answer has %s", res.Failed, plural.Count(res.Runs, "run", "runs"), share)
 		return nil
 	case tied(failWeight, lead.Weight):
 		res.Verdict = VerdictNoConsensus
-		res.Reason = fmt.Sprintf("as much support for failure (%d of %d runs failed) as for the leading answer (%s)", res.Failed, res.Runs, share)
+		res.Reason = fmt.Sprintf("as much support for failure (%d of %s failed) as for the leading answer (%s)", res.Failed, plural.Count(res.Runs, "run", "runs"), share)
 		return nil
 	}
 	switch {
@@ -310,7 +312,7 @@ func vote(res *Result, runs []Run, rl rule) error {
 		return nil
 	case rl.unanimous && (len(ts) > 1 || res.Failed > 0):
 		res.Verdict = VerdictNoConsensus
-		res.Reason = fmt.Sprintf("not unanimous: the leading answer has %d of %d runs (%d other answers, %d failed)", lead.Runs, res.Runs, len(ts)-1, res.Failed)
+		res.Reason = fmt.Sprintf("not unanimous: the leading answer has %d of %s (%s, %d failed)", lead.Runs, plural.Count(res.Runs, "run", "runs"), plural.Count(len(ts)-1, "other answer", "other answers"), res.Failed)
 		return nil
 	case rl.majority && !(2*lead.Weight > total):
 		res.Verdict = VerdictNoConsensus
@@ -325,7 +327,7 @@ func vote(res *Result, runs []Run, rl rule) error {
 	res.Decision = lead.Output
 	switch {
 	case rl.unanimous:
-		res.Reason = fmt.Sprintf("all %d runs agree", res.Runs)
+		res.Reason = allRuns(res.Runs, "agrees", "agree")
 	case need > 0:
 		res.Reason = fmt.Sprintf("the leading answer has %s (%.3f), reaching the threshold %v", share, res.Confidence, need)
 	case rl.majority:
@@ -377,7 +379,7 @@ func bestOfN(res *Result, runs []Run) error {
 		m := score - *rival
 		res.Margin = &m
 	}
-	res.Reason = fmt.Sprintf("run %d has the highest score, %s, of %d successful runs", idx, num(score), res.Succeeded)
+	res.Reason = fmt.Sprintf("run %d has the highest score, %s, of %s", idx, num(score), plural.Count(res.Succeeded, "successful run", "successful runs"))
 	if len(tiedRuns) > 0 {
 		tiedSet := map[int]bool{}
 		for _, i := range tiedRuns {
@@ -412,4 +414,13 @@ func list(idx []int) string {
 		return fmt.Sprint(idx)
 	}
 	return fmt.Sprintf("%v and %d more", idx[:10], len(idx)-10)
+}
+
+// allRuns says that all n runs did what: "all 5 runs agree", and for one
+// run "the one run agrees".
+func allRuns(n int, one, many string) string {
+	if n == 1 {
+		return "the one run " + one
+	}
+	return fmt.Sprintf("all %d runs %s", n, many)
 }

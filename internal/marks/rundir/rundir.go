@@ -28,6 +28,7 @@ import (
 
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/marks"
+	"github.com/dal-runtime/dal/internal/plural"
 	"github.com/dal-runtime/dal/internal/safefs"
 	"github.com/dal-runtime/dal/internal/sandbox"
 )
@@ -239,7 +240,7 @@ func (its *Iterations) Report(w io.Writer, where string) {
 	if v, ok := s.Scored(); ok {
 		score = fmt.Sprintf("quality %.2f", v)
 	}
-	fmt.Fprintf(w, "dal: %d iterations; selected iteration %d (%s, %s) of final %d; applied %s\n", len(s.Iterations), s.Selected, score, how, s.Final, listOrNone(s.Applied))
+	fmt.Fprintf(w, "dal: %s; selected iteration %d (%s, %s) of final %d; applied %s\n", plural.Count(len(s.Iterations), "iteration", "iterations"), s.Selected, score, how, s.Final, listOrNone(s.Applied))
 	for _, f := range s.Degradation {
 		fmt.Fprintf(w, "dal: degradation at iteration %d: %s\n", f.Iteration, f.Detail)
 	}
