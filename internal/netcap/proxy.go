@@ -130,16 +130,17 @@ type Event struct {
 
 // Event kinds.
 const (
-	KindNotHTTP    = "not-http"    // a connection that does not speak HTTP
-	KindEmpty      = "empty"       // a transparent connection closed before sending anything
-	KindSilent     = "silent"      // a connection that sent nothing within SniffTimeout
-	KindHTTP2      = "http2"       // HTTP/2, by prior knowledge or ALPN h2 only
-	KindTLSRefused = "tls-refused" // the client rejected dal's certificate
-	KindTLS        = "tls-failed"  // any other TLS handshake failure
-	KindWebSocket  = "websocket"   // a WebSocket upgrade, answered 501
-	KindNotProxied = "not-proxied" // a request the proxy cannot place (no absolute URL, odd scheme, CONNECT in a tunnel)
-	KindReplayMiss = "replay-miss" // replay had no response for a request
-	KindRefused    = "refused"     // a connection to the host's own address, not allowed: answered 403
+	KindNotHTTP     = "not-http"    // a connection that does not speak HTTP
+	KindEmpty       = "empty"       // a transparent connection closed before sending anything
+	KindSilent      = "silent"      // a connection that sent nothing within SniffTimeout
+	KindHTTP2       = "http2"       // HTTP/2, by prior knowledge or ALPN h2 only
+	KindTLSRefused  = "tls-refused" // the client rejected dal's certificate
+	KindTLS         = "tls-failed"  // any other TLS handshake failure
+	KindWebSocket   = "websocket"   // a WebSocket upgrade, answered 501
+	KindNotProxied  = "not-proxied" // a request the proxy cannot place (no absolute URL, odd scheme, CONNECT in a tunnel)
+	KindReplayMiss  = "replay-miss" // replay had no response for a request
+	KindRefused     = "refused"     // a connection to the host's own address, not allowed: answered 403
+	KindMisdirected = "misdirected" // a request whose Host is not the server its tunnel goes to: answered 421
 )
 
 // ErrClosed is returned by [Proxy.Serve] and [Proxy.ServeTransparent] after

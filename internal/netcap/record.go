@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +79,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 		}
 		return
 	}
+	x.RemoteAddr = remoteAddr(ex.c.raw)
 	reusable := false
 	defer func() { ex.finish(reusable) }()
 	resp := ex.resp
@@ -273,4 +276,14 @@ func (p *Proxy) refuseDial(w http.ResponseWriter, x *har.Exchange, e *RefusedErr
 	w.WriteHeader(http.StatusForbidden)
 	w.Write(body)
 	p.report(KindRefused, x.Refused, e.Error()+" (the agent got 403)")
+}
+
+// remoteAddr is the IP address and port c is connected to, "" when it is
+// not an IP connection (a test's pipe).
+func remoteAddr(c net.Conn) string {
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return ""
+	}
+	return canonical(ap).String()
 }
