@@ -86,6 +86,14 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	return spec, nil
 }
 
+// allowAddressFlag is --allow-address, for the commands that record.
+func allowAddressFlag() ucli.Flag {
+	return &ucli.StringSliceFlag{Name: "allow-address", EnvVars: []string{"DAL_ALLOW_ADDRESS"},
+		Usage: "let the proxy connect to an address it refuses by default: a link-local or cloud metadata address, or a machine on a network " +
+			"attached to this host (a bridge, another namespace); ADDR (169.254.169.254), CIDR (172.17.0.0/16) or HOST:PORT (repeatable). " +
+			"Without it such connections get 403. Machines reached through a router (the internet, 10.0.0.0/8 elsewhere) need nothing"}
+}
+
 // allowLoopbackFlag is --allow-loopback, for the commands that record.
 func allowLoopbackFlag() ucli.Flag {
 	return &ucli.StringSliceFlag{Name: "allow-loopback", EnvVars: []string{"DAL_ALLOW_LOOPBACK"},

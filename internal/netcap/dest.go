@@ -70,18 +70,23 @@ func normalHost(host string) (string, bool) {
 // server than the one its connection goes to (target), with 421: the
 // proxy neither forwards it nor asks the policy. It is reported as a
 // [KindMisdirected] event and recorded (Exchange.Refused is the Host it
-// named, the 421 its response), the same in record and replay.
-func (p *Proxy) misdirected(w http.ResponseWriter, x *har.Exchange, host, target, addr string) {
+// named, the 421 its response). Replay serves the recorded answer from
+// the Source, so that the recording's entries are taken in order.
+func (p *Proxy) misdirected(w http.ResponseWriter, r *http.Request, x *har.Exchange, host, target, addr string) {
 	msg := fmt.Sprintf("a request inside a connection to %s named the server %q in its Host header: refused with 421 Misdirected Request, not forwarded (a client must send a tunnel's requests to the server it opened the tunnel to)", target, host)
+	p.report(KindMisdirected, addr, msg)
+	x.Refused = host
+	if p.replaying() {
+		p.replay(w, r, x, addr)
+		return
+	}
 	body, _ := json.Marshal(map[string]map[string]string{"error": {"message": "dal: " + msg, "type": "dal_misdirected"}})
 	body = append(body, '\n')
 	h := http.Header{
 		"Content-Type":   {"application/json"},
 		"Content-Length": {strconv.Itoa(len(body))},
 		"X-Dal-Proxy":    {"misdirected"},
-		"Connection":     {"close"},
 	}
-	x.Refused = host
 	x.Response = &har.Response{Status: http.StatusMisdirectedRequest, StatusText: "Misdirected Request", Proto: "HTTP/1.1", Header: h.Clone(), Body: body}
 	for k, v := range h {
 		w.Header()[k] = v
@@ -89,5 +94,4 @@ func (p *Proxy) misdirected(w http.ResponseWriter, x *har.Exchange, host, target
 	w.Header()["Date"] = nil
 	w.WriteHeader(http.StatusMisdirectedRequest)
 	w.Write(body)
-	p.report(KindMisdirected, addr, msg)
 }

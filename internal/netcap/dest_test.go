@@ -204,3 +204,57 @@ func (s *seen) count() int {
 	defer s.mu.Unlock()
 	return len(s.reqs)
 }
+
+// TestMisdirectedReplay: replay answers a misdirected request from the
+// recording, taking its entry in order, so that an honest request to
+// the same URL after it gets its own recorded answer, not the 421.
+func TestMisdirectedReplay(t *testing.T) {
+	t.Parallel()
+	var up seen
+	ts := httptest.NewServer(echo(&up))
+	t.Cleanup(ts.Close)
+	target := ts.Listener.Addr().String()
+	send := func(addr string) []int {
+		c := dial(t, addr)
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		br := bufio.NewReader(c)
+		if code, _ := readHead(t, br); code != 200 {
+			t.Fatalf("CONNECT: %d", code)
+		}
+		var codes []int
+		for _, host := range []string{"api.openai.com", target} {
+			fmt.Fprintf(c, "GET /same HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes = append(codes, resp.StatusCode)
+		}
+		return codes
+	}
+	rec := newRig(t, Config{})
+	if got := send(rec.explicit()); fmt.Sprint(got) != "[421 200]" {
+		t.Fatalf("record: %v, want [421 200]", got)
+	}
+	rec.shutdown()
+	rep := newRig(t, Config{Source: newRecordedSource(rec.records())})
+	if got := send(rep.explicit()); fmt.Sprint(got) != "[421 200]" {
+		t.Errorf("replay: %v, want [421 200]", got)
+	}
+	rep.shutdown()
+	xs := rep.records()
+	if len(xs) != 2 || xs[0].Refused != "api.openai.com" || xs[1].Refused != "" {
+		t.Errorf("replay records: %+v", xs)
+	}
+	var n int
+	for _, e := range rep.reports() {
+		if e.Kind == KindMisdirected {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("replay reported %d misdirected requests, want 1", n)
+	}
+}

@@ -96,7 +96,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if rt.misdirected {
 		if p.awaitTurn(r.Context(), t, x) {
-			p.misdirected(w, x, r.Host, info.upstreamHost, info.addr)
+			p.misdirected(w, r, x, r.Host, info.upstreamHost, info.addr)
 		}
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -279,11 +278,11 @@ func (p *Proxy) refuseDial(w http.ResponseWriter, x *har.Exchange, e *RefusedErr
 }
 
 // remoteAddr is the IP address and port c is connected to, "" when it is
-// not an IP connection (a test's pipe).
+// not a TCP connection (a test's pipe).
 func remoteAddr(c net.Conn) string {
-	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
-	if err != nil {
+	a, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
 		return ""
 	}
-	return canonical(ap).String()
+	return canonical(a.AddrPort()).String()
 }
