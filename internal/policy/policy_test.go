@@ -216,7 +216,9 @@ func TestDenyGitPushExample(t *testing.T) {
 	p := load(t, "deny-git-push.rego")
 	const push, rm = "git push is not allowed for agents", "rm -r of / or of a directory at its top is not allowed"
 	git := func(path string, args ...string) *Input { return Exec(path, args, "/w", "0.1", false) }
-	rmIn := func(cwd string, args ...string) *Input { return Exec("/bin/rm", append([]string{"rm"}, args...), cwd, "0", false) }
+	rmIn := func(cwd string, args ...string) *Input {
+		return Exec("/bin/rm", append([]string{"rm"}, args...), cwd, "0", false)
+	}
 	for _, c := range []struct {
 		in  *Input
 		why string // "" means allowed

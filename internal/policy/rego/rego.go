@@ -149,11 +149,12 @@ func opaErrors(err error) []string {
 	return []string{err.Error()}
 }
 
-// trimmed is lines without their indentation, empty ones left out.
+// trimmed is lines without their indentation and alignment ("left  :
+// number" is "left: number"), empty ones left out.
 func trimmed(lines []string) []string {
 	out := lines[:0:0]
 	for _, l := range lines {
-		if l = strings.TrimSpace(l); l != "" {
+		if l = strings.ReplaceAll(strings.Join(strings.Fields(l), " "), " :", ":"); l != "" {
 			out = append(out, l)
 		}
 	}

@@ -59,7 +59,7 @@ func TestUnknownInputField(t *testing.T) {
 	}
 	// A comparison that can never hold is refused too, saying why.
 	err := compile(t, `decision := {"action": "deny"} if input.port == "443"`)
-	if err == nil || !strings.Contains(err.Error(), "match error (left  : number; right : string)") {
+	if err == nil || !strings.Contains(err.Error(), "match error (left: number; right: string)") {
 		t.Errorf("input.port == \"443\": %v", err)
 	}
 	// Whole objects and dynamic keys stay usable.
