@@ -32,32 +32,68 @@ func sameAuthority(host, target, scheme string) bool {
 	if err != nil {
 		return false
 	}
-	hh, hp, err := net.SplitHostPort(host)
-	if err != nil {
-		// No port (or an IPv6 literal in brackets without one).
-		hh, hp = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), defaultPort(scheme)
-		if strings.Contains(host, "]:") || strings.HasSuffix(host, ":") {
-			return false
-		}
-	}
-	if hp != tp {
+	hh, hp, ok := splitHost(host, defaultPort(scheme))
+	if !ok || hp != tp {
 		return false
+	}
+	if hh == th && hh != "" {
+		return true // as most clients write it
+	}
+	if isASCII(hh) && isASCII(th) && !mayBeIP(hh) && !mayBeIP(th) {
+		return strings.EqualFold(strings.TrimSuffix(hh, "."), strings.TrimSuffix(th, ".")) && strings.TrimSuffix(hh, ".") != ""
 	}
 	a, ok1 := normalHost(hh)
 	b, ok2 := normalHost(th)
 	return ok1 && ok2 && a == b
 }
 
+// splitHost splits a Host header's value into host and port, the port
+// being defaultPort when it names none; an IPv6 literal is in brackets.
+func splitHost(host, defaultPort string) (h, port string, ok bool) {
+	if strings.HasPrefix(host, "[") {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return "", "", false
+		}
+		h, rest := host[1:end], host[end+1:]
+		switch {
+		case rest == "":
+			return h, defaultPort, true
+		case len(rest) > 1 && rest[0] == ':':
+			return h, rest[1:], true
+		}
+		return "", "", false
+	}
+	switch strings.Count(host, ":") {
+	case 0:
+		return host, defaultPort, true
+	case 1:
+		i := strings.IndexByte(host, ':')
+		if i == len(host)-1 {
+			return "", "", false
+		}
+		return host[:i], host[i+1:], true
+	}
+	return "", "", false // an IPv6 address without brackets
+}
+
 // normalHost is host as the proxy compares it: an IP address in its
 // canonical form (IPv4-mapped unmapped), a name lowercased, without a
 // trailing dot, in its ASCII (punycode) form.
 func normalHost(host string) (string, bool) {
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap().String(), true
+	if mayBeIP(host) {
+		if a, err := netip.ParseAddr(host); err == nil {
+			return a.Unmap().String(), true
+		}
 	}
 	host = strings.TrimSuffix(host, ".")
 	if host == "" {
 		return "", false
+	}
+	if isASCII(host) {
+		// Already in its ASCII form (xn-- labels included): only case
+		// differs between spellings.
+		return strings.ToLower(host), true
 	}
 	ascii, err := idna.Lookup.ToASCII(host)
 	if err != nil {
@@ -94,4 +130,27 @@ func (p *Proxy) misdirected(w http.ResponseWriter, r *http.Request, x *har.Excha
 	w.Header()["Date"] = nil
 	w.WriteHeader(http.StatusMisdirectedRequest)
 	w.Write(body)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// mayBeIP reports whether s could be an IP address (IPv4 is digits and
+// dots, IPv6 has a colon), so that names skip a parse bound to fail.
+func mayBeIP(s string) bool {
+	if strings.IndexByte(s, ':') >= 0 {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && s[i] != '.' {
+			return false
+		}
+	}
+	return true
 }
