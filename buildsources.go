@@ -21,7 +21,7 @@ import (
 //go:embed internal/daemon/*.go internal/digest/*.go internal/embedfs/*.go internal/helptext/*.go internal/iterate/*.go internal/leftover/*.go
 //go:embed internal/marks/*.go internal/marks/rundir/*.go internal/match/*.go
 //go:embed internal/netcap/*.go internal/netcap/har/*.go internal/netcap/prompts/*.go internal/plural/*.go
-//go:embed internal/policy/*.go internal/policy/engine/*.go internal/policy/gate/*.go internal/policy/rego/*.go
+//go:embed internal/policy/*.go internal/policy/engine/*.go internal/policy/gate/*.go internal/policy/rego/*.go internal/policy/rego/*.json
 //go:embed internal/procnet/*.go internal/record/*.go internal/replay/*.go internal/runner/*.go
 //go:embed internal/safefs/*.go internal/sandbox/*.go internal/shim/*.go all:internal/shim/node all:internal/shim/python
 //go:embed internal/show/*.go internal/show/assets

@@ -28,10 +28,19 @@ import (
 // the commands that evaluate a policy.
 var bin struct{ exec, full, sidecar, dald, goagent, goclient string }
 
+// binDirEnv names the directory of binaries a test that runs this test
+// binary again (in namespaces of its own, say) hands down, so that the
+// child does not build them again.
+const binDirEnv = "DAL_E2E_BIN_DIR"
+
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dal-e2e-")
-	if err != nil {
-		panic(err)
+	dir, given := os.Getenv(binDirEnv), true
+	if dir == "" {
+		given = false
+		var err error
+		if dir, err = os.MkdirTemp("", "dal-e2e-"); err != nil {
+			panic(err)
+		}
 	}
 	for _, b := range []struct {
 		out       *string
@@ -41,6 +50,9 @@ func TestMain(m *testing.M) {
 		{&bin.goclient, "goclient", "./testdata/goclient"},
 	} {
 		*b.out = filepath.Join(dir, b.name)
+		if given {
+			continue
+		}
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -49,7 +61,9 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if !given {
+		os.RemoveAll(dir)
+	}
 	os.Exit(code)
 }
 

@@ -89,6 +89,7 @@ func readAudit(t *testing.T, bundle string) policyAudit {
 // exactly, and a replay under another policy reports drift (exit 1).
 func TestPolicyDeniesGitPush(t *testing.T) {
 	t.Parallel()
+	const rmDenied = "rm -r of / or of a directory at its top is not allowed"
 	ws := t.TempDir()
 	script := `set -u
 git init -q -b main remote.git --bare
@@ -97,7 +98,11 @@ git -c user.email=a@example.com -c user.name=agent commit -q --allow-empty -m on
 git remote add origin ../remote.git
 git status --short; echo "status=$?"
 git push -q origin main; echo "push=$?"
+git send-pack ../remote.git main 2>/dev/null; echo "send-pack=$?"
+git -c x.y=z push -q origin main 2>/dev/null; echo "c-push=$?"
 rm -rf / 2>/dev/null; echo "rm=$?"
+rm -r -f / 2>/dev/null; echo "rm-r-f=$?"
+rm --recursive --force / 2>/dev/null; echo "rm-long=$?"
 touch /etc/dal-policy-probe 2>/dev/null; echo "etc=$?"
 `
 	if err := os.WriteFile(filepath.Join(ws, "agent.sh"), []byte(script), 0o755); err != nil {
@@ -106,7 +111,7 @@ touch /etc/dal-policy-probe 2>/dev/null; echo "etc=$?"
 	out := filepath.Join(t.TempDir(), "bundle")
 	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k"), "XDG_RUNTIME_DIR=" + t.TempDir()}
 	rec := dalIn(t, ws, env, "record", "--no-apply", "--policy", examplePolicy(t, "deny-git-push.rego"), "--out", out, "--", "sh", "agent.sh")
-	if rec.code != 0 || rec.stdout != "status=0\npush=126\nrm=126\netc=1\n" {
+	if rec.code != 0 || rec.stdout != "status=0\npush=126\nsend-pack=126\nc-push=126\nrm=126\nrm-r-f=126\nrm-long=126\netc=1\n" {
 		t.Fatalf("record: exit %d\nstdout %q\nstderr %s", rec.code, rec.stdout, rec.stderr)
 	}
 	if !strings.Contains(rec.stderr, "dal: policy denies exec git push -q origin main (git push is not allowed for agents)") {
@@ -122,7 +127,9 @@ touch /etc/dal-policy-probe 2>/dev/null; echo "etc=$?"
 			denied[d.Subject] = d.Reason
 		}
 	}
-	if denied["git push -q origin main"] != "git push is not allowed for agents" || denied["rm -rf /"] != "rm -rf / is not allowed" ||
+	if denied["git push -q origin main"] != "git push is not allowed for agents" || denied["git send-pack ../remote.git main"] != "git push is not allowed for agents" ||
+		denied["git -c x.y=z push -q origin main"] != "git push is not allowed for agents" ||
+		denied["rm -rf /"] != rmDenied || denied["rm -r -f /"] != rmDenied || denied["rm --recursive --force /"] != rmDenied ||
 		!strings.HasPrefix(denied["openat /etc/dal-policy-probe"]+denied["utimensat /etc/dal-policy-probe"], "after the fact: allow") ||
 		a.OPAVersion == "" || len(a.Files) != 1 || len(a.Files[0].SHA256) != 64 {
 		t.Fatalf("policy.json: denied %v, %+v", denied, a)
@@ -156,6 +163,9 @@ func TestPolicyBadInputExit2(t *testing.T) {
 		{"package dal\n\ndecision := {\"action\": \"deny\" if {\n", "bad.rego:3: rego_parse_error"},
 		{"package dal\n\ndecision := {\"action\": \"block\"}\n", `bad.rego:3: decision's action "block" is unknown`},
 		{"package dal\n\ndecision := [\"deny\"]\n", "bad.rego:3: decision is [\"deny\"]"},
+		// issue 38: input.request.path for input.path allowed everything.
+		{"package dal\n\ndecision := {\"action\": \"deny\"} if input.request.path == \"/admin\"\n",
+			"bad.rego:3: input.request.path is not a field of the policy input defined in docs/schema/policy-input.schema.json, so it would never match: use a field the schema defines"},
 	} {
 		p := filepath.Join(dir, "bad.rego")
 		os.WriteFile(p, []byte(c.src), 0o644)

@@ -1,5 +1,8 @@
 # Allow the agent's HTTP requests to LLM providers only: any other host
-# gets 403 from dal's proxy, naming the reason.
+# gets 403 from dal's proxy, naming the reason. It decides on
+# input.destination, the server dal's proxy connects to (a request inside
+# a tunnel that names another server in its Host header never gets here:
+# dal answers it 421).
 #
 #   dal-exec record --policy examples/policies/allow-llm-hosts.rego --out run1 -- python3 agent.py
 #
@@ -20,10 +23,10 @@ llm_hosts contains host if {
 
 decision := {"action": "allow", "reason": "LLM provider"} if {
 	input.kind == "http"
-	input.host in llm_hosts
+	input.destination.host in llm_hosts
 }
 
-decision := {"action": "deny", "reason": sprintf("%s is not an LLM provider", [input.host])} if {
+decision := {"action": "deny", "reason": sprintf("%s is not an LLM provider", [input.destination.host])} if {
 	input.kind == "http"
-	not input.host in llm_hosts
+	not input.destination.host in llm_hosts
 }

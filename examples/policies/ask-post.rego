@@ -17,8 +17,8 @@ llm_hosts contains host if {
 	}
 }
 
-decision := {"action": "ask", "reason": sprintf("POST to %s, which is not an LLM provider", [input.host])} if {
+decision := {"action": "ask", "reason": sprintf("POST to %s, which is not an LLM provider", [input.destination.host])} if {
 	input.kind == "http"
 	input.method == "POST"
-	not input.host in llm_hosts
+	not input.destination.host in llm_hosts
 }

@@ -71,6 +71,7 @@ func ConsistencyCommand() *ucli.Command {
 		&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
 			Usage: "ed25519 signing key (default: ~/.config/dal/signing.key, created on first use)"},
 		allowLoopbackFlag(),
+		allowAddressFlag(),
 		&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
 			Usage: "treat this kept variable as a secret although its name does not say so (repeatable; as for record)"},
 	)
@@ -250,7 +251,7 @@ func childRecorder(c *ucli.Context) (consistency.Recorder, ed25519.PrivateKey, e
 	base := []string{"record", "--no-apply", "--key", key, "--mode", c.String("mode"), "--epoch", c.String("epoch"),
 		"--quantum", c.Duration("quantum").String(), "--cpus", c.String("cpus"), "--timeout", c.Duration("timeout").String(), "--stall-limit", c.Duration("stall-limit").String()}
 	base = append(base, gateArgs(c)...)
-	for _, f := range []string{"keep-env", "allow-loopback", "secret-env"} {
+	for _, f := range []string{"keep-env", "allow-loopback", "allow-address", "secret-env"} {
 		for _, v := range c.StringSlice(f) {
 			base = append(base, "--"+f, v)
 		}

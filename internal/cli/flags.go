@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/dal-runtime/dal/internal/runner"
@@ -78,12 +79,20 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 		return spec, usageError{Err: fmt.Errorf("stall limit %s must be positive, e.g. 60s", spec.StallLimit)}
 	}
 	spec.KeepEnv = c.StringSlice("keep-env")
-	spec.Socket = c.String("socket")
+	spec.Socket = daldSocket(c, "")
 	spec.Args = c.Args().Slice()
 	if len(spec.Args) == 0 {
 		return spec, usageError{Err: fmt.Errorf("no command given: put it after --, e.g. %s -- python3 agent.py", c.Command.HelpName)}
 	}
 	return spec, nil
+}
+
+// allowAddressFlag is --allow-address, for the commands that record.
+func allowAddressFlag() ucli.Flag {
+	return &ucli.StringSliceFlag{Name: "allow-address", EnvVars: []string{"DAL_ALLOW_ADDRESS"},
+		Usage: "let the proxy connect to an address it refuses by default: a link-local or cloud metadata address, or a machine on a network " +
+			"attached to this host (a bridge, another namespace); ADDR (169.254.169.254), CIDR (172.17.0.0/16) or HOST:PORT (repeatable). " +
+			"Without it such connections get 403. Machines reached through a router (the internet, 10.0.0.0/8 elsewhere) need nothing"}
 }
 
 // allowLoopbackFlag is --allow-loopback, for the commands that record.
@@ -92,4 +101,16 @@ func allowLoopbackFlag() ucli.Flag {
 		Usage: "let the agent reach this service on this host, HOST:PORT (127.0.0.1:11434, [::1]:8080, localhost:3000; repeatable); " +
 			"it is also mirrored at the same address inside the sandbox. Without it the proxy refuses this host's own addresses (403). " +
 			"A kept *_BASE_URL variable whose host is loopback allows its port too"}
+}
+
+// daldSocket is --socket (or DAL_SOCKET), or fallback when it is the
+// socket of the dal session dal-exec runs in: a process of a session
+// (DAL_SESSION set) inherits DAL_SOCKET naming its session's own socket,
+// which serves that session's processes only, not a dal-exec.
+func daldSocket(c *ucli.Context, fallback string) string {
+	s := c.String("socket")
+	if s != "" && os.Getenv("DAL_SESSION") != "" && s == os.Getenv("DAL_SOCKET") {
+		return fallback
+	}
+	return s
 }

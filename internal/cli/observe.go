@@ -29,7 +29,7 @@ type figures struct {
 func newFigures(c *ucli.Context) (*figures, error) {
 	f := &figures{path: c.String("metrics-textfile")}
 	if c.IsSet("socket") {
-		f.socket = c.String("socket")
+		f.socket = daldSocket(c, "")
 	}
 	if f.path != "" {
 		if textfileMetrics == nil {

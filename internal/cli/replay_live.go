@@ -15,7 +15,7 @@ func liveFlags() []ucli.Flag {
 			&ucli.BoolFlag{Name: "live", Usage: "re-execute the command with the network live through the recording proxy (not served from the bundle), record the run as --out, and compare the two"}),
 		categorize(catOutput,
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "with --live: the new bundle (a new directory, or a .tgz / .tar.zst file)"}),
-		categorize(catSandbox, allowLoopbackFlag(), enforceStrictLLMFlag()),
+		categorize(catSandbox, allowLoopbackFlag(), allowAddressFlag(), enforceStrictLLMFlag()),
 	)
 }
 
@@ -23,7 +23,7 @@ func liveFlags() []ucli.Flag {
 // re-execution into --out.
 func replayLiveOrNot(c *ucli.Context, o replay.Options) (*replay.Verdict, error) {
 	if !c.Bool("live") {
-		for _, f := range []string{"out", "allow-loopback", "enforce-strict-llm"} {
+		for _, f := range []string{"out", "allow-loopback", "allow-address", "enforce-strict-llm"} {
 			if c.IsSet(f) {
 				return nil, usageError{Err: errors.New("--" + f + " is for a live re-execution: add --live, e.g. dal-exec replay --live --out run1-live run1")}
 			}
@@ -39,6 +39,7 @@ func replayLiveOrNot(c *ucli.Context, o replay.Options) (*replay.Verdict, error)
 	}
 	lo := replay.LiveOptions{Options: o, Out: out}
 	lo.Network.AllowLoopback = c.StringSlice("allow-loopback")
+	lo.Network.AllowAddress = c.StringSlice("allow-address")
 	if c.Bool("enforce-strict-llm") {
 		lo.Network.Before = append(lo.Network.Before, record.StrictLLMRefusal)
 	}

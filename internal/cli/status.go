@@ -28,7 +28,7 @@ Examples:
 			&ucli.BoolFlag{Name: "json", Usage: "print the status as JSON"},
 		},
 		Action: func(c *ucli.Context) error {
-			path := c.String("socket")
+			path := daldSocket(c, wire.DefaultSocket())
 			cl, _, err := wire.Dial(path, wire.Request{Role: wire.RoleCtl})
 			if err != nil {
 				if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {

@@ -31,6 +31,9 @@ type conn struct {
 	stream *stream
 	// exec connections own the session they opened
 	owned *session
+	// bound is the session whose own socket the connection arrived on: it
+	// may only be one of that session's processes (sessionsock.go)
+	bound *session
 	// refuse is the answer to the first request of a connection that
 	// arrived while dald was full (serveRefusal)
 	refuse error
@@ -137,7 +140,7 @@ func (c *conn) handle(req wire.Request) (wire.Reply, error) {
 	case wire.OpHello:
 		return wire.Reply{}, errors.New("hello was already said on this connection")
 	case wire.OpStatus:
-		return c.srv.status(c.peer), nil
+		return c.srv.status(c.peer, c.bound), nil
 	}
 	switch c.role {
 	case wire.RoleShim:
@@ -152,6 +155,9 @@ func (c *conn) handleHello(req wire.Request) (wire.Reply, error) {
 	rep := wire.Reply{Proto: wire.Proto, Version: version.Version}
 	if req.Proto != wire.Proto {
 		return rep, errClose{fmt.Errorf("this dald speaks protocol %d (release %s), the client speaks %d: use dal-exec and dald from the same release", wire.Proto, version.Version, req.Proto)}
+	}
+	if b := c.bound; b != nil && (req.Role != wire.RoleShim || req.Session != b.id) {
+		return rep, errClose{fmt.Errorf("this socket is session %s's, for its processes only (role shim, session %s); dal-exec and other sessions use dald's own socket", b.id, b.id)}
 	}
 	switch req.Role {
 	case wire.RoleExec, wire.RoleCtl:
@@ -273,7 +279,11 @@ func (c *conn) handleExec(req wire.Request) (wire.Reply, error) {
 			return wire.Reply{}, err
 		}
 		c.owned = ss
-		return wire.Reply{Session: ss.id, Token: string(ss.token)}, nil
+		rep := wire.Reply{Session: ss.id, Token: string(ss.token)}
+		if ss.sock != nil {
+			rep.Socket = ss.sock.path
+		}
+		return rep, nil
 	}
 	ss := c.owned
 	if ss == nil || req.Session != ss.id {

@@ -34,17 +34,24 @@
 //     names, once per figure: a client adds to /metrics what its own session
 //     measured. A session opened with figures: true exists only for that (no
 //     process may join it, it is not counted as a session).
+//   - The agent never sees dald's socket: session.open makes a socket of
+//     the session's own (sessionsock.go) and dal-exec gives the agent
+//     that one. A connection on it may only hello as that session's
+//     process and ask status about it, so an agent cannot open sessions
+//     or reach another, and its connections take none of --max-conns.
 //   - status lists the sessions opened by the caller's uid; root sees all.
 //
-// What this does not stop: a process of dald's user can open sessions of
-// its own and report figures for them. An agent under record or replay
-// holds its own session's token (it needs it) and nothing else.
+// What this does not stop: a process of dald's user that can reach dald's
+// socket can open sessions of its own and report figures for them. An
+// agent under record or replay holds its own session's token and socket
+// (it needs them) and nothing else.
 //
 // # Limits
 //
 // Everything a client can make dald hold is bounded (Limits, flags of the
 // same names on dald). Defaults (DefaultLimits): 4096 connections, 1024
-// sessions; per session 16384 processes (hello), 65536 outstanding spawn
+// sessions; per session 1024 connections on its own socket, 16384
+// processes (hello), 65536 outstanding spawn
 // reservations, 16 Mi clock ticks and timer entries (about 150 MiB), 64 MiB
 // of random draws; frames of 4 MiB (64 KiB before hello), read as they
 // arrive so an announced length costs nothing until its bytes come. A

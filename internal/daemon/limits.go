@@ -13,6 +13,9 @@ import (
 type Limits struct {
 	Conns    int // connected clients, all sessions together
 	Sessions int // open sessions
+	// SessionConns bounds the connections one session's processes hold on
+	// its own socket; they do not count against Conns.
+	SessionConns int
 	// Per session:
 	Streams   int // processes that said hello
 	Spawns    int // child names reserved with spawn
@@ -31,13 +34,14 @@ type Limits struct {
 // about 150 MiB of ticks (9 bytes each) and 64 MiB of draws; a run that
 // needs more is a run to record against a dald started with higher limits.
 var DefaultLimits = Limits{
-	Conns:       4096,
-	Sessions:    1024,
-	Streams:     16384,
-	Spawns:      65536,
-	Ticks:       16 << 20,
-	DrawBytes:   64 << 20,
-	IdleTimeout: time.Minute,
+	Conns:        4096,
+	Sessions:     1024,
+	SessionConns: 1024,
+	Streams:      16384,
+	Spawns:       65536,
+	Ticks:        16 << 20,
+	DrawBytes:    64 << 20,
+	IdleTimeout:  time.Minute,
 }
 
 // Fixed bounds on single values, well above what shims send.
@@ -64,6 +68,7 @@ func (l Limits) withDefaults() Limits {
 	}
 	pick(&l.Conns, d.Conns)
 	pick(&l.Sessions, d.Sessions)
+	pick(&l.SessionConns, d.SessionConns)
 	pick(&l.Streams, d.Streams)
 	pick(&l.Spawns, d.Spawns)
 	pick(&l.Ticks, d.Ticks)

@@ -254,6 +254,11 @@ func TestStatusShowsOnlyOwnSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The session's own socket is dald's user's, and private.
+	var st0 syscall.Stat_t
+	if err := syscall.Lstat(mine.Socket, &st0); err != nil || st0.Uid != 65534 || st0.Mode&0o777 != 0o600 || filepath.Dir(mine.Socket) != dir {
+		t.Errorf("the session's socket %q: uid %d mode %o (%v), want nobody's, 0600, beside dald's", mine.Socket, st0.Uid, st0.Mode&0o777, err)
+	}
 	_, sc, clientIn := helper("DAEMON_TEST_CLIENT")
 	var seen struct {
 		Own    string   `json:"own"`

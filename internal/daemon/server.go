@@ -55,6 +55,7 @@ type Server struct {
 	nextNum  uint32 // the last session number handed out (the tracer's key)
 	sessions map[string]*session
 	conns    map[*conn]struct{}
+	bound    int // of conns, those on sessions' own sockets (not counted against Limits.Conns)
 	refusing int // connections being told dald is full
 	closing  bool
 	wg       sync.WaitGroup
@@ -175,7 +176,7 @@ func (s *Server) accept() {
 			c.Close()
 			continue
 		}
-		if len(s.conns) >= s.lim.Conns {
+		if len(s.conns)-s.bound >= s.lim.Conns {
 			// Full: answer the client's first request with why, unless
 			// too many are already being told.
 			if s.refusing >= maxRefusing {
@@ -238,6 +239,12 @@ func (s *Server) dropConn(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
+	if b := c.bound; b != nil {
+		s.bound--
+		b.mu.Lock()
+		b.boundConns--
+		b.mu.Unlock()
+	}
 	if c.owned != nil {
 		s.endSessionLocked(c.owned)
 	}
@@ -259,6 +266,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.closing = true
 		if len(s.conns) == 0 {
 			close(s.idle)
+		}
+	}
+	for _, ss := range s.sessions {
+		if ss.sock != nil {
+			ss.sock.close()
 		}
 	}
 	s.mu.Unlock()
@@ -305,6 +317,14 @@ func (s *Server) newSession(req wire.Request, peer *unix.Ucred) (*session, error
 	ss.num = s.nextNum
 	s.sessions[ss.id] = ss
 	s.mu.Unlock()
+	if !ss.figures {
+		if err := s.listenSession(ss); err != nil {
+			s.mu.Lock()
+			delete(s.sessions, ss.id)
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
 	if m := s.opts.Metrics; m != nil && !ss.figures {
 		m.SessionStarted()
 	}
@@ -320,6 +340,9 @@ func (s *Server) endSessionLocked(ss *session) {
 	delete(s.sessions, ss.id)
 	ss.mu.Lock()
 	ss.closed = true
+	if ss.sock != nil {
+		ss.sock.close()
+	}
 	traced := ss.traced
 	// Its processes' connections end with it: what they would still send
 	// has nowhere to go, and nothing else bounds their lifetime.
@@ -327,6 +350,12 @@ func (s *Server) endSessionLocked(ss *session) {
 		c.c.Close()
 	}
 	ss.mu.Unlock()
+	// And so do the connections on its socket that never said hello.
+	for c := range s.conns {
+		if c.bound == ss {
+			c.c.Close()
+		}
+	}
 	if s.opts.Tracer != nil && traced {
 		s.opts.Tracer.Forget(ss.num)
 	}
@@ -354,12 +383,19 @@ func (s *Server) session(id string) (*session, error) {
 }
 
 // status lists the sessions peer may see: those its uid opened, or every
-// session for root.
-func (s *Server) status(peer *unix.Ucred) wire.Reply {
+// session for root; a connection on a session's own socket (bound) sees
+// that session only.
+func (s *Server) status(peer *unix.Ucred, bound *session) wire.Reply {
 	uid := credUID(peer)
 	s.mu.Lock()
 	list := make([]*session, 0, len(s.sessions))
 	for _, ss := range s.sessions {
+		if bound != nil {
+			if ss == bound {
+				list = append(list, ss)
+			}
+			continue
+		}
 		if !ss.figures && (uid == 0 || int(ss.owner) == uid) {
 			list = append(list, ss)
 		}

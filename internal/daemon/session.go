@@ -27,7 +27,12 @@ type session struct {
 	mu      sync.Mutex
 	closed  bool
 	conns   map[*conn]struct{} // its shims' connections, closed with it
-	streams map[string]*stream
+	// sock is the session's own socket, for its processes (sessionsock.go);
+	// nil for a figures session. boundConns counts the connections
+	// accepted on it and not yet gone.
+	sock       *sessionSocket
+	boundConns int
+	streams    map[string]*stream
 	// children counts names handed out under each parent stream, by spawn
 	// reservation and by hello fallback alike.
 	children map[string]int

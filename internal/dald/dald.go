@@ -86,6 +86,8 @@ Examples:
 				Usage: "connected clients at once (every agent process holds one); past it a client is told so and dropped"},
 			&ucli.IntFlag{Name: "max-sessions", Category: catLimits, Value: daemon.DefaultLimits.Sessions, EnvVars: []string{"DAL_MAX_SESSIONS"},
 				Usage: "sessions open at once (one per running dal-exec)"},
+			&ucli.IntFlag{Name: "max-session-conns", Category: catLimits, Value: daemon.DefaultLimits.SessionConns, EnvVars: []string{"DAL_MAX_SESSION_CONNS"},
+				Usage: "connections one session's processes hold at once on the session's own socket (they do not count against --max-conns)"},
 			&ucli.IntFlag{Name: "max-streams", Category: catLimits, Value: daemon.DefaultLimits.Streams, EnvVars: []string{"DAL_MAX_STREAMS"},
 				Usage: "shimmed processes per session; past it a process runs on the real clock and the run reports drift"},
 			&ucli.IntFlag{Name: "max-spawns", Category: catLimits, Value: daemon.DefaultLimits.Spawns, EnvVars: []string{"DAL_MAX_SPAWNS"},
@@ -127,12 +129,12 @@ func serve(c *ucli.Context) error {
 	if c.Int("max-frame") < 64 {
 		return fmt.Errorf("--max-frame %d is too small: use at least 64 bytes", c.Int("max-frame"))
 	}
-	lim := daemon.Limits{Conns: c.Int("max-conns"), Sessions: c.Int("max-sessions"), Streams: c.Int("max-streams"),
+	lim := daemon.Limits{Conns: c.Int("max-conns"), Sessions: c.Int("max-sessions"), SessionConns: c.Int("max-session-conns"), Streams: c.Int("max-streams"),
 		Spawns: c.Int("max-spawns"), Ticks: c.Int("max-ticks"), DrawBytes: c.Int("max-draw-bytes"), IdleTimeout: c.Duration("idle-timeout")}
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"max-conns", lim.Conns}, {"max-sessions", lim.Sessions}, {"max-streams", lim.Streams}, {"max-spawns", lim.Spawns},
+	}{{"max-conns", lim.Conns}, {"max-sessions", lim.Sessions}, {"max-session-conns", lim.SessionConns}, {"max-streams", lim.Streams}, {"max-spawns", lim.Spawns},
 		{"max-ticks", lim.Ticks}, {"max-draw-bytes", lim.DrawBytes}, {"idle-timeout", int(lim.IdleTimeout / time.Millisecond)}} {
 		if f.v < 1 {
 			return fmt.Errorf("--%s must be positive: it is a limit, not a switch", f.name)

@@ -36,6 +36,10 @@ type connInfo struct {
 	// upstreamHost is the host:port of upstream URLs (TLS server name
 	// included) for tunnels and transparent connections.
 	upstreamHost string
+	// checkHost: a request's Host header must name upstreamHost (a
+	// CONNECT tunnel, TLS with a server name on a transparent
+	// connection), else it is misdirected (dest.go).
+	checkHost bool
 	// addr names the connection in reports.
 	addr string
 	// transport forwards requests when recording; nil when replaying.
@@ -216,7 +220,7 @@ func (p *Proxy) handleTransparentConn(c net.Conn, dst string, t *upstream) {
 			name = sni
 		}
 		sc.info = &connInfo{
-			via: viaTransparent, scheme: "https", target: dst,
+			via: viaTransparent, scheme: "https", target: dst, checkHost: sni != "",
 			urlHost: hostPortURL(name, port, "443"), upstreamHost: net.JoinHostPort(name, port),
 			addr: dst, transport: t, client: clientOf(c),
 		}
@@ -249,7 +253,7 @@ func (p *Proxy) tunnel(raw net.Conn, pre []byte, target string, t *upstream, wri
 	switch k := sniff(raw, br, p.sniffTimeout); k {
 	case protoHTTP1:
 		p.handOver(raw, &sniffedConn{Conn: raw, r: br, info: &connInfo{
-			via: viaConnect, scheme: "http", target: target, upstreamHost: target, addr: target, transport: t,
+			via: viaConnect, scheme: "http", target: target, upstreamHost: target, checkHost: true, addr: target, transport: t,
 			client: clientOf(raw),
 		}})
 		return
@@ -258,7 +262,7 @@ func (p *Proxy) tunnel(raw net.Conn, pre []byte, target string, t *upstream, wri
 		if !ok {
 			return
 		}
-		sc.info = &connInfo{via: viaConnect, scheme: "https", target: target, upstreamHost: target, addr: target, transport: t, client: clientOf(raw)}
+		sc.info = &connInfo{via: viaConnect, scheme: "https", target: target, upstreamHost: target, checkHost: true, addr: target, transport: t, client: clientOf(raw)}
 		p.handOver(raw, sc)
 		return
 	case protoEmpty:

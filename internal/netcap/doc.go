@@ -78,12 +78,17 @@
 //
 // # What the proxy reaches
 //
-// A recording proxy connects to the non-local internet and, of this
-// host's own services, only the addresses in [Config.Allow]
-// (--allow-loopback HOST:PORT): never loopback (127.0.0.0/8, ::1), the
-// unspecified address (0.0.0.0, ::) or any address of the host's
-// interfaces otherwise, whether the service listened before the run or
-// opened after it. The rule is enforced in the dialer's Control function
+// A recording proxy connects to the internet and machines behind a
+// router and, of this host's own services, only the addresses in
+// [Config.Allow] (--allow-loopback HOST:PORT): never loopback
+// (127.0.0.0/8, ::1), the unspecified address (0.0.0.0, ::) or any
+// address of the host's interfaces otherwise, whether the service
+// listened before the run or opened after it. Link-local addresses
+// (169.254.0.0/16, fe80::/10: cloud metadata services), the metadata
+// addresses outside them and every address on a network attached to one
+// of the host's interfaces are refused too unless in [Config.AllowNets]
+// or Allow (--allow-address); a network allowed never opens the host's
+// own addresses. The rule is enforced in the dialer's Control function
 // on the address the socket is about to connect to, after name
 // resolution, with IPv4-mapped addresses unmapped: a name resolving to
 // loopback, DNS rebinding or [::ffff:127.0.0.1] meet the same check, and
@@ -91,7 +96,7 @@
 // listed at New and listed again on every address change the kernel
 // announces (a netlink subscription; where it cannot be had, each dial
 // asks the kernel whether the address is local by binding a socket to
-// it). Other machines on the host's networks are reachable. A refused
+// it), with the networks they are on. A refused
 // request is answered 403 with the JSON body
 // {"error": "dal: connection to 127.0.0.1:8080 refused: pass
 // --allow-loopback 127.0.0.1:8080 to allow it"} and header X-Dal-Proxy:
@@ -101,6 +106,17 @@
 // opened (locally, as every tunnel is) and its requests get the 403,
 // inside TLS when the client speaks it. Config.Dial replaces the guarded
 // dialer entirely.
+//
+// # Where a request goes
+//
+// Requests are routed, handed to [Config.Before] and recorded by what
+// the proxy dials: the absolute URL's host, a tunnel's CONNECT target, a
+// transparent destination (Exchange.Dest; Exchange.RemoteAddr is the
+// address connected to). Inside a tunnel, and inside TLS intercepted on a
+// transparent connection with a server name, a request whose Host names
+// another server (dest.go) is answered 421, reported as a
+// [KindMisdirected] event and recorded with Exchange.Refused naming the
+// Host, never forwarded nor handed to Before.
 //
 // # Early closes
 //

@@ -27,6 +27,9 @@ type route struct {
 	// serverAddr is the upstream "host:port".
 	serverAddr string
 	transport  *upstream
+	// misdirected: the request's Host names another server than the
+	// one its tunnel goes to (dest.go).
+	misdirected bool
 }
 
 // handle serves one request from a client connection.
@@ -65,7 +68,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	x := &har.Exchange{Seq: -1, Started: started, Via: info.via}
+	x := &har.Exchange{Seq: -1, Started: started, Via: info.via, Dest: rt.serverAddr}
 	if p.order == nil {
 		x.Seq = p.seq.assign()
 	}
@@ -88,6 +91,12 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		x.Error = fmt.Sprintf("reading the request body from the client: %v", err)
 		if p.awaitTurn(r.Context(), t, x) {
 			writeError(w, http.StatusBadRequest, "dal: "+x.Error, "dal_bad_request", "X-Dal-Proxy", "error")
+		}
+		return
+	}
+	if rt.misdirected {
+		if p.awaitTurn(r.Context(), t, x) {
+			p.misdirected(w, r, x, r.Host, info.upstreamHost, info.addr)
 		}
 		return
 	}
@@ -189,19 +198,19 @@ func (p *Proxy) route(r *http.Request, info *connInfo) (route, error) {
 	if !strings.HasPrefix(reqURI, "/") {
 		reqURI = r.URL.RequestURI()
 	}
+	// The recorded URL names the server the connection goes to, never
+	// the Host header: a Host naming another server is misdirected.
 	host := info.urlHost
 	if host == "" {
-		host = r.Host
-		if host == "" {
-			h, port, _ := net.SplitHostPort(info.target)
-			host = hostPortURL(h, port, defaultPort(info.scheme))
-		}
+		h, port, _ := net.SplitHostPort(info.target)
+		host = hostPortURL(h, port, defaultPort(info.scheme))
 	}
 	up, err := url.Parse(info.scheme + "://" + info.upstreamHost + reqURI)
 	if err != nil {
 		return route{}, fmt.Errorf("a client sent %s %s to %s, which is not a valid request target: answered 400, not captured", r.Method, r.RequestURI, info.addr)
 	}
-	return route{url: info.scheme + "://" + host + reqURI, upstream: up, serverAddr: info.target, transport: info.transport}, nil
+	misdirected := r.Host != "" && info.checkHost && !sameAuthority(r.Host, info.upstreamHost, info.scheme)
+	return route{url: info.scheme + "://" + host + reqURI, upstream: up, serverAddr: info.target, transport: info.transport, misdirected: misdirected}, nil
 }
 
 // connect takes over the connection of a CONNECT request.

@@ -63,17 +63,26 @@ type Config struct {
 	// address except this host's own: loopback (127.0.0.0/8, ::1), the
 	// unspecified address, and every address of the host's interfaces,
 	// those listed at New and any the kernel takes as local when the
-	// connection is made, unless it is in Allow. The check is made on
-	// the resolved address the socket connects to. A refused request is
-	// answered 403 with a JSON body naming --allow-loopback, reported as
-	// a [KindRefused] event, and recorded (Exchange.Refused) so that
-	// replay answers it alike. A Dial set here is not guarded (tests).
-	// Must be nil when replaying.
+	// connection is made; link-local addresses (169.254.0.0/16, fe80::/10)
+	// and cloud metadata ones; and machines on the networks attached to
+	// the host's interfaces, unless it is in Allow or AllowNets. The
+	// check is made on the resolved address the socket connects to. A
+	// refused request is answered 403 with a JSON body naming
+	// --allow-loopback or --allow-address, reported as a [KindRefused]
+	// event, and recorded (Exchange.Refused) so that replay answers it
+	// alike. A Dial set here is not guarded (tests). Must be nil when
+	// replaying.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Allow lists the host's own addresses (loopback services, say
-	// 127.0.0.1:11434) the guarded dialer may connect to. Recording only.
+	// 127.0.0.1:11434) and other refused addresses the guarded dialer may
+	// connect to. Recording only.
 	Allow []netip.AddrPort
+
+	// AllowNets lists addresses and networks the guarded dialer may
+	// connect to at any port (--allow-address 169.254.169.254,
+	// --allow-address 172.17.0.0/16). Recording only.
+	AllowNets []netip.Prefix
 
 	// Speed paces streamed replayed bodies: 0 serves every chunk at once,
 	// 1 at the recorded offsets (Chunk.At), 2 twice as fast. Replay only.
@@ -130,16 +139,17 @@ type Event struct {
 
 // Event kinds.
 const (
-	KindNotHTTP    = "not-http"    // a connection that does not speak HTTP
-	KindEmpty      = "empty"       // a transparent connection closed before sending anything
-	KindSilent     = "silent"      // a connection that sent nothing within SniffTimeout
-	KindHTTP2      = "http2"       // HTTP/2, by prior knowledge or ALPN h2 only
-	KindTLSRefused = "tls-refused" // the client rejected dal's certificate
-	KindTLS        = "tls-failed"  // any other TLS handshake failure
-	KindWebSocket  = "websocket"   // a WebSocket upgrade, answered 501
-	KindNotProxied = "not-proxied" // a request the proxy cannot place (no absolute URL, odd scheme, CONNECT in a tunnel)
-	KindReplayMiss = "replay-miss" // replay had no response for a request
-	KindRefused    = "refused"     // a connection to the host's own address, not allowed: answered 403
+	KindNotHTTP     = "not-http"    // a connection that does not speak HTTP
+	KindEmpty       = "empty"       // a transparent connection closed before sending anything
+	KindSilent      = "silent"      // a connection that sent nothing within SniffTimeout
+	KindHTTP2       = "http2"       // HTTP/2, by prior knowledge or ALPN h2 only
+	KindTLSRefused  = "tls-refused" // the client rejected dal's certificate
+	KindTLS         = "tls-failed"  // any other TLS handshake failure
+	KindWebSocket   = "websocket"   // a WebSocket upgrade, answered 501
+	KindNotProxied  = "not-proxied" // a request the proxy cannot place (no absolute URL, odd scheme, CONNECT in a tunnel)
+	KindReplayMiss  = "replay-miss" // replay had no response for a request
+	KindRefused     = "refused"     // a connection to the host's own address, not allowed: answered 403
+	KindMisdirected = "misdirected" // a request whose Host is not the server its tunnel goes to: answered 421
 )
 
 // ErrClosed is returned by [Proxy.Serve] and [Proxy.ServeTransparent] after
@@ -224,8 +234,8 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Speed < 0 || math.IsNaN(cfg.Speed) || math.IsInf(cfg.Speed, 0) {
 		return nil, fmt.Errorf("netcap: replay speed %v: want 0 (no waiting) or a positive factor", cfg.Speed)
 	}
-	if cfg.Source != nil && (cfg.Dial != nil || cfg.UpstreamRoots != nil || cfg.Allow != nil) {
-		return nil, errors.New("netcap: Config.Dial, Config.UpstreamRoots and Config.Allow are for recording; a replaying proxy (Config.Source set) never dials")
+	if cfg.Source != nil && (cfg.Dial != nil || cfg.UpstreamRoots != nil || cfg.Allow != nil || cfg.AllowNets != nil) {
+		return nil, errors.New("netcap: Config.Dial, Config.UpstreamRoots, Config.Allow and Config.AllowNets are for recording; a replaying proxy (Config.Source set) never dials")
 	}
 	if cfg.SniffTimeout < 0 {
 		return nil, fmt.Errorf("netcap: sniff timeout %v is negative", cfg.SniffTimeout)
@@ -248,7 +258,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Source == nil {
 		p.dial = cfg.Dial
 		if p.dial == nil {
-			r, err := newReach(cfg.Allow)
+			r, err := newReach(cfg.Allow, cfg.AllowNets)
 			if err != nil {
 				return nil, fmt.Errorf("netcap: %w", err)
 			}

@@ -278,7 +278,7 @@ func TestReachAddedAddress(t *testing.T) {
 		{"127.9.9.9:80", true},
 		{"[::1]:80", true},
 		{"[::]:80", true},
-		{"192.0.2.200:80", false}, // on the host's network, not the host
+		{"192.0.2.200:80", false}, // not the host (no attached networks listed here)
 		{"203.0.113.7:443", false},
 		{"[2001:db8::7]:443", false},
 	} {
@@ -329,7 +329,7 @@ func TestParseAllow(t *testing.T) {
 }
 
 func BenchmarkReachCheck(b *testing.B) {
-	r, err := newReach(nil)
+	r, err := newReach(nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestReachWatchesAddressChanges(t *testing.T) {
 		}
 		return
 	}
-	r, err := newReach(nil)
+	r, err := newReach(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

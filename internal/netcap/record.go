@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -77,6 +78,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 		}
 		return
 	}
+	x.RemoteAddr = remoteAddr(ex.c.raw)
 	reusable := false
 	defer func() { ex.finish(reusable) }()
 	resp := ex.resp
@@ -273,4 +275,14 @@ func (p *Proxy) refuseDial(w http.ResponseWriter, x *har.Exchange, e *RefusedErr
 	w.WriteHeader(http.StatusForbidden)
 	w.Write(body)
 	p.report(KindRefused, x.Refused, e.Error()+" (the agent got 403)")
+}
+
+// remoteAddr is the IP address and port c is connected to, "" when it is
+// not a TCP connection (a test's pipe).
+func remoteAddr(c net.Conn) string {
+	a, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	return canonical(a.AddrPort()).String()
 }

@@ -41,6 +41,15 @@ func HTTP(x *har.Exchange, red *har.Redactor, tokensSoFar int) (*Input, error) {
 		p, _ := strconv.Atoi(port)
 		doc["scheme"], doc["host"], doc["port"], doc["path"] = u.Scheme, strings.ToLower(host), p, u.EscapedPath()
 	}
+	// Where the request goes, by what the proxy dials: the CONNECT
+	// target, the absolute URL's host or the transparent address, never
+	// the Host header. The policy decides before any name is resolved
+	// (a denied request reaches no DNS server), so the address connected
+	// to is in network.har, not here.
+	if host, port, err := net.SplitHostPort(x.Dest); err == nil {
+		p, _ := strconv.Atoi(port)
+		doc["destination"] = map[string]any{"host": destHost(host), "port": p}
+	}
 	query := map[string]any{}
 	for _, q := range e.Request.QueryString {
 		l, _ := query[q.Name].([]any)
@@ -78,6 +87,12 @@ func HTTP(x *har.Exchange, red *har.Redactor, tokensSoFar int) (*Input, error) {
 	}
 	subject := e.Request.Method + " " + e.Request.URL
 	return &Input{Kind: "http", Subject: subject, Key: "http " + subject, Doc: doc}, nil
+}
+
+// destHost is host as the policy sees it: lowercase, without a trailing
+// dot.
+func destHost(host string) string {
+	return strings.TrimSuffix(strings.ToLower(host), ".")
 }
 
 // Exec is the input of a program the agent's tree runs.

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"context"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +32,16 @@ func exchange(method, url, body string, h http.Header) *har.Exchange {
 	if body != "" {
 		h.Set("Content-Type", "application/json")
 	}
-	return &har.Exchange{Request: har.Request{Method: method, URL: url, Proto: "HTTP/1.1", Header: h, Body: []byte(body)}}
+	x := &har.Exchange{Request: har.Request{Method: method, URL: url, Proto: "HTTP/1.1", Header: h, Body: []byte(body)}}
+	// An absolute-URL request: the proxy dials the URL's host.
+	if u, err := neturl.Parse(url); err == nil {
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		x.Dest = net.JoinHostPort(u.Hostname(), port)
+	}
+	return x
 }
 
 func httpIn(t testing.TB, x *har.Exchange, tokens int) *Input {
@@ -67,12 +78,6 @@ func TestExamples(t *testing.T) {
 		{"allow-llm-hosts.rego", httpIn(t, llm, 0), Allow, "LLM provider"},
 		{"allow-llm-hosts.rego", httpIn(t, get, 0), Deny, "example.com is not an LLM provider"},
 		{"allow-llm-hosts.rego", Exec("/usr/bin/git", []string{"git", "push"}, "/w", "0", false), Allow, ""},
-		{"deny-git-push.rego", Exec("/usr/bin/git", []string{"git", "push", "origin", "main"}, "/w", "0.1", false), Deny, "git push is not allowed for agents"},
-		{"deny-git-push.rego", Exec("/usr/bin/git", []string{"git", "-C", "repo", "push"}, "/w", "0.1", false), Deny, "git push is not allowed for agents"},
-		{"deny-git-push.rego", Exec("/usr/bin/git", []string{"git", "status"}, "/w", "0.1", false), Allow, ""},
-		{"deny-git-push.rego", Exec("/bin/rm", []string{"rm", "-rf", "/"}, "/w", "0", false), Deny, "rm -rf / is not allowed"},
-		{"deny-git-push.rego", Exec("/bin/rm", []string{"rm", "-fr", "/*"}, "/w", "0", false), Deny, "rm -rf / is not allowed"},
-		{"deny-git-push.rego", Exec("/bin/rm", []string{"rm", "-rf", "build"}, "/w", "0", false), Allow, ""},
 		{"ask-post.rego", httpIn(t, other, 0), Ask, "POST to hooks.example.com, which is not an LLM provider"},
 		{"ask-post.rego", httpIn(t, llm, 0), Allow, ""},
 		{"ask-post.rego", httpIn(t, get, 0), Allow, ""},
@@ -201,5 +206,73 @@ decision := {"action": "allow"} if input.port == 1
 	}
 	if d := decide(t, p, Write("/etc/x", "openat")); d.Action != Deny || d.Defined {
 		t.Fatalf("undefined with --policy-default deny: %+v", d)
+	}
+}
+
+// TestDenyGitPushExample: deny-git-push.rego catches git's pushes and a
+// recursive rm of / however they are spelt, and lets their neighbours
+// through (its comments list what it does not catch).
+func TestDenyGitPushExample(t *testing.T) {
+	p := load(t, "deny-git-push.rego")
+	const push, rm = "git push is not allowed for agents", "rm -r of / or of a directory at its top is not allowed"
+	git := func(path string, args ...string) *Input { return Exec(path, args, "/w", "0.1", false) }
+	rmIn := func(cwd string, args ...string) *Input {
+		return Exec("/bin/rm", append([]string{"rm"}, args...), cwd, "0", false)
+	}
+	for _, c := range []struct {
+		in  *Input
+		why string // "" means allowed
+	}{
+		{git("/usr/bin/git", "git", "push", "origin", "main"), push},
+		{git("/usr/bin/git", "git", "-C", "repo", "push"), push},
+		{git("/usr/bin/git", "git", "-c", "x=y", "push"), push},
+		{git("/usr/bin/git", "/usr/bin/git", "--git-dir=.git", "--no-pager", "push", "-f"), push},
+		{git("/usr/bin/git", "git", "--work-tree", "w", "--git-dir", ".git", "push"), push},
+		{git("/usr/bin/git", "git", "send-pack", "../remote.git", "main"), push},
+		{git("/usr/bin/git", "git", "-c", "core.x=1", "send-pack", "--all", "r"), push},
+		{git("/usr/lib/git-core/git-send-pack", "git-send-pack", "r", "main"), push},
+		{git("/usr/lib/git-core/git-push", "git-push", "origin"), push},
+		{git("/usr/bin/git", "git", "-c", "alias.p=push", "p"), push},
+		{git("/usr/bin/git", "git", "-c", "alias.ship=!git push origin", "ship"), push},
+		{git("/usr/bin/ssh", "ssh", "git@example.com", "git-receive-pack 'repo.git'"), push},
+		{git("/usr/bin/git", "git", "status"), ""},
+		{git("/usr/bin/git", "git", "commit", "-m", "push"), ""},
+		{git("/usr/bin/git", "git", "-c", "user.name=push", "commit", "-m", "x"), ""},
+		{git("/usr/bin/git", "git", "-C", "push", "status"), ""},
+		{git("/usr/bin/git", "git", "fetch", "origin"), ""},
+		{httpIn(t, exchange("POST", "https://github.com/o/r.git/git-receive-pack", "", nil), 0), push},
+		{httpIn(t, exchange("GET", "https://github.com/o/r.git/info/refs?service=git-receive-pack", "", nil), 0), push},
+		{httpIn(t, exchange("GET", "https://github.com/o/r.git/info/refs?service=git-upload-pack", "", nil), 0), ""},
+		{rmIn("/w", "-rf", "/"), rm},
+		{rmIn("/w", "-fr", "/"), rm},
+		{rmIn("/w", "-r", "-f", "/"), rm},
+		{rmIn("/w", "-Rf", "/"), rm},
+		{rmIn("/w", "--recursive", "--force", "/"), rm},
+		{rmIn("/w", "--recursive", "/"), rm},
+		{rmIn("/w", "--rec", "-f", "/"), rm},
+		{rmIn("/w", "-rf", "--no-preserve-root", "/"), rm},
+		{rmIn("/w", "-fr", "/*"), rm},
+		{rmIn("/w", "-rf", "//"), rm},
+		{rmIn("/w", "-rf", "/."), rm},
+		{rmIn("/w", "-rf", "/etc"), rm},
+		{rmIn("/w", "-rf", "/home/"), rm},
+		{rmIn("/w", "-rf", "build", "/usr"), rm},
+		{rmIn("/", "-rf", "bin"), rm},
+		{rmIn("/", "-rf", "."), rm},
+		{rmIn("/w", "-f", "--", "-r", "/"), ""}, // after --, -r is a file name
+		{rmIn("/w", "-r", "--", "/"), rm},
+		{rmIn("/w", "-rf", "build"), ""},
+		{rmIn("/w", "-rf", "/tmp/x"), ""},
+		{rmIn("/w", "-f", "/"), ""}, // not recursive: rm refuses a directory
+		{rmIn("/w", "-rf", "."), ""},
+	} {
+		d := decide(t, p, c.in)
+		want := Allow
+		if c.why != "" {
+			want = Deny
+		}
+		if d.Action != want || d.Reason != c.why {
+			t.Errorf("%s %s: %+v, want %s %q", c.in.Kind, c.in.Subject, d, want, c.why)
+		}
 	}
 }

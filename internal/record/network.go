@@ -52,6 +52,10 @@ type NetworkOptions struct {
 	// host (HOST:PORT) the agent may reach, mirrored into the sandbox when
 	// on loopback. Record only; nothing else on the host is reachable.
 	AllowLoopback []string
+	// AllowAddress are the --allow-address values: addresses the proxy
+	// refuses by default (link-local, cloud metadata, the networks
+	// attached to this host) that it may connect to. Record only.
+	AllowAddress []string
 	// KeepEnv are the --keep-env names: a kept *_BASE_URL variable whose
 	// host is loopback allows that address too. Record only.
 	KeepEnv []string
@@ -74,6 +78,9 @@ type NetworkEnv struct {
 	// Allowed are the host's own addresses the proxy could connect to
 	// (--allow-loopback, and kept *_BASE_URL variables on loopback).
 	Allowed []string `json:"allowed,omitempty"`
+	// AllowedAddresses are the --allow-address values the proxy could
+	// connect to: addresses and networks (any port), or ip:port.
+	AllowedAddresses []string `json:"allowed_addresses,omitempty"`
 	// Refused are the host's own addresses the agent asked for and the
 	// proxy refused (403).
 	Refused []string `json:"refused,omitempty"`
@@ -140,13 +147,30 @@ func NewNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string,
 	if err := ca.WriteCAFile(filepath.Join(dir, "ca.pem")); err != nil {
 		return nil, err
 	}
-	var allow []netip.AddrPort
+	var (
+		allow     []netip.AddrPort
+		allowNets []netip.Prefix
+	)
 	if index == nil {
 		if allow, mirrored, err = allowed(o, log); err != nil {
 			return nil, err
 		}
 		for _, a := range allow {
 			n.env.Allowed = append(n.env.Allowed, a.String())
+		}
+		for _, spec := range o.AllowAddress {
+			aps, nets, err := netcap.ParseAllowAddress(context.Background(), spec)
+			if err != nil {
+				return nil, runner.UsageError{Err: err}
+			}
+			for _, ap := range aps {
+				n.env.AllowedAddresses = append(n.env.AllowedAddresses, ap.String())
+			}
+			for _, p := range nets {
+				n.env.AllowedAddresses = append(n.env.AllowedAddresses, p.String())
+			}
+			allow = append(allow, aps...)
+			allowNets = append(allowNets, nets...)
 		}
 	}
 	port := proxyPort
@@ -166,6 +190,7 @@ func NewNetwork(dir string, o NetworkOptions, index *har.Log, mirrored []string,
 		}
 		cfg.UpstreamRoots = roots
 		cfg.Allow = allow
+		cfg.AllowNets = allowNets
 	}
 	if n.proxy, err = netcap.New(cfg); err != nil {
 		return nil, err

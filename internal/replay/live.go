@@ -26,8 +26,9 @@ type LiveOptions struct {
 	Options
 	// Out is the new bundle, recorded as dal-exec record would.
 	Out string
-	// Network adds to the recorded capture settings: AllowLoopback
-	// (the recorded allowlist is kept only for your own bundles) and
+	// Network adds to the recorded capture settings: AllowLoopback and
+	// AllowAddress (the recorded allowlists are kept only for your own
+	// bundles) and
 	// Before hooks (policy, strict-mode LLM checks).
 	Network record.NetworkOptions
 }
@@ -98,15 +99,21 @@ func (r *replaying) liveSpec() runner.Spec {
 // allowlist when the bundle is the caller's own (a bundle from elsewhere
 // never opens this host's services by itself).
 func (r *replaying) liveNetwork(o record.NetworkOptions, keep []string) record.NetworkOptions {
-	n := record.NetworkOptions{AllowLoopback: o.AllowLoopback, Before: o.Before, KeepEnv: keep,
+	n := record.NetworkOptions{AllowLoopback: o.AllowLoopback, AllowAddress: o.AllowAddress, Before: o.Before, KeepEnv: keep,
 		RedactHeaders: o.RedactHeaders, RedactFields: o.RedactFields}
 	if rec := r.env.Network; rec != nil {
 		n.RedactHeaders = append(n.RedactHeaders, rec.RedactHeaders...)
 		n.RedactFields = append(n.RedactFields, rec.RedactFields...)
 		if why := r.foreign(); why == "" {
 			n.AllowLoopback = append(n.AllowLoopback, rec.Allowed...)
-		} else if len(rec.Allowed) > 0 {
-			fmt.Fprintf(r.o.Log, "dal: %s was %s: the services it was allowed to reach on its host (%v) are not opened here; pass --allow-loopback to allow them\n", r.o.Bundle, why, rec.Allowed)
+			n.AllowAddress = append(n.AllowAddress, rec.AllowedAddresses...)
+		} else {
+			if len(rec.Allowed) > 0 {
+				fmt.Fprintf(r.o.Log, "dal: %s was %s: the services it was allowed to reach on its host (%v) are not opened here; pass --allow-loopback to allow them\n", r.o.Bundle, why, rec.Allowed)
+			}
+			if len(rec.AllowedAddresses) > 0 {
+				fmt.Fprintf(r.o.Log, "dal: %s was %s: the addresses it was allowed to reach (%v) are not opened here; pass --allow-address to allow them\n", r.o.Bundle, why, rec.AllowedAddresses)
+			}
 		}
 	}
 	return n

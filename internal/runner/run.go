@@ -279,10 +279,17 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, fmt.Errorf("open a session: %w", err)
 	}
 	sess := session{id: rep.Session, token: rep.Token, client: client, clockFile: spec.ClockOut}
-	if where == "embedded" {
+	// The agent gets the session's own socket, which serves its processes
+	// and nothing else (no new sessions, no other session's), never
+	// dald's: see internal/daemon/sessionsock.go.
+	switch {
+	case rep.Socket != "":
+		sess.socket = rep.Socket
+	case where == "embedded":
 		sess.socket = filepath.Join(tmp, "dald.sock")
-	} else {
+	default:
 		sess.socket = where
+		fmt.Fprintf(spec.Log, "dal: the dald at %s gives sessions no socket of their own (an older release): the agent can reach dald's own socket and open sessions there; run a dald of this release\n", where)
 	}
 	if sess.clockFile == "" {
 		sess.clockFile = filepath.Join(tmp, "clock.json")

@@ -126,6 +126,10 @@ type Reply struct {
 	// Token (session.open) is the new session's capability, for its
 	// processes' DAL_SESSION_TOKEN.
 	Token string `msgpack:"token,omitempty"`
+	// Socket (session.open) is the path of the session's own socket, the
+	// one its processes connect to (DAL_SOCKET): it serves that session's
+	// shims only.
+	Socket string `msgpack:"socket,omitempty"`
 
 	Kinds  []byte     `msgpack:"kinds,omitempty"`
 	Values Int64s     `msgpack:"values,omitempty"`

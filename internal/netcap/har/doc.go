@@ -14,11 +14,16 @@
 //	log._dal     {"format": 1, "key_headers": [...]}
 //	entry._dal   {"key", "seq", "via", "streamed", "encoded", "wire",
 //	              "chunks", "redactions", "error", "server_addr",
-//	              "client_closed", "refused", "answered"}
+//	              "destination", "remote_addr", "client_closed",
+//	              "refused", "answered"}
 //
 // key is the replay match key (below), seq the exchange's position in the
 // run (from 0, in the order requests arrived), via how the request reached
-// the proxy ("proxy", "connect", "transparent"), error why an exchange
+// the proxy ("proxy", "connect", "transparent"), destination the server
+// the request went to ("host:port": the CONNECT target, the absolute
+// URL's host or the transparent address, never a Host header),
+// server_addr the name dialled and remote_addr the address connected to
+// (recording only; HAR's serverIPAddress is its IP), error why an exchange
 // failed (status 0 and no content when no response came). client_closed
 // {"bytes", "chunks", "read", "truncated"} says the client closed its
 // connection before the whole response reached it, an ordinary event and
@@ -30,8 +35,9 @@
 // recorded body ends where dal stopped reading upstream (status 0 when
 // the client left before the response). Replay sends that much and waits
 // for the client to close ([Served.HoldOpen]). refused is the host address
-// dal refused to connect to; the response is dal's own 403, replayed as
-// recorded. redactions
+// dal refused to connect to, the response dal's own 403, replayed as
+// recorded; or the Host a request named inside a tunnel to another
+// server, the response dal's 421. redactions
 // lists the places a secret was replaced, as "request.header.authorization",
 // "request.query.token", "request.body.$.api_key", "request.body.password"
 // (form), "response.header.set-cookie", "response.body.$.access_token",

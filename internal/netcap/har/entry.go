@@ -2,6 +2,7 @@ package har
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"net"
@@ -89,13 +90,15 @@ func FromExchange(x *Exchange, r *Redactor, keyHeaders ...string) (Entry, error)
 		}
 	}
 	dal := &EntryDal{
-		Key:        key,
-		Seq:        x.Seq,
-		Via:        x.Via,
-		Error:      rd.echo(x.Error, "error"),
-		ServerAddr: x.ServerAddr,
-		Refused:    x.Refused,
-		Answered:   x.Answered,
+		Key:         key,
+		Seq:         x.Seq,
+		Via:         x.Via,
+		Error:       rd.echo(x.Error, "error"),
+		ServerAddr:  x.ServerAddr,
+		Destination: x.Dest,
+		RemoteAddr:  x.RemoteAddr,
+		Refused:     x.Refused,
+		Answered:    x.Answered,
 	}
 	if c := x.ClientClosed; c != nil {
 		dal.ClientClosed = &DalClientClose{Bytes: c.Bytes, Chunks: c.Chunks, Read: c.Read, Truncated: c.Truncated}
@@ -136,7 +139,7 @@ func FromExchange(x *Exchange, r *Redactor, keyHeaders ...string) (Entry, error)
 			Blocked: -1, DNS: -1, Connect: -1, SSL: -1,
 			Send: float64(send) / 1000, Wait: float64(wait) / 1000, Receive: float64(receive) / 1000,
 		},
-		ServerIPAddress: serverIP(x.ServerAddr),
+		ServerIPAddress: serverIP(cmp.Or(x.RemoteAddr, x.ServerAddr)),
 		Dal:             dal,
 	}
 	return e, nil

@@ -43,6 +43,14 @@ type Exchange struct {
 	Via string
 	// ServerAddr is the upstream address dialled, "host:port" ("" in replay).
 	ServerAddr string
+	// Dest is the server the request goes to, "host:port", in both
+	// modes: the CONNECT target, the absolute URL's host, or the
+	// transparent destination. It never comes from a Host header.
+	Dest string
+	// RemoteAddr is the address the upstream connection that carried the
+	// request was connected to, "ip:port" (recording only; "" when no
+	// connection was made).
+	RemoteAddr string
 }
 
 // Request is a client's request.

@@ -181,6 +181,10 @@ type EntryDal struct {
 	Redactions []string   `json:"redactions,omitempty"`
 	Error      string     `json:"error,omitempty"`
 	ServerAddr string     `json:"server_addr,omitempty"`
+	// Destination is the server the request went to, "host:port" (see
+	// [Exchange.Dest]); RemoteAddr the address connected to.
+	Destination string `json:"destination,omitempty"`
+	RemoteAddr  string `json:"remote_addr,omitempty"`
 	// ClientClosed: the client closed its connection before the whole
 	// response had reached it (not a failure).
 	ClientClosed *DalClientClose `json:"client_closed,omitempty"`

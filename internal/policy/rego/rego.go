@@ -6,10 +6,13 @@ package rego
 
 import (
 	"context"
+	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/dal-runtime/dal/internal/policy/engine"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -19,6 +22,28 @@ import (
 
 // query is the rule every policy defines.
 const query = "data.dal.decision"
+
+// inputSchema is docs/schema/policy-input.schema.json (a copy, kept equal
+// by a test): the input every policy is type-checked against.
+//
+//go:embed policy-input.schema.json
+var inputSchema []byte
+
+// SchemaName names the input schema in messages.
+const SchemaName = "docs/schema/policy-input.schema.json"
+
+// inputSchemas is OPA's schema set for a policy's input: with it, a
+// reference to a field the schema does not define (input.request.path
+// for input.path) fails to compile instead of never matching.
+var inputSchemas = sync.OnceValue(func() *ast.SchemaSet {
+	var doc any
+	if err := json.Unmarshal(inputSchema, &doc); err != nil {
+		panic("the embedded policy input schema is not JSON: " + err.Error())
+	}
+	ss := ast.NewSchemaSet()
+	ss.Put(ast.SchemaRootRef, doc)
+	return ss
+})
 
 // Engine is OPA.
 type Engine struct{}
@@ -47,7 +72,7 @@ func (Engine) Compile(ctx context.Context, files []engine.Source) (engine.Query,
 	if err := checkShape(modules); err != nil {
 		return nil, err
 	}
-	c := ast.NewCompiler().WithCapabilities(caps)
+	c := ast.NewCompiler().WithCapabilities(caps).WithSchemas(inputSchemas())
 	c.Compile(modules)
 	if c.Failed() {
 		return nil, compileError(opaErrors(c.Errors))
@@ -107,11 +132,33 @@ func opaErrors(err error) []string {
 			if e.Location != nil {
 				at = fmt.Sprintf("%s:%d: ", e.Location.File, e.Location.Row)
 			}
-			out = append(out, at+e.Code+": "+e.Message)
+			if ref, ok := strings.CutPrefix(e.Message, "undefined ref: "); ok && e.Code == ast.TypeErr && strings.HasPrefix(ref, "input.") {
+				ref, _, _ = strings.Cut(ref, "\n")
+				out = append(out, at+ref+" is not a field of the policy input defined in "+SchemaName+", so it would never match: use a field the schema defines")
+				continue
+			}
+			msg := e.Message
+			if e.Details != nil && e.Code == ast.TypeErr {
+				// "match error" alone does not say what did not match.
+				msg += " (" + strings.Join(trimmed(e.Details.Lines()), "; ") + ")"
+			}
+			out = append(out, at+e.Code+": "+msg)
 		}
 		return out
 	}
 	return []string{err.Error()}
+}
+
+// trimmed is lines without their indentation and alignment ("left  :
+// number" is "left: number"), empty ones left out.
+func trimmed(lines []string) []string {
+	out := lines[:0:0]
+	for _, l := range lines {
+		if l = strings.ReplaceAll(strings.Join(strings.Fields(l), " "), " :", ":"); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func compileError(errs []string) error {
