@@ -76,6 +76,8 @@ type Options struct {
 	OnProgress func(done, failed, total int)
 	// Level of the confidence intervals (0 means 0.95).
 	Level float64
+	// Labels go into the report (and shard.json) as given.
+	Labels Labels
 }
 
 // Seeds derives n per-run seeds from base (see the package documentation).
@@ -133,6 +135,9 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 		return nil, errors.New("consistency: a shard needs the signing key of its runs, to sign shard.json")
 	}
 	if err := o.Answer.Check(); err != nil {
+		return nil, err
+	}
+	if err := o.writeProgress(time.Now()); err != nil {
 		return nil, err
 	}
 	indices := o.Shard.indices(len(o.Seeds))

@@ -314,7 +314,7 @@ func differs(a, b Evaluation) string {
 	names := map[string]string{"Command": "command", "Mode": "mode", "Seeds": "seeds (--seed, --seeds or --runs)",
 		"Strategy": "strategy", "Threshold": "threshold", "Exclude": "outlier exclusion", "Cutoff": "outlier cutoff",
 		"Metrics": "outlier metrics", "Level": "confidence level", "Verify": "verify command", "Score": "score command",
-		"ScoreFile": "score file", "Answer": "answer source"}
+		"ScoreFile": "score file", "Answer": "answer source", "Labels": "labels (--label)"}
 	for i := range va.NumField() {
 		f := va.Type().Field(i).Name
 		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
