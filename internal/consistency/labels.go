@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dal-runtime/dal/internal/safefs"
 )
 
 // Labels name what an evaluation measured, for the dashboard to group
@@ -121,3 +123,31 @@ func (o *Options) writeProgress(now time.Time) error {
 	}
 	return writeAtomic(filepath.Join(o.Dir, ProgressFileName), append(data, '\n'))
 }
+
+// PeekRun reads what a finished run's bundle says of it, without
+// verifying it, for a dashboard that shows an evaluation while it runs:
+// index, seed, exit code, duration, tokens, start. Success is the exit
+// code's alone (a --verify command has not been considered); a bundle
+// without manifest.json is not finished yet. No symbolic link inside dir
+// is followed.
+func PeekRun(dir string, index int) (RunReport, error) {
+	root, err := safefs.Open(dir)
+	if err != nil {
+		return RunReport{}, err
+	}
+	defer root.Close()
+	f, err := readFacts(dirFiles(root))
+	if err != nil {
+		return RunReport{}, err
+	}
+	return RunReport{Index: index, Seed: f.env.Seed, Bundle: filepath.ToSlash(filepath.Join("runs", runDirName(index))),
+		Success: f.env.ExitCode == 0, ExitCode: f.env.ExitCode, TimedOut: f.env.TimedOut, DurationMS: f.durationMS,
+		Tokens: f.tokens, OutputHash: f.outputHash, StartedAt: f.env.StartedAt}, nil
+}
+
+// ErrRunUnfinished is PeekRun's error for a bundle still being written.
+var ErrRunUnfinished = errNoManifest
+
+// LastStart is when the evaluation's last run started: the time of the
+// evaluation as the dashboard orders them (zero when no run says).
+func (r *Report) LastStart() time.Time { return r.lastStart() }
