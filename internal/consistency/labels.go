@@ -151,3 +151,13 @@ var ErrRunUnfinished = errNoManifest
 // LastStart is when the evaluation's last run started: the time of the
 // evaluation as the dashboard orders them (zero when no run says).
 func (r *Report) LastStart() time.Time { return r.lastStart() }
+
+// Analyse is the report of runs already measured, in index order, as
+// Evaluate and Merge write it for o (its Command, Mode, Seeds, Strategy,
+// Consensus, Level, Answer and Labels).
+func Analyse(o Options, runs []RunReport, warnings []string) *Report {
+	if o.Level == 0 {
+		o.Level = 0.95
+	}
+	return analyse(o, runs, warnings)
+}

@@ -59,4 +59,3 @@ func writePage(w io.Writer, live bool, data func(io.Writer) error) error {
 	fmt.Fprintf(bw, "</script>\n<script>%s</script>\n</body></html>\n", js)
 	return bw.Flush()
 }
-

@@ -50,25 +50,25 @@ type Eval struct {
 	Command []string `json:"command"`
 	// Success: for a running evaluation, runs whose agent exited 0 (a
 	// --verify command may decide otherwise at the end).
-	N           int          `json:"n"`
-	Successes   int          `json:"successes"`
-	Rate        float64      `json:"rate"`
-	CI          *[2]float64  `json:"ci,omitempty"`
-	Level       float64      `json:"level,omitempty"`
-	Reliability *float64     `json:"reliability,omitempty"`
-	RelLabel    string       `json:"reliability_label,omitempty"`
-	Verdict     string       `json:"verdict,omitempty"`
-	Strategy    string       `json:"strategy,omitempty"`
-	Confidence  float64      `json:"confidence,omitempty"`
-	Answer      string       `json:"answer,omitempty"`
-	Unanimous   bool         `json:"unanimous,omitempty"`
-	Means       Means        `json:"means"`
-	Regressions []string     `json:"regressions,omitempty"`
-	Previous    string       `json:"previous,omitempty"` // key of the evaluation it was compared with
-	Comparison  *Comparison  `json:"comparison,omitempty"`
-	Runs        Runs         `json:"runs"`
-	Report      string       `json:"report,omitempty"` // link to report.html
-	Warnings    int          `json:"warnings,omitempty"`
+	N           int         `json:"n"`
+	Successes   int         `json:"successes"`
+	Rate        float64     `json:"rate"`
+	CI          *[2]float64 `json:"ci,omitempty"`
+	Level       float64     `json:"level,omitempty"`
+	Reliability *float64    `json:"reliability,omitempty"`
+	RelLabel    string      `json:"reliability_label,omitempty"`
+	Verdict     string      `json:"verdict,omitempty"`
+	Strategy    string      `json:"strategy,omitempty"`
+	Confidence  float64     `json:"confidence,omitempty"`
+	Answer      string      `json:"answer,omitempty"`
+	Unanimous   bool        `json:"unanimous,omitempty"`
+	Means       Means       `json:"means"`
+	Regressions []string    `json:"regressions,omitempty"`
+	Previous    string      `json:"previous,omitempty"` // key of the evaluation it was compared with
+	Comparison  *Comparison `json:"comparison,omitempty"`
+	Runs        Runs        `json:"runs"`
+	Report      string      `json:"report,omitempty"` // link to report.html
+	Warnings    int         `json:"warnings,omitempty"`
 
 	dirs   map[int]string // run index -> bundle directory (for /run)
 	report *consistency.Report

@@ -52,8 +52,12 @@ type cached struct {
 // scanner keeps what it parsed between scans.
 type scanner struct {
 	roots  []string
-	files  map[string]cached                          // path -> parsed report, shard or progress file
+	files  map[string]cached                           // path -> parsed report, shard or progress file
 	peeked map[string]map[string]consistency.RunReport // running dir -> run dir name -> run
+	// changed: the last scan read a file anew, found a new run or lost
+	// one, or found a file gone.
+	changed bool
+	last    string // the directories found by the scan before
 }
 
 func newScanner(roots []string) *scanner {
@@ -83,18 +87,28 @@ func (s *scanner) scan() ([]found, []Problem) {
 	var problems []Problem
 	seen := map[string]bool{}
 	live := map[string]bool{}
+	s.changed = false
 	for _, root := range s.roots {
 		s.walk(root, 0, seen, live, &out, &problems)
 	}
 	for p := range s.files {
 		if !live[p] {
 			delete(s.files, p)
+			s.changed = true
 		}
 	}
 	for d := range s.peeked {
 		if !live[d] {
 			delete(s.peeked, d)
+			s.changed = true
 		}
+	}
+	var dirs strings.Builder
+	for _, f := range out {
+		fmt.Fprintf(&dirs, "%s %t %d\n", f.dir, f.running, len(f.runs))
+	}
+	if dirs.String() != s.last {
+		s.last, s.changed = dirs.String(), true
 	}
 	return out, problems
 }
@@ -211,6 +225,7 @@ func (s *scanner) peek(dir string) []consistency.RunReport {
 				continue
 			}
 			known[e.Name()] = r
+			s.changed = true
 		}
 		runs = append(runs, r)
 	}
@@ -237,6 +252,7 @@ func (s *scanner) read(p string, limit int64, parse func(string, []byte) (any, e
 		v, err = parse(filepath.Base(p), data)
 	}
 	s.files[p] = cached{size: fi.Size(), mtime: fi.ModTime(), value: v, err: err}
+	s.changed = true
 	return v, fi.ModTime(), err
 }
 
@@ -271,18 +287,18 @@ func jsonProblem(name string, err error) error {
 // parseReport reads report.json: a consistency report of a format this
 // dal reads, whose runs are consistent with its counts.
 func parseReport(name string, data []byte) (any, error) {
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, jsonProblem(name, err)
-	}
-	for _, k := range []string{"schema_version", "consensus", "variance", "individual_runs"} {
-		if _, ok := probe[k]; !ok {
-			return nil, fmt.Errorf("is not a dal consistency report (it has no %s): another tool wrote it; move it out of the directories the dashboard shows", k)
-		}
-	}
 	var r consistency.Report
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, jsonProblem(name, err)
+	}
+	// One decoding: what another tool's JSON lacks is left zero.
+	for _, f := range []struct {
+		field   string
+		missing bool
+	}{{"schema_version", r.SchemaVersion == 0}, {"consensus", r.Consensus.Strategy == ""}, {"individual_runs", r.IndividualRuns == nil}} {
+		if f.missing {
+			return nil, fmt.Errorf("is not a dal consistency report (it has no %s): another tool wrote it; move it out of the directories the dashboard shows", f.field)
+		}
 	}
 	switch {
 	case r.SchemaVersion < 1 || r.SchemaVersion > consistency.SchemaVersion:

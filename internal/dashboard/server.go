@@ -102,6 +102,9 @@ func NewServer(o Options) *Server {
 // Rescan scans the directories again and records what changed.
 func (s *Server) Rescan() {
 	fs, problems := s.scanner.scan()
+	if !s.scanner.changed && s.seq > 0 {
+		return // the same files: the same model
+	}
 	evals := build(s.o.Roots, fs, s.o.Alpha)
 	if problems == nil {
 		problems = []Problem{}
@@ -265,6 +268,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		delete(s.subs, wake)
 		s.mu.Unlock()
 	}()
+	// The headers go now: a client waits for them before it reads events.
+	io.WriteString(w, ": dal dashboard\n\n")
+	fl.Flush()
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	for {
@@ -392,4 +398,3 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(url
 	}
 	return nil
 }
-
