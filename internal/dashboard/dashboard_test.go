@@ -179,7 +179,9 @@ func TestLiveRunsAppear(t *testing.T) {
 	if len(model.Evaluations) != 0 || !model.Live {
 		t.Fatalf("model before the evaluation: %+v", model)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// A hang (an event that never comes) fails the test instead of
+	// waiting for go test's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/events?since=%d", ts.URL, model.Seq), nil)
 	res, err = http.DefaultClient.Do(req)
@@ -202,10 +204,10 @@ func TestLiveRunsAppear(t *testing.T) {
 			return err
 		}}
 	var wg sync.WaitGroup
+	finished := make(chan error, 1)
 	wg.Go(func() {
-		if _, err := consistency.Evaluate(context.Background(), o); err != nil {
-			t.Error(err)
-		}
+		_, err := consistency.Evaluate(ctx, o)
+		finished <- err
 	})
 	// waitEval reads events until the evaluation comes with want runs in
 	// state.
@@ -229,7 +231,11 @@ func TestLiveRunsAppear(t *testing.T) {
 		}
 	}
 	for i := 1; i <= n; i++ {
-		step <- struct{}{}
+		select {
+		case step <- struct{}{}:
+		case err := <-finished:
+			t.Fatalf("the evaluation ended before run %d: %v", i, err)
+		}
 		if got := <-recorded; got != i {
 			t.Fatalf("recorded run %d, want %d", got, i)
 		}
@@ -240,6 +246,9 @@ func TestLiveRunsAppear(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	if err := <-finished; err != nil {
+		t.Fatal(err)
+	}
 	s.Rescan()
 	e := waitEval("done", n)
 	if e.Verdict != "decided" || e.Report != "report/"+e.Key {

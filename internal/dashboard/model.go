@@ -34,7 +34,10 @@ const Unlabelled = "(none)"
 // Eval is one evaluation: finished (its report.json), or running (its
 // shards or its evaluation.json and the runs finished so far).
 type Eval struct {
-	Key       string            `json:"key"`
+	Key string `json:"key"`
+	// ID is the evaluation's consistency.Evaluation.ID ("" for reports
+	// older than it): a running evaluation and its report share it.
+	ID        string            `json:"id,omitempty"`
 	Dir       string            `json:"dir"`
 	Framework string            `json:"framework"`
 	Task      string            `json:"task"`
@@ -180,7 +183,7 @@ func build(roots []string, fs []found, alpha float64) []*Eval {
 		}
 		g := groups[id]
 		if g == nil {
-			g = &Eval{Key: "live-" + keyOf(id), Framework: labelOr(labels[consistency.LabelFramework]),
+			g = &Eval{Key: "live-" + keyOf(id), ID: id, Framework: labelOr(labels[consistency.LabelFramework]),
 				Task: labelOr(labels[consistency.LabelTask]), Labels: labels, Command: cmd, Total: total,
 				State: "unmerged", dirs: map[int]string{}}
 			groups[id] = g
@@ -287,7 +290,7 @@ func means(runs []consistency.RunReport) Means {
 
 func fromReport(roots []string, f found) *Eval {
 	r := f.report
-	e := &Eval{Key: "eval-" + keyOf(f.dir), Dir: display(roots, f.dir), Framework: labelOr(r.Framework), Task: labelOr(r.Task),
+	e := &Eval{Key: "eval-" + keyOf(f.dir), ID: r.EvaluationID, Dir: display(roots, f.dir), Framework: labelOr(r.Framework), Task: labelOr(r.Task),
 		Labels: r.Labels, State: "done", Total: r.Runs, Command: r.Command, N: r.Runs, Successes: r.Variance.SuccessRate.Successes,
 		Rate: r.Variance.SuccessRate.Value, Verdict: string(r.Consensus.Verdict), Strategy: string(r.Consensus.Strategy),
 		Confidence: r.Consensus.Confidence, Answer: r.Consensus.Answer, Unanimous: r.Consensus.Unanimous, Warnings: len(r.Warnings),

@@ -509,8 +509,15 @@
       changed();
     });
     es.addEventListener('gone', function (m) {
-      var k = JSON.parse(m.data);
+      var k = JSON.parse(m.data), was = byKey(k);
       evals = evals.filter(function (e) { return e.key !== k; });
+      // A running evaluation that ended is its report now: its page
+      // follows it.
+      var r = route();
+      if (was && r[0] === 'eval' && r[1] === k) {
+        var next = evals.filter(function (e) { return e.id && e.id === was.id && e.state === 'done'; })[0];
+        if (next) { lastRoute = link(['eval', next.key]); history.replaceState(null, '', link(['eval', next.key])); }
+      }
       changed();
     });
     es.addEventListener('problems', function (m) { problems = JSON.parse(m.data); changed(); });
