@@ -16,7 +16,8 @@ done
 # real Prometheus (metrics), headless Chromium (report screenshots),
 # systemd-analyze (the unit file), httpx/requests/aiohttp with Debian's
 # python3 (network clients), git, curl, uuidgen and faketime (determinism
-# corpus, bench), gcc and libc6-dev (its C probes, dynamic and -static);
+# corpus, bench), gcc and libc6-dev (its C probes, dynamic and -static),
+# a one-machine Slurm cluster (slurm-wlm, munge: contrib/slurm's test);
 # make generate needs clang-14 and llvm-14.
 missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
@@ -35,6 +36,8 @@ need uuidgen uuid-runtime
 need clang-14 clang-14
 need llvm-strip-14 llvm-14
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+need sbatch slurm-wlm
+need munged munge
 /usr/bin/python3 -c 'import httpx' 2>/dev/null || missing+=(python3-httpx)
 /usr/bin/python3 -c 'import requests' 2>/dev/null || missing+=(python3-requests)
 /usr/bin/python3 -c 'import aiohttp' 2>/dev/null || missing+=(python3-aiohttp)
