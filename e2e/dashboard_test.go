@@ -202,3 +202,28 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Errorf("the run's page is not dal-exec show's")
 	}
 }
+
+// TestDashboardBadInput: no directory, a file, a bad --alpha or an --out
+// in a missing directory is a usage error in one sentence, nothing
+// written.
+func TestDashboardBadInput(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, nil, 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dashboard"}, "no directories given"},
+		{[]string{"dashboard", file}, "is not a directory"},
+		{[]string{"dashboard", filepath.Join(t.TempDir(), "missing")}, "cannot be read"},
+		{[]string{"dashboard", "--alpha", "2", t.TempDir()}, "alpha 2 must be in (0, 1)"},
+		{[]string{"dashboard", "--out", filepath.Join(t.TempDir(), "no", "d.html"), t.TempDir()}, "no"},
+	} {
+		r := dalExec(t, nil, c.args...)
+		msg := strings.TrimSpace(r.stderr)
+		if r.code != 2 || !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+			t.Errorf("%v: exit %d, %q; want exit 2 and one line saying %q", c.args, r.code, msg, c.want)
+		}
+	}
+}

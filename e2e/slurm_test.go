@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -172,9 +171,11 @@ func lastLines(b []byte, n int) string {
 // TestSlurmShardsMerge: contrib/slurm/submit.sh submits an evaluation of
 // 20 runs as a job array of 10 shards and a merge job that depends on it
 // (afterok) to a one-machine Slurm cluster the test starts; the merged
-// report is byte for byte one machine's report of the same runs, and a
-// dashboard over the results directory shows the merged evaluation (the
-// shards, merged, are not shown twice).
+// report is byte for byte one machine's report of the same runs. A
+// dashboard over the results directory shows the ten shards' runs live
+// as one running evaluation (run 20's --verify holds it until the test
+// has seen all 20 runs), then the merged evaluation once (the merged
+// shards are not shown again).
 func TestSlurmShardsMerge(t *testing.T) {
 	c := startSlurm(t)
 	root := t.TempDir()
@@ -182,14 +183,56 @@ func TestSlurmShardsMerge(t *testing.T) {
 	ws := t.TempDir()
 	env := append([]string{"DAL_KEY=" + filepath.Join(root, "signing.key"), "DAL_EXEC=" + bin.exec,
 		"PATH=" + filepath.Dir(bin.exec) + ":" + os.Getenv("PATH")}, c.env...)
+	// Run 20's --verify waits for the release file, so the dashboard is
+	// seen with every run recorded and the evaluation still running.
+	release := filepath.Join(root, "release")
 	eval := []string{"--runs", "20", "--seed", "7", "--workspace", ws, "--label", "framework=sh", "--label", "task=echo",
-		"--verify", `test $((DAL_RUN_INDEX % 7)) != 0`, "--", "sh", "-c", "echo 42"}
+		"--verify", `if [ "$DAL_RUN_INDEX" = 20 ]; then while [ ! -e ` + release + ` ]; do sleep 0.1; done; fi; test $((DAL_RUN_INDEX % 7)) != 0`,
+		"--", "sh", "-c", "echo 42"}
 	url := startDashboard(t, env, root)
 
 	submit, _ := filepath.Abs("../contrib/slurm/submit.sh")
 	cmd := exec.Command(submit, append([]string{"--shards", "10", "--results", results, "--wait", "--"}, eval...)...)
 	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
+	type done struct {
+		out []byte
+		err error
+	}
+	submitted := make(chan done, 1)
+	go func() {
+		out, err := cmd.CombinedOutput()
+		submitted <- done{out, err}
+	}()
+	// Live: the ten shards' runs, as one running evaluation.
+	type evalJSON struct {
+		Dir, State, Framework, Task, Shards string
+		N, Total                            int
+	}
+	model := func() []evalJSON {
+		res, err := http.Get(url + "model.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var m struct{ Evaluations []evalJSON }
+		json.NewDecoder(res.Body).Decode(&m)
+		return m.Evaluations
+	}
+	var live []evalJSON
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		live = model()
+		if len(live) == 1 && live[0].N == 20 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(live) != 1 || live[0].State != "running" || live[0].N != 20 || live[0].Total != 20 || live[0].Shards != "10 shards" || live[0].Framework != "sh" {
+		t.Fatalf("while run 20 is verified, the dashboard shows %+v, want one running evaluation of 10 shards with 20 runs", live)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := <-submitted
+	out, err := d.out, d.err
 	if err != nil {
 		logs, _ := filepath.Glob(filepath.Join(results, "logs", "*"))
 		var b strings.Builder
@@ -239,28 +282,14 @@ func TestSlurmShardsMerge(t *testing.T) {
 	}
 
 	// The dashboard shows the merged evaluation once (and one machine's).
-	var model struct {
-		Evaluations []struct {
-			Dir, State, Framework, Task string
-			N                           int
-		}
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		res, err := http.Get(url + "model.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		json.Unmarshal(data, &model)
-		if len(model.Evaluations) == 2 || time.Now().After(deadline) {
+	var evals []evalJSON
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if evals = model(); len(evals) == 2 && evals[0].State == "done" && evals[1].State == "done" || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	var dirs []string
-	for _, e := range model.Evaluations {
+	for _, e := range evals {
 		if e.State != "done" || e.N != 20 || e.Framework != "sh" || e.Task != "echo" {
 			t.Errorf("dashboard: %+v", e)
 		}
