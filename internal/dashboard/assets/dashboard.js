@@ -414,14 +414,15 @@
     main.appendChild(violinPanel([{ name: e.framework, evals: [e] }], 'Runs of this evaluation'));
     var n = e.runs.i.length;
     var table = h('table', { id: 'runs', 'class': 'list', 'aria-label': 'runs' });
-    table.appendChild(h('thead', null, h('tr', null, ['run', e.state === 'done' ? 'success' : 'exit 0', 'exit', 'duration', 'tokens', 'score', M.live ? 'show' : ''].map(function (x) { return h('th', { scope: 'col', text: x }); }))));
+    table.appendChild(h('thead', null, h('tr', null, ['run', e.state === 'done' ? 'success' : 'exit 0', 'exit', 'duration', 'tokens', 'score', M.live ? 'show' : 'bundle (dal-exec show it)'].map(function (x) { return h('th', { scope: 'col', text: x }); }))));
     var body = h('tbody', null);
     for (var k = n - 1, shown = 0; k >= 0 && shown < runsShown; k--, shown++) {
       var i = e.runs.i[k], ok = e.runs.ok[k];
       body.appendChild(h('tr', { 'class': ok ? 'ok' : 'failed', 'data-run': i },
         h('td', { text: i }), h('td', { text: ok ? 'yes' : 'no' }), h('td', { text: e.runs.x[k] }), h('td', { text: ms(e.runs.d[k]) }),
         h('td', { text: big(e.runs.t[k]) }), h('td', { text: num(e.runs.s[k], 3) }),
-        h('td', null, M.live ? h('a', { href: 'run/' + encodeURIComponent(e.key) + '/' + i, 'class': 'rowlink', text: 'run ' + i }) : '')));
+        h('td', null, M.live ? h('a', { href: 'run/' + encodeURIComponent(e.key) + '/' + i, 'class': 'rowlink', text: 'run ' + i })
+          : h('code', { text: 'runs/' + (i < 1000 ? ('00' + i).slice(-3) : i) }))));
     }
     table.appendChild(body);
     main.appendChild(h('h3', { text: n + ' runs, the latest first' + (n > runsShown ? ' (' + runsShown + ' shown)' : '') }));
