@@ -113,7 +113,7 @@ func CheckDir(dir string) error {
 // Evaluate records the runs that are not recorded yet, analyses all of them
 // and writes report.json, report.md and report.html into o.Dir. Runs finished before an
 // error are kept.
-func Evaluate(ctx context.Context, o Options) (*Report, error) {
+func Evaluate(ctx context.Context, o Options) (_ *Report, err error) {
 	if len(o.Seeds) == 0 {
 		return nil, errors.New("consistency: no runs requested")
 	}
@@ -137,9 +137,15 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Answer.Check(); err != nil {
 		return nil, err
 	}
-	if err := o.writeProgress(time.Now()); err != nil {
+	start := time.Now()
+	if err := o.writeProgress(start, ""); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil { // the dashboard shows a stopped evaluation as stopped
+			o.writeProgress(start, err.Error())
+		}
+	}()
 	indices := o.Shard.indices(len(o.Seeds))
 	n := len(indices)
 	results := make([]RunReport, n)

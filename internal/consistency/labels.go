@@ -107,12 +107,17 @@ type Progress struct {
 	Runs          int       `json:"runs"` // of the whole evaluation
 	Shard         *Shard    `json:"shard,omitempty"`
 	StartedAt     time.Time `json:"started_at"`
+	// Stopped is why the evaluation stopped before its report (or shard
+	// file) was written; "" while it runs. A killed evaluation cannot say.
+	Stopped string `json:"stopped,omitempty"`
 }
 
-// writeProgress writes o.Dir/evaluation.json.
-func (o *Options) writeProgress(now time.Time) error {
+// writeProgress writes o.Dir/evaluation.json, with stopped the reason
+// the evaluation stopped ("" when it starts).
+func (o *Options) writeProgress(start time.Time, stopped string) error {
 	e := o.evaluation()
-	p := Progress{SchemaVersion: 1, EvaluationID: e.ID(), Labels: o.Labels, Command: o.Command, Runs: len(o.Seeds), StartedAt: now.UTC()}
+	p := Progress{SchemaVersion: 1, EvaluationID: e.ID(), Labels: o.Labels, Command: o.Command, Runs: len(o.Seeds), StartedAt: start.UTC(),
+		Stopped: stopped}
 	if o.Shard.Count > 0 {
 		sh := o.Shard
 		p.Shard = &sh

@@ -282,3 +282,30 @@ func TestForeignHostRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestStoppedEvaluation: an evaluation that stops before its report
+// (its recorder fails at run 2) is shown as stopped, with why and the run
+// it finished, not as running.
+func TestStoppedEvaluation(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	o := consistency.Options{Dir: filepath.Join(root, "stopped"), Command: []string{"agent"}, Seeds: consistency.Seeds(1, 3),
+		Strategy: consensus.Majority, Labels: consistency.Labels{"framework": "lg", "task": "t"},
+		Record: func(ctx context.Context, r consistency.RunSpec) error {
+			if r.Index == 2 {
+				return fmt.Errorf("the disk is full")
+			}
+			return fakeBundle(r.Bundle, r, 0, "42\n")
+		}}
+	if _, err := consistency.Evaluate(context.Background(), o); err == nil {
+		t.Fatal("the evaluation did not stop")
+	}
+	m := Build(Options{Roots: []string{root}}, root)
+	if len(m.Evaluations) != 1 {
+		t.Fatalf("evaluations %+v", m.Evaluations)
+	}
+	e := m.Evaluations[0]
+	if e.State != "stopped" || e.N != 1 || !strings.Contains(e.Stopped, "the disk is full") || e.Framework != "lg" {
+		t.Fatalf("stopped evaluation: %+v", e)
+	}
+}

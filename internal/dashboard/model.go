@@ -45,9 +45,11 @@ type Eval struct {
 	// Time is when the evaluation's last run started (RFC 3339; "" when
 	// no run says); evaluations are ordered by it.
 	Time string `json:"time,omitempty"`
-	// State is "done" (a report), "running" (runs are being recorded) or
-	// "unmerged" (every running part ended; shards wait for a merge).
+	// State is "done" (a report), "running" (runs are being recorded),
+	// "stopped" (an evaluation or shard stopped before its end: Stopped
+	// says why) or "unmerged" (every shard ended; they wait for a merge).
 	State   string   `json:"state"`
+	Stopped string   `json:"stopped,omitempty"`
 	Total   int      `json:"total"` // runs the evaluation will have
 	Shards  string   `json:"shards,omitempty"`
 	Command []string `json:"command"`
@@ -189,7 +191,13 @@ func build(roots []string, fs []found, alpha float64) []*Eval {
 			groups[id] = g
 			evals = append(evals, g)
 		}
-		if f.running {
+		switch {
+		case f.running && f.progress.Stopped != "":
+			if g.State != "running" {
+				g.State = "stopped"
+			}
+			g.Stopped = f.progress.Stopped
+		case f.running:
 			g.State = "running"
 		}
 		if g.Dir != "" {

@@ -243,6 +243,7 @@
   function stateBadge(e) {
     if (e.state === 'running') return h('span', { 'class': 'badge running', text: 'running: ' + e.n + ' of ' + e.total + ' runs' });
     if (e.state === 'unmerged') return h('span', { 'class': 'badge unmerged', text: e.n + ' of ' + e.total + ' runs, not merged' });
+    if (e.state === 'stopped') return h('span', { 'class': 'badge stopped', title: e.stopped, text: 'stopped after ' + e.n + ' of ' + e.total + ' runs: ' + (e.stopped.length > 120 ? e.stopped.slice(0, 119) + '…' : e.stopped) });
     return null;
   }
   function regressionBadge(e) {
@@ -316,7 +317,7 @@
     }), 'Runs of each framework’s latest evaluations, all tasks'));
     var running = evals.filter(function (e) { return e.state !== 'done'; });
     if (running.length) {
-      main.appendChild(h('section', { id: 'running', 'aria-label': 'running evaluations' }, h('h3', { text: 'Running and unmerged' }),
+      main.appendChild(h('section', { id: 'running', 'aria-label': 'running evaluations' }, h('h3', { text: 'Running, stopped and unmerged' }),
         h('ul', null, running.map(function (e) { return h('li', null, h('a', { href: link(['eval', e.key]), text: e.framework + ' / ' + e.task + ' — ' + e.dir }), ' ', stateBadge(e)); }))));
     }
     return main;
