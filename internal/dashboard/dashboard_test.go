@@ -69,6 +69,10 @@ func TestProblemsListedRestShown(t *testing.T) {
 	if e := m.Evaluations[0]; e.Framework != "crewai" || e.Task != "codegen" || e.State != "done" || e.N != 10 || e.CI == nil || e.Reliability == nil {
 		t.Fatalf("first evaluation %+v", e)
 	}
+	// A written page links each report.html relative to itself.
+	if r := m.Evaluations[0].Report; r != "deep/er/good2/report.html" {
+		t.Fatalf("report link %q", r)
+	}
 }
 
 // TestRegressionIsCompares: within a framework and task each evaluation
