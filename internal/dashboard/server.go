@@ -206,7 +206,6 @@ func allowedHost(host, addr string) bool {
 // marshalled by Rescan.
 func (s *Server) snapshot(w io.Writer) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	head, _ := json.Marshal(struct {
 		Version     int      `json:"version"`
 		GeneratedBy string   `json:"generated_by"`
@@ -227,6 +226,7 @@ func (s *Server) snapshot(w io.Writer) error {
 		b.Write(s.evals[key].data)
 	}
 	b.WriteString("]}")
+	s.mu.Unlock() // a slow client does not hold up the scans
 	_, err := w.Write(b.Bytes())
 	return err
 }
