@@ -279,7 +279,7 @@
       main.appendChild(h('p', { 'class': 'muted', text: 'No evaluation under ' + M.roots.join(', ') + ' yet: run dal-exec consistency --label framework=F --label task=T --report DIR with DIR under one of them.' }));
       return main;
     }
-    var table = h('table', { id: 'matrix', 'class': 'matrix', role: 'grid', 'aria-label': 'latest evaluation per framework and task' });
+    var table = h('table', { id: 'matrix', 'class': 'matrix', 'aria-label': 'latest evaluation per framework and task' });
     var head = h('tr', null, h('th', { scope: 'col', text: 'framework \\ task' }));
     ts.forEach(function (t) { head.appendChild(h('th', { scope: 'col' }, h('a', { href: link(['task', t]), 'class': 'tasklink', text: t, title: 'compare the frameworks on ' + t }))); });
     table.appendChild(h('thead', null, head));
