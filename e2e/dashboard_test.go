@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/websocket"
 )
 
 // artifactDir is where a test keeps its screenshots: $DAL_TEST_ARTIFACTS
@@ -70,6 +72,47 @@ func (b *browser) key(key string, code int) {
 	for _, typ := range []string{"rawKeyDown", "keyUp"} {
 		b.call("Input.dispatchKeyEvent", map[string]any{"type": typ, "key": key, "code": key, "windowsVirtualKeyCode": code})
 	}
+}
+
+// waitAfterNavigation is waitEval for a page still loading: an answer
+// that the page's context is gone (it was replaced) is tried again.
+func (b *browser) waitAfterNavigation(expr, want string) {
+	b.t.Helper()
+	got := ""
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		b.next++
+		id := b.next
+		if err := websocket.JSON.Send(b.ws, map[string]any{"id": id, "method": "Runtime.evaluate",
+			"params": map[string]any{"expression": expr, "returnByValue": true}}); err != nil {
+			b.t.Fatal(err)
+		}
+		for {
+			var m struct {
+				ID     int `json:"id"`
+				Result struct {
+					Result struct {
+						Value json.RawMessage `json:"value"`
+					} `json:"result"`
+				} `json:"result"`
+				Error json.RawMessage `json:"error"`
+			}
+			b.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if err := websocket.JSON.Receive(b.ws, &m); err != nil {
+				b.t.Fatal(err)
+			}
+			if m.ID != id {
+				continue
+			}
+			if m.Error == nil {
+				got = string(m.Result.Result.Value)
+			}
+			break
+		}
+		if got == want {
+			return
+		}
+	}
+	b.t.Fatalf("%s: %s, want %s", expr, got, want)
 }
 
 // navigate opens url in the page.
@@ -196,8 +239,15 @@ func TestDashboardInChromium(t *testing.T) {
 	if got := b.eval(`performance.getEntriesByType('navigation').length`); got != "1" {
 		t.Errorf("the page was reloaded: %s navigations", got)
 	}
-	b.eval(`document.querySelector('#runs a.rowlink').click()`)
-	b.waitEval(`document.title.startsWith('dal show')`, "true")
+	// Follow the run's link (navigating in Runtime.evaluate would race
+	// the evaluation's answer).
+	var href string
+	json.Unmarshal([]byte(b.eval(`document.querySelector('#runs a.rowlink').href`)), &href)
+	if !strings.HasPrefix(href, url+"run/") {
+		t.Fatalf("the run's link is %q", href)
+	}
+	b.navigate(href)
+	b.waitAfterNavigation(`document.title.startsWith('dal show')`, "true")
 	if got := b.eval(`document.querySelector('#dal-data') !== null`); got != "true" {
 		t.Errorf("the run's page is not dal-exec show's")
 	}
