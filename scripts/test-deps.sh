@@ -27,7 +27,8 @@ done
 # real Prometheus (metrics), headless Chromium (report screenshots),
 # systemd-analyze (the unit file), httpx/requests/aiohttp with Debian's
 # python3 (network clients), git, curl, uuidgen and faketime (determinism
-# corpus, bench), gcc and libc6-dev (its C probes, dynamic and -static);
+# corpus, bench), gcc and libc6-dev (its C probes, dynamic and -static),
+# a one-machine Slurm cluster (slurm-wlm, munge: contrib/slurm's test);
 # make generate needs clang-14 and llvm-14 (--generate), no test does.
 step "checking the Debian packages the tests use"
 missing=()
@@ -49,6 +50,8 @@ if $generate; then
   need llvm-strip-14 llvm-14
 fi
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+need sbatch slurm-wlm
+need munged munge
 /usr/bin/python3 -c 'import httpx' 2>/dev/null || missing+=(python3-httpx)
 /usr/bin/python3 -c 'import requests' 2>/dev/null || missing+=(python3-requests)
 /usr/bin/python3 -c 'import aiohttp' 2>/dev/null || missing+=(python3-aiohttp)

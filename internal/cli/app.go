@@ -55,6 +55,7 @@ Examples:
 			KeygenCommand(),
 			StatusCommand(),
 			ConsistencyCommand(),
+			DashboardCommand(),
 			IterationCommand(),
 			PhaseCommand(),
 			CheckpointCommand(),

@@ -62,6 +62,8 @@ func ConsistencyCommand() *ucli.Command {
 			Usage: "a file (relative to the workspace) in which the agent writes its answer, read from the run's bundle"},
 		&ucli.StringFlag{Name: "answer-json", EnvVars: []string{"DAL_ANSWER_JSON"},
 			Usage: "a JSON path ($.final.answer, $.choices[0].text) to the answer in stdout, the --answer-file or the --answer output"},
+		&ucli.StringSliceFlag{Name: "label",
+			Usage: "KEY=VALUE naming what is evaluated, kept in report.json and shard.json (repeatable); framework and task are what dal-exec dashboard groups by, e.g. --label framework=langgraph --label task=bug_fixing"},
 		&ucli.StringFlag{Name: "shard", EnvVars: []string{"DAL_SHARD"},
 			Usage: "record only shard K of N (runs K, K+N, K+2N, ...) and write DIR/shard.json; join the shards with consistency merge"},
 		&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, EnvVars: []string{"DAL_REPORT"},
@@ -111,6 +113,7 @@ Examples:
    dal-exec consistency --seeds 42,123,456 --strategy unanimous --report eval -- ./agent.sh
    dal-exec consistency --runs 20 --parallel 4 --timeout 2m --verify 'test -s out.txt' --report eval -- node agent.js
    dal-exec consistency --runs 9 --answer-json '$.final.answer' --report eval -- python3 agent.py
+   dal-exec consistency --runs 10 --label framework=langgraph --label task=codegen --report eval -- python3 agent.py
    dal-exec consistency --runs 1000 --shard 3/10 --report shard3 -- python3 agent.py`,
 		Flags: flags,
 		Action: func(c *ucli.Context) error {
@@ -151,6 +154,10 @@ Examples:
 			if err := answer.Check(); err != nil {
 				return usageError{Err: err}
 			}
+			labels, err := consistency.ParseLabels(c.StringSlice("label"))
+			if err != nil {
+				return usageError{Err: err}
+			}
 			var shard consistency.Shard
 			if c.IsSet("shard") {
 				if c.Bool("json") {
@@ -175,7 +182,7 @@ Examples:
 				Seeds: seeds, Parallel: c.Int("parallel"), Strategy: strategy,
 				Consensus: consensus.Options{Threshold: th, Exclude: consensus.Exclusion{Method: method}},
 				Verify:    c.String("verify"), Score: c.String("score"), ScoreFile: c.String("score-file"),
-				Answer: answer, Shard: shard, Key: key, Record: rec, Progress: c.App.ErrWriter}
+				Answer: answer, Shard: shard, Key: key, Record: rec, Progress: c.App.ErrWriter, Labels: labels}
 			total := len(seeds)
 			if shard.Count > 0 {
 				total = (len(seeds) - shard.Index + shard.Count) / shard.Count

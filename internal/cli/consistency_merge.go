@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"crypto/ed25519"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consistency"
 	"github.com/dal-runtime/dal/internal/plural"
 	ucli "github.com/urfave/cli/v2"
@@ -31,38 +29,35 @@ same runs writes. Anything wrong refuses the merge with one sentence naming the 
 and writes nothing.
 
 The results of --verify, --score and --answer commands come from the shards (they are not run
-again); --key makes merge accept only shards and bundles signed by that key.
+again). A shard must be signed by a key you trust, as a bundle you replay: your own key (DAL_KEY),
+--key (repeatable), the trusted-keys file, or --trust-signer FINGERPRINT for this merge only; an
+unsigned shard or one signed by another key is refused.
 
 Exits 0 when the runs reach a consensus, 1 when they do not, 2 when the merge is refused.
 
 Examples:
    dal-exec consistency merge --report eval shard1 shard2 shard3
-   dal-exec consistency merge --key ci.key.pub --report eval results/shard-*`,
-		Flags: []ucli.Flag{
+   dal-exec consistency merge --key ci.key.pub --report eval results/shard-*
+   dal-exec consistency merge --trust-signer SHA256:... --report eval results/shard-*`,
+		Flags: append(trustFlags(),
 			&ucli.StringFlag{Name: "report", Aliases: []string{"r"}, Required: true, EnvVars: []string{"DAL_REPORT"},
 				Usage: "directory for the merged evaluation (must not exist or be empty)"},
 			&ucli.BoolFlag{Name: "copy", EnvVars: []string{"DAL_MERGE_COPY"},
 				Usage: "hard-link (or copy) the bundles into OUT/runs instead of linking to the shards' (OUT then stands alone)"},
-			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_MERGE_KEY"},
-				Usage: "accept only shards and run bundles signed by this key (a .pub file or the signing key itself)"},
 			jsonFlag("the merged report (report.json)"),
-		},
+		),
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 0 {
 				return usageError{Err: fmt.Errorf("no shard directories given: name the --report directories of the shards, e.g. merge --report eval shard1 shard2")}
 			}
-			var key ed25519.PublicKey
-			if path := c.String("key"); path != "" {
-				pub, err := bundle.LoadPublicKey(path)
-				if err != nil {
-					return usageError{Err: err}
-				}
-				key = pub
+			trust, err := trustFromFlags(c)
+			if err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := c.String("report")
-			rep, err := consistency.Merge(ctx, c.Args().Slice(), out, consistency.MergeOptions{Key: key, Copy: c.Bool("copy")})
+			rep, err := consistency.Merge(ctx, c.Args().Slice(), out, consistency.MergeOptions{Trust: trust, Copy: c.Bool("copy")})
 			if err != nil {
 				return err
 			}

@@ -76,6 +76,8 @@ type Options struct {
 	OnProgress func(done, failed, total int)
 	// Level of the confidence intervals (0 means 0.95).
 	Level float64
+	// Labels go into the report (and shard.json) as given.
+	Labels Labels
 }
 
 // Seeds derives n per-run seeds from base (see the package documentation).
@@ -111,7 +113,7 @@ func CheckDir(dir string) error {
 // Evaluate records the runs that are not recorded yet, analyses all of them
 // and writes report.json, report.md and report.html into o.Dir. Runs finished before an
 // error are kept.
-func Evaluate(ctx context.Context, o Options) (*Report, error) {
+func Evaluate(ctx context.Context, o Options) (_ *Report, err error) {
 	if len(o.Seeds) == 0 {
 		return nil, errors.New("consistency: no runs requested")
 	}
@@ -135,6 +137,15 @@ func Evaluate(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Answer.Check(); err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	if err := o.writeProgress(start, ""); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil { // the dashboard shows a stopped evaluation as stopped
+			o.writeProgress(start, err.Error())
+		}
+	}()
 	indices := o.Shard.indices(len(o.Seeds))
 	n := len(indices)
 	results := make([]RunReport, n)

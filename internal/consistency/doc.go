@@ -28,7 +28,9 @@
 // manifest.json is finished: a second evaluation into the same DIR keeps it
 // and records only the missing runs. A kept bundle must have been recorded
 // with the seed and command this evaluation would use; otherwise the
-// evaluation stops rather than mix two experiments. DIR/report.json,
+// evaluation stops rather than mix two experiments. DIR/evaluation.json
+// (Progress) is written when an evaluation starts, and again with why it
+// stopped if it ends without its report, for dashboards. DIR/report.json,
 // DIR/report.md and DIR/report.html are rewritten at the end of every
 // evaluation.
 //

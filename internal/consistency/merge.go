@@ -28,6 +28,10 @@ type MergeOptions struct {
 	// otherwise each bundle's signature is checked under the key its
 	// manifest names (intact, but not proof of who recorded it).
 	Key ed25519.PublicKey
+	// Trust, when set, is the set of keys a shard may be signed with
+	// (dal-exec's --key, trusted-keys file, --trust-signer): a shard
+	// signed by any other key is refused, as replay refuses a bundle.
+	Trust *bundle.Trust
 	// Parallel is how many bundles are verified at once (<= 0: one per
 	// CPU).
 	Parallel int
@@ -87,7 +91,7 @@ func Merge(ctx context.Context, dirs []string, out string, mo MergeOptions) (*Re
 	if err := checkEmptyOut(out); err != nil {
 		return nil, err
 	}
-	shards, err := readShards(dirs, mo.Key)
+	shards, err := readShards(dirs, mo)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +149,7 @@ func checkEmptyOut(out string) error {
 // readShards reads and verifies every shard.json and checks that they are
 // the shards of one evaluation, each given once, none missing. On success
 // the caller closes the shards (closeShards).
-func readShards(dirs []string, key ed25519.PublicKey) (shards []shardDir, err error) {
+func readShards(dirs []string, mo MergeOptions) (shards []shardDir, err error) {
 	defer func() {
 		if err != nil {
 			closeShards(shards)
@@ -162,7 +166,7 @@ func readShards(dirs []string, key ed25519.PublicKey) (shards []shardDir, err er
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			read[k], errs[k] = readShard(d, key)
+			read[k], errs[k] = readShard(d, mo)
 		})
 	}
 	wg.Wait()
@@ -210,7 +214,8 @@ const (
 // readShard reads d/shard.json and checks it against d/shard.sig (and
 // key, when given). d itself is the user's path and may be a link; nothing
 // inside it is followed.
-func readShard(d string, key ed25519.PublicKey) (shardDir, error) {
+func readShard(d string, mo MergeOptions) (shardDir, error) {
+	key := mo.Key
 	s := shardDir{dir: d}
 	notShard := func(err error) error {
 		return fmt.Errorf("%s holds no readable %s (%v): give directories written by dal-exec consistency --shard K/N --report DIR", d, ShardFileName, err)
@@ -260,6 +265,11 @@ func readShard(d string, key ed25519.PublicKey) (shardDir, error) {
 		}
 		if key != nil && !pub.Equal(key) {
 			return fmt.Errorf("%s: %s is signed by key %s, not by the key given with --key: it was not recorded with that key", s.name(), ShardFileName, f.PublicKey)
+		}
+		if _, ok := mo.Trust.Lookup(pub); mo.Trust != nil && !ok {
+			fp := bundle.Fingerprint(pub)
+			return fmt.Errorf("%s: %s is signed by key %s, which you do not trust: merge with --key naming the key the shards ran with (or add it to %s), or accept it for this merge with %s %s",
+				s.name(), ShardFileName, fp, bundle.DefaultTrustedKeysPath(), bundle.TrustSignerFlag, fp)
 		}
 		s.key = pub
 		if s.runs, err = s.root.Sub("runs"); errors.Is(err, safefs.ErrSymlink) {
@@ -314,7 +324,7 @@ func differs(a, b Evaluation) string {
 	names := map[string]string{"Command": "command", "Mode": "mode", "Seeds": "seeds (--seed, --seeds or --runs)",
 		"Strategy": "strategy", "Threshold": "threshold", "Exclude": "outlier exclusion", "Cutoff": "outlier cutoff",
 		"Metrics": "outlier metrics", "Level": "confidence level", "Verify": "verify command", "Score": "score command",
-		"ScoreFile": "score file", "Answer": "answer source"}
+		"ScoreFile": "score file", "Answer": "answer source", "Labels": "labels (--label)"}
 	for i := range va.NumField() {
 		f := va.Type().Field(i).Name
 		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {

@@ -16,11 +16,19 @@ import (
 
 // Report is report.json.
 type Report struct {
-	SchemaVersion int      `json:"schema_version"`
-	Command       []string `json:"command"`
-	Mode          string   `json:"mode,omitempty"`
-	Runs          int      `json:"runs"`
-	Seeds         []uint64 `json:"seeds"`
+	SchemaVersion int `json:"schema_version"`
+	// Framework and Task are Labels' framework and task, where the seed's
+	// report has them; Labels holds every --label.
+	Framework string `json:"framework,omitempty"`
+	Task      string `json:"task,omitempty"`
+	Labels    Labels `json:"labels,omitempty"`
+	// EvaluationID is Evaluation.ID: the same for a merge as for its
+	// shards while they run.
+	EvaluationID string   `json:"evaluation_id,omitempty"`
+	Command      []string `json:"command"`
+	Mode         string   `json:"mode,omitempty"`
+	Runs         int      `json:"runs"`
+	Seeds        []uint64 `json:"seeds"`
 	// AnswerSource says what the runs voted on (AnswerSource.String).
 	AnswerSource   string           `json:"answer_source"`
 	Consensus      ConsensusReport  `json:"consensus"`
@@ -191,7 +199,8 @@ func describe(xs []float64, idx []int, level float64) *Metric {
 
 // analyse builds the report from the runs, in index order.
 func analyse(o Options, runs []RunReport, warnings []string) *Report {
-	rep := &Report{SchemaVersion: SchemaVersion, Command: o.Command, Mode: o.Mode, Runs: len(runs),
+	rep := &Report{SchemaVersion: SchemaVersion, Framework: o.Labels[LabelFramework], Task: o.Labels[LabelTask],
+		Labels: o.Labels, EvaluationID: o.evaluation().ID(), Command: o.Command, Mode: o.Mode, Runs: len(runs),
 		Seeds: o.Seeds, AnswerSource: o.Answer.String(), IndividualRuns: runs, Warnings: warnings}
 	var (
 		dur, tok, score []float64
@@ -350,7 +359,11 @@ func (r *Report) Markdown() string {
 	if r.Mode != "" {
 		fmt.Fprintf(&b, " in %s mode", r.Mode)
 	}
-	b.WriteString(".\n\n## Consensus\n\n")
+	b.WriteString(".\n\n")
+	if len(r.Labels) > 0 {
+		fmt.Fprintf(&b, "Labels: %s\n\n", mdCode(r.Labels.String()))
+	}
+	b.WriteString("## Consensus\n\n")
 	c := r.Consensus
 	fmt.Fprintf(&b, "| strategy | verdict | confidence | unanimous |\n|---|---|---|---|\n| %s | %s | %.3f | %t |\n\n", c.Strategy, c.Verdict, c.Confidence, c.Unanimous)
 	fmt.Fprintf(&b, "%s\n\n", c.Reason)

@@ -109,6 +109,7 @@ type Evaluation struct {
 	Score     string             `json:"score,omitempty"`
 	ScoreFile string             `json:"score_file,omitempty"`
 	Answer    AnswerSource       `json:"answer"`
+	Labels    Labels             `json:"labels,omitempty"`
 }
 
 // ShardRun is one run of a shard with the warnings it gave.
@@ -121,7 +122,7 @@ func (o *Options) evaluation() Evaluation {
 	return Evaluation{Command: o.Command, Mode: o.Mode, Seeds: o.Seeds, Strategy: o.Strategy,
 		Threshold: o.Consensus.Threshold, Exclude: string(o.Consensus.Exclude.Method), Cutoff: o.Consensus.Exclude.Cutoff,
 		Metrics: o.Consensus.Exclude.Metrics, Level: o.Level, Verify: o.Verify, Score: o.Score, ScoreFile: o.ScoreFile,
-		Answer: o.Answer}
+		Answer: o.Answer, Labels: o.Labels}
 }
 
 // options are the Options of the evaluation e, for analyse.
@@ -129,7 +130,7 @@ func (e Evaluation) options() Options {
 	return Options{Command: e.Command, Mode: e.Mode, Seeds: e.Seeds, Strategy: e.Strategy,
 		Consensus: consensus.Options{Threshold: e.Threshold,
 			Exclude: consensus.Exclusion{Method: consensus.OutlierMethod(e.Exclude), Cutoff: e.Cutoff, Metrics: e.Metrics}},
-		Level: e.Level, Verify: e.Verify, Score: e.Score, ScoreFile: e.ScoreFile, Answer: e.Answer}
+		Level: e.Level, Verify: e.Verify, Score: e.Score, ScoreFile: e.ScoreFile, Answer: e.Answer, Labels: e.Labels}
 }
 
 // writeShard writes o.Dir/shard.json for the shard's runs, in index

@@ -419,6 +419,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/
 func goBench() []bench.Figure {
 	figs := goBenchRun("300ms", "3", ".", "./agent", "./vclock", "./seedrng", "./internal/wire", "./internal/daemon")
 	figs = append(figs, goBenchRun("3x", "1", "Analyse10kRecordedRuns|Merge10kRunsFrom10Shards", "./internal/consistency")...)
+	figs = append(figs, goBenchRun("3x", "1", "Dashboard200x100", "./internal/dashboard")...)
 	return append(figs, goBenchRun("10x", "1", "Revert", "./internal/sandbox")...)
 }
 
@@ -485,6 +486,20 @@ func goBenchRun(benchtime, count, pattern string, pkgs ...string) []bench.Figure
 			f.Target, f.Verdict = "under 2 s", verdict(v < 2e9)
 		case "BenchmarkMerge10kRunsFrom10Shards/open":
 			continue
+		case "BenchmarkDashboard200x100/cold":
+			f.Name = "go BenchmarkDashboard200x100/cold (dal-exec dashboard started on 200 evaluations of 100 runs, its page served)"
+			f.Value = fmt.Sprintf("%.2f s", v/1e9)
+			bytes := 0.0
+			if m := regexp.MustCompile(`([\d.]+) page-bytes`).FindStringSubmatch(f.Detail); m != nil {
+				bytes, _ = strconv.ParseFloat(m[1], 64)
+			}
+			f.Target, f.Verdict = "under 1 s, page under 2 MB", verdict(v < 1e9 && bytes > 0 && bytes < 2<<20)
+		case "BenchmarkDashboard200x100/page":
+			f.Name = "go BenchmarkDashboard200x100/page (the dashboard's page served again, 200 evaluations of 100 runs)"
+			f.Value = fmt.Sprintf("%.1f ms", v/1e6)
+		case "BenchmarkDashboard200x100/rescan":
+			f.Name = "go BenchmarkDashboard200x100/rescan (the served dashboard's look for changes, every --interval)"
+			f.Value = fmt.Sprintf("%.1f ms", v/1e6)
 		case "BenchmarkRevertLargeWorkspace":
 			f.Name = "go BenchmarkRevertLargeWorkspace (1 GiB workspace, 10 changed files)"
 			f.Target = "p95 at most 50 ms"
