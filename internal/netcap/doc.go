@@ -63,6 +63,14 @@
 // recorded offsets, and the bytes as received: content-encoded bodies
 // keep their Content-Encoding and Content-Length.
 //
+// # Delivery order
+//
+// With [Proxy.SetSettle] (record and replay under the syscall layer) the
+// proxy hands the client its responses one at a time, each once the
+// client's process tree has settled, in an order that depends only on
+// what the client sent, never on which upstream answered first
+// (order.go; docs/design.md §3.1). Upstream requests still leave at once.
+//
 // # Read boundaries
 //
 // In both modes every streamed piece (the headers first, the last empty

@@ -214,6 +214,13 @@
 // mask); a real wait with a mask runs as the kernel's, counted as such:
 // dal cannot apply the mask for it.
 //
+// A whole tree is settled ([Supervisor.Settled], settle.go) when every
+// thread of every traced process is blocked on something only the
+// outside can end: asleep in the kernel, or held here for outstanding I/O
+// with none of its descriptors ready; not running, not stopped for the
+// tracer, not in a call the supervisor answers at once. dal's proxy asks
+// before it hands the tree a response (docs/design.md §3.1).
+//
 // # Timers (strict mode)
 //
 // alarm, setitimer(ITIMER_REAL), POSIX timers (timer_create on a realtime,
