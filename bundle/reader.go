@@ -88,6 +88,7 @@ type Bundle struct {
 	Warnings []string
 
 	root           *safefs.Dir // Dir, through which every read goes
+	home           *safefs.Dir // the directory given, when Dir is a private copy of it (private.go)
 	opts           OpenOptions
 	manifestDigest string // digest of manifest.json, which replay outcomes name
 	packing        packing
@@ -215,6 +216,10 @@ func (b *Bundle) Close() error {
 		b.root.Close()
 		b.root = nil
 	}
+	if b.home != nil {
+		b.home.Close()
+		b.home = nil
+	}
 	if b.tmp == "" {
 		return nil
 	}
@@ -276,7 +281,9 @@ func (b *Bundle) OpenFile(rel string) (*os.File, error) {
 	return f, nil
 }
 
-// ReadFile reads the regular file rel that the manifest lists.
+// ReadFile reads the regular file rel that the manifest lists, and checks
+// that what it read has the manifest's hash: the bytes returned are the
+// verified ones, whatever happened to the file since Open.
 func (b *Bundle) ReadFile(rel string) ([]byte, error) {
 	f, err := b.OpenFile(rel)
 	if err != nil {
@@ -286,6 +293,10 @@ func (b *Bundle) ReadFile(rel string) ([]byte, error) {
 	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: reading %s: %w", b.Path, rel, err)
+	}
+	if digestOf(data) != b.Manifest.Dal.Files[rel] {
+		return nil, &Error{Bundle: b.Path, File: rel, Kind: ErrCorrupt,
+			msg: fmt.Sprintf("bundle %s: %s changed after it was verified: the bundle was modified while dal read it", b.Path, rel)}
 	}
 	return data, nil
 }
@@ -349,10 +360,22 @@ func (b *Bundle) verify() error {
 			return err
 		}
 	}
-	if err := b.verifyFiles(); err != nil {
+	err := b.verifyFiles()
+	if errors.Is(err, errExposed) {
+		// Verify the private copy, which nobody else can change.
+		if err = b.privatize(); err == nil {
+			if err = b.verifyHead(); err == nil {
+				err = b.verifyFiles()
+			}
+		}
+	}
+	if err != nil {
 		return err
 	}
 	b.loadReplays()
+	if afterVerify != nil {
+		afterVerify(b.Dir)
+	}
 	return nil
 }
 
@@ -486,6 +509,9 @@ func (b *Bundle) verifyFiles() error {
 		}
 	}
 	t, err := scanTree(b.root)
+	if err == nil && b.tmp == "" && (t.exposed || exposedAncestor(b.Dir)) {
+		return errExposed
+	}
 	if err != nil {
 		var ee *entryError
 		if errors.As(err, &ee) {

@@ -224,7 +224,13 @@ func (b *Bundle) AddSignedReplay(o ReplayOutcome, key ed25519.PrivateKey) error 
 	}
 	sig := encodeSignature(ed25519.Sign(key, data))
 	// Everything below goes through b.root: replays/ may be anything
-	// in a bundle someone handed over, a symbolic link included.
+	// in a bundle someone handed over, a symbolic link included. The
+	// outcome of a bundle read from a private copy goes to the original.
+	if b.home != nil {
+		copied := b.root
+		b.root = b.home
+		defer func() { b.root = copied }()
+	}
 	created := false
 	if err := b.root.Mkdir(ReplaysDir, 0o755); err == nil {
 		created = true

@@ -44,6 +44,9 @@ type entry struct {
 // tree is a scanned bundle directory.
 type tree struct {
 	entries []entry // sorted by rel
+	// exposed: another user can change an entry (or the root) of the
+	// tree (private.go).
+	exposed bool
 }
 
 // validRel reports whether rel is a clean, relative, slash-separated path
@@ -88,6 +91,9 @@ func scanTree(root *safefs.Dir) (*tree, error) {
 	err := root.Walk("", func(rel string, fi fs.FileInfo, err error) error {
 		if err != nil {
 			return err
+		}
+		if !t.exposed && (fi.IsDir() || !reserved(rel)) && exposed(fi) {
+			t.exposed = true
 		}
 		if rel == "" {
 			return nil

@@ -65,5 +65,5 @@ echo "--- out/summary.md now holds: $(cat "$out/refine-ws/out/summary.md")"
 sed -n '/## Quality scores/,/## Artifacts applied/p' "$out/refine-bundle/iterations/selection-report.md"
 echo "--- its checkpoints, in the store:"
 DAL_CHECKPOINTS="$out/checkpoints" "$DAL" checkpoint list || status=1
-DAL_KEY="$out/key" "$DAL" replay "$out/refine-bundle" || status=1
+DAL_KEY="$out/key" "$DAL" replay --workspace "$out/refine-ws" "$out/refine-bundle" || status=1
 exit $status

@@ -98,6 +98,11 @@ func ReadFile(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Parse(b, path)
+}
+
+// Parse is [ReadFile] of the bytes b, read from path (named in errors).
+func Parse(b []byte, path string) (*File, error) {
 	var f File
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("%s is not a clock log: %w", path, err)

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/dal-runtime/dal/internal/runner"
@@ -82,7 +83,11 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	spec.Socket = daldSocket(c, "")
 	spec.Args = c.Args().Slice()
 	if len(spec.Args) == 0 {
-		return spec, usageError{Err: fmt.Errorf("no command given: put it after --, e.g. %s -- python3 agent.py", c.Command.HelpName)}
+		example := c.Command.HelpName
+		if out := c.String("out"); out != "" && c.Command.Name == "record" {
+			example += " --out " + shellQuote(out)
+		}
+		return spec, usageError{Err: fmt.Errorf("no command given: put it after --, e.g. %s -- python3 agent.py", example)}
 	}
 	return spec, nil
 }
@@ -113,4 +118,15 @@ func daldSocket(c *ucli.Context, fallback string) string {
 		return fallback
 	}
 	return s
+}
+
+// shellQuote is s as one word of a POSIX shell command line: as is when
+// it holds only characters no shell treats specially, else single-quoted.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:@%+=,-", r))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -36,8 +36,9 @@ func TestMistakes(t *testing.T) {
 		{args: []string{"keygen", "--force=maybe"}, want: "dal-exec: --force=maybe is neither true nor false: give the flag alone, or =true or =false"},
 		{args: []string{"run", "--seed"}, want: "dal-exec: --seed needs a value: see dal-exec help run"},
 		{args: []string{"record", "--", "true"}, want: "dal-exec: record needs --out: see the examples in dal-exec help record"},
-		{args: []string{"record", "--out", "x.zip", "--", "true"}, want: "dal-exec: --out x.zip: dal does not write .zip bundles; name a directory (no extension) or a .tgz, .tar.gz or .tar.zst archive"},
-		{args: []string{"record", "--out", "runs/x.tar.xz/", "--", "true"}, want: "dal-exec: --out runs/x.tar.xz/: dal does not write .xz bundles; name a directory (no extension) or a .tgz, .tar.gz or .tar.zst archive"},
+		{args: []string{"record", "--out", "x.zip", "--", "true"}, want: "dal-exec: --out x.zip: dal does not write .zip archives; name a directory, or a .tgz, .tar.gz or .tar.zst archive"},
+		{args: []string{"record", "--out", "runs/x.tar.xz/", "--", "true"}, want: "dal-exec: --out runs/x.tar.xz/: dal does not write .tar.xz archives; name a directory, or a .tgz, .tar.gz or .tar.zst archive"},
+		{args: []string{"record", "--out", "my run"}, want: "dal-exec: no command given: put it after --, e.g. dal-exec record --out 'my run' -- python3 agent.py"},
 		{args: []string{"replay", "--json", "a", "b", "c"}, want: "dal-exec: replay takes one bundle (--json is a switch now: write --json-out FILE to save the JSON), e.g. dal-exec replay --json run1"},
 		{args: []string{"replay", "--json-out", "v.json", "--json=w.json", "run1"}, want: "dal-exec: --json w.json and --json-out v.json both name a file: keep --json-out"},
 	} {
@@ -99,7 +100,8 @@ func TestCheckBundleName(t *testing.T) {
 	t.Parallel()
 	for name, ok := range map[string]bool{
 		"run1": true, "runs/run1/": true, "run1.tgz": true, "run1.tar.gz": true, "run1.tar.zst": true,
-		"run.2": true, "run-2026.11": true, "x.zip": false, "x.tar": false, "x.tar.xz": false, "dir/x.json/": false,
+		"run.2": true, "run-2026.11": true, "runs/v1.2": true, "bundle.net": true, "dir/x.json/": true, "X.TGZ": true,
+		"x.zip": false, "x.tar": false, "x.tar.xz": false, "x.gz": false, "x.7z": false, "X.ZIP": false,
 	} {
 		if err := checkBundleName(name); (err == nil) != ok {
 			t.Errorf("checkBundleName(%q) = %v, want accepted: %v", name, err, ok)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode"
 
 	"github.com/dal-runtime/dal/internal/checkpoint"
 	"github.com/dal-runtime/dal/internal/record"
@@ -130,20 +129,26 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 	}
 }
 
-// checkBundleName refuses an --out whose extension names a format dal
-// does not write (x.zip would become a directory named x.zip): a bundle is
-// a directory, or a .tgz, .tar.gz or .tar.zst archive. Only an extension
-// of letters counts as one, so run.2 or run-2026.11 name directories.
+// checkBundleName refuses an --out that looks like an archive dal does not
+// write (x.zip would become a directory named x.zip): a bundle is a
+// directory, or a .tgz, .tar.gz or .tar.zst archive. Any other name, one
+// with a dot included (runs/v1.2, bundle.net), is a directory.
 func checkBundleName(out string) error {
-	base := filepath.Base(strings.TrimRight(out, "/"))
+	base := strings.ToLower(filepath.Base(strings.TrimRight(out, "/")))
 	for _, ok := range []string{".tgz", ".tar.gz", ".tar.zst"} {
 		if strings.HasSuffix(base, ok) {
 			return nil
 		}
 	}
-	ext := filepath.Ext(base)
-	if len(ext) < 2 || strings.ContainsFunc(ext[1:], func(r rune) bool { return !unicode.IsLetter(r) }) {
-		return nil
+	for _, ext := range archiveExts {
+		if strings.HasSuffix(base, ext) {
+			return usageError{Err: fmt.Errorf("--out %s: dal does not write %s archives; name a directory, or a .tgz, .tar.gz or .tar.zst archive", out, ext)}
+		}
 	}
-	return usageError{Err: fmt.Errorf("--out %s: dal does not write %s bundles; name a directory (no extension) or a .tgz, .tar.gz or .tar.zst archive", out, ext)}
+	return nil
 }
+
+// archiveExts are the endings of archives and compressed files that dal
+// cannot write, longest first where one ends another.
+var archiveExts = []string{".tar.bz2", ".tar.xz", ".tar.lz4", ".tar", ".zip", ".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".lz",
+	".7z", ".rar", ".tbz", ".tbz2", ".txz", ".tzst", ".jar", ".cpio"}

@@ -28,8 +28,9 @@ the nearest recorded request and the fields that differ. The outcome is stored i
 replays/, signed with your key, without touching the bundle's signature.
 
 A bundle is trusted when it is signed by your own key, a --key, or a key in the trusted-keys
-file; any other signer is refused unless --trust-signer names it. The workspace path is taken
-from the bundle only when you recorded it on this machine; otherwise pass --workspace. The
+file; any other signer is refused unless --trust-signer names it. Replay acts on the current
+directory, which must be the workspace the bundle was recorded in, or on --workspace: the path
+the bundle records is compared, never used as a destination. The
 replayed agent gets the recorded values of kept plain settings and a placeholder for secrets;
 nothing of your environment unless --keep-env names it.
 
@@ -60,7 +61,7 @@ Examples:
 				&ucli.StringSliceFlag{Name: "keep-env", Usage: "give the replayed agent this variable from your environment instead of the recorded value or a secret's placeholder (repeatable)"},
 				&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the replay's fidelity to (default: the one at the default socket, if any)"}),
 			categorize(catSandbox,
-				&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the recorded path)"}),
+				&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the current directory, if the bundle was recorded there)"}),
 			categorize(catOutput,
 				&ucli.GenericFlag{Name: "json", Value: &jsonSwitch{}, Usage: "print the verdict as JSON on stdout (the text verdict goes to stderr)"},
 				&ucli.StringFlag{Name: "json-out", Usage: "also write the verdict as JSON to this file"},

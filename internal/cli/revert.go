@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/dal-runtime/dal/internal/record"
@@ -22,14 +21,15 @@ func RevertCommand() *ucli.Command {
 fs-pre/ and removes what it created. Refuses, naming the first path, when the workspace has
 changed since the run. Nothing is written outside the workspace and no symlink in it is followed.
 The bundle must be signed by a key you trust (your own, --key, the trusted-keys file, or
---trust-signer); its recorded workspace path is used only when you recorded it on this machine,
-otherwise pass --workspace.
+--trust-signer). It acts on the current directory, which must be the workspace the bundle was
+recorded in, or on --workspace: the path the bundle records is compared, never written to.
+Reverting twice is harmless: the second says the workspace is already at its pre-run state.
 
 Examples:
    dal-exec revert run1
    dal-exec revert --workspace ./project run1`,
 		Flags: append([]ucli.Flag{
-			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to restore (default: the recorded path, for a bundle you recorded on this machine)"},
+			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to restore (default: the current directory, if the bundle was recorded there)"},
 			metricsTextfileFlag(),
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the revert time to (default: the one at the default socket, if any)"},
 		}, trustFlags()...),
@@ -46,18 +46,12 @@ Examples:
 			if err := b.ReadJSON("env.json", &env); err != nil {
 				return err
 			}
-			changes, err := sandbox.ReadChanges(b.File("fs-diff/changes.json"))
+			changes, err := replay.Changes(b)
 			if err != nil {
 				return err
 			}
-			ws := c.String("workspace")
-			if ws == "" {
-				if why := replay.Foreign(b, &env); why != "" {
-					return usageError{Err: fmt.Errorf("%s was %s, so its workspace path is not taken from it: pass --workspace DIR", c.Args().First(), why)}
-				}
-				ws = env.Workspace
-			}
-			if ws, err = filepath.Abs(ws); err != nil {
+			ws, err := replay.WorkspaceFor(c.String("workspace"), c.Args().First(), b, &env)
+			if err != nil {
 				return err
 			}
 			figs, err := newFigures(c)
@@ -68,6 +62,10 @@ Examples:
 			if err := sandbox.Revert(ws, b.File("fs-pre"), changes); err != nil {
 				var se *sandbox.StateError
 				if errors.As(err, &se) {
+					if sandbox.AtPre(ws, changes) == nil {
+						fmt.Fprintf(c.App.Writer, "%s is already at its pre-run state (before %s): nothing to revert\n", ws, c.Args().First())
+						return nil
+					}
 					return fmt.Errorf("%w: the workspace changed since the run; nothing was reverted", err)
 				}
 				return err

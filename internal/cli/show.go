@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -36,15 +38,22 @@ lists the file changes that differ.
 The file needs nothing else: no network, no external asset; open it from disk in any browser.
 A bundle signed by a key you do not trust is shown, with a warning at the top of the page.
 Very long logs and bodies are cut in the page (the bundle holds them whole); the page says
-where. See docs/show.md.
+where. show reads at most --max-load-bytes of network.har, of each other JSON file and of
+prompts/ together, and the page says what it left out. See docs/show.md.
+
+Without --out the page goes to dal's cache ($XDG_CACHE_HOME/dal/show, by default
+~/.cache/dal/show), never into the current directory, which is often an agent's workspace;
+dal-exec prints its path.
 
 Examples:
-   dal-exec show run1                      # writes run1.html
+   dal-exec show run1                      # writes ~/.cache/dal/show/run1-<hash>.html
    dal-exec show --out /tmp/run1.html --open run1.tar.zst
-   dal-exec show run-seed7 run-seed8       # writes run-seed7-vs-run-seed8.html`,
+   dal-exec show run-seed7 run-seed8       # writes .../run-seed7-vs-run-seed8-<hash>.html`,
 		Flags: append(trustFlags(),
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: []string{"DAL_SHOW_OUT"},
-				Usage: "the HTML file to write (default: BUNDLE.html, or A-vs-B.html, in the current directory)"},
+				Usage: "the HTML file to write (default: BUNDLE-<hash>.html, or A-vs-B-<hash>.html, in ~/.cache/dal/show)"},
+			&ucli.Int64Flag{Name: "max-load-bytes", Value: show.DefaultLimits.HARBytes, EnvVars: []string{"DAL_SHOW_MAX_LOAD_BYTES"},
+				Usage: "the most the page reads of network.har, of each other JSON file, and of prompts/ together; what lies beyond is left out with a notice"},
 			&ucli.BoolFlag{Name: "open", Usage: "open the page in a browser (xdg-open) once written"},
 			cpStoreFlag("checkpoint-store"),
 		),
@@ -55,8 +64,17 @@ Examples:
 			paths := c.Args().Slice()
 			out := c.String("out")
 			if out == "" {
-				out = defaultShowName(paths)
+				var err error
+				if out, err = defaultShowPath(paths); err != nil {
+					return err
+				}
 			}
+			n := c.Int64("max-load-bytes")
+			if n <= 0 {
+				return usageError{Err: fmt.Errorf("--max-load-bytes %d is not positive: give a size in bytes, e.g. %d", n, show.DefaultLimits.HARBytes)}
+			}
+			lim := show.DefaultLimits
+			lim.HARBytes, lim.JSONBytes, lim.PromptsBytes = n, n, n
 			if err := checkShowOut(out); err != nil {
 				return err
 			}
@@ -81,12 +99,12 @@ Examples:
 					fmt.Fprintf(c.App.ErrWriter, "dal: %s is signed by %s, a key you do not trust: the page shows it with a warning\n",
 						termsafe.Line(p), b.Signer.Fingerprint)
 				}
-				v := show.Load(b, p, show.DefaultLimits)
+				v := show.Load(b, p, lim)
 				v.Checkpoints = bundleCheckpoints(c.String("checkpoint-store"), p)
 				page.Runs = append(page.Runs, v)
 			}
 			if len(opened) == 2 {
-				page.Compare = show.Compare(opened[0], opened[1], page.Runs[0], page.Runs[1], show.DefaultLimits)
+				page.Compare = show.Compare(opened[0], opened[1], page.Runs[0], page.Runs[1], lim)
 			}
 			if err := atomicfile.Write(out, 0o644, func(w io.Writer) error { return show.Write(w, page) }); err != nil {
 				return fmt.Errorf("write %s: %w", out, err)
@@ -100,18 +118,42 @@ Examples:
 	}
 }
 
-// defaultShowName is BUNDLE.html, or A-vs-B.html, in the current
-// directory: the bundles' base names without an archive extension.
+// defaultShowName is BUNDLE-<hash>.html, or A-vs-B-<hash>.html: the
+// bundles' base names without an archive extension, and a short hash of
+// their absolute paths, so that two bundles named alike in two places get
+// two pages.
 func defaultShowName(paths []string) string {
 	var names []string
+	h := sha256.New()
 	for _, p := range paths {
 		n := filepath.Base(strings.TrimRight(p, "/"))
 		for _, ext := range []string{".tar.zst", ".tar.gz", ".tgz"} {
 			n = strings.TrimSuffix(n, ext)
 		}
 		names = append(names, n)
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			abs = p
+		}
+		h.Write([]byte(abs + "\x00"))
 	}
-	return strings.Join(names, "-vs-") + ".html"
+	return strings.Join(names, "-vs-") + "-" + hex.EncodeToString(h.Sum(nil))[:8] + ".html"
+}
+
+// defaultShowPath is where a page goes without --out: dal's cache
+// directory for pages ($XDG_CACHE_HOME/dal/show, created private), never
+// the current directory, which is often an agent's workspace, where the
+// next record would capture the page.
+func defaultShowPath(paths []string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", usageError{Err: fmt.Errorf("no cache directory for the page (%v): pass --out FILE.html", err)}
+	}
+	dir := filepath.Join(cache, "dal", "show")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create %s for the page (%w): pass --out FILE.html", dir, err)
+	}
+	return filepath.Join(dir, defaultShowName(paths)), nil
 }
 
 // checkShowOut refuses an --out that cannot be written before any work

@@ -38,10 +38,10 @@ func load(path string, opts bundle.OpenOptions) (*loaded, error) {
 	if l.stderr, err = b.ReadFile("logs/stderr"); err != nil {
 		return nil, err
 	}
-	if l.changes, err = sandbox.ReadChanges(b.File("fs-diff/changes.json")); err != nil {
+	if l.changes, err = Changes(b); err != nil {
 		return nil, err
 	}
-	if l.clock, err = vclock.ReadFile(b.File("clock.json")); err != nil {
+	if l.clock, err = Clock(b); err != nil {
 		return nil, err
 	}
 	if l.iterations, _, err = marks.Read(filepath.Dir(b.File("iterations")), marks.Iteration); err != nil {

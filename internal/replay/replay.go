@@ -29,8 +29,11 @@ import (
 
 // Options configure a replay.
 type Options struct {
-	Bundle    string
-	Workspace string // default: the recorded workspace path
+	Bundle string
+	// Workspace is the directory to rebuild the pre-run state from;
+	// default: the current directory, which must be the recorded
+	// workspace (WorkspaceFor).
+	Workspace string
 	// Trust are the keys the user trusts; a bundle signed by another key
 	// is refused. Nil: only the signature's self-consistency is checked
 	// (tests and callers that verified the bundle themselves).
@@ -164,10 +167,10 @@ func (r *replaying) read() error {
 		return fmt.Errorf("%s: env.json version %d, this dal reads %d: use the dal release that recorded it", r.o.Bundle, r.env.Version, record.EnvVersion)
 	}
 	var err error
-	if r.clock, err = vclock.ReadFile(r.b.File("clock.json")); err != nil {
+	if r.clock, err = Clock(r.b); err != nil {
 		return err
 	}
-	if r.changes, err = sandbox.ReadChanges(r.b.File("fs-diff/changes.json")); err != nil {
+	if r.changes, err = Changes(r.b); err != nil {
 		return err
 	}
 	if r.policy, err = recordedPolicy(r.b.File("iterations/selection.json")); err != nil {
@@ -175,12 +178,35 @@ func (r *replaying) read() error {
 	}
 	r.recHAR = &har.Log{}
 	if r.b.Has("network.har") {
-		if r.recHAR, err = har.ReadFile(r.b.File("network.har")); err != nil {
+		data, err := r.b.ReadFile("network.har")
+		if err != nil {
+			return err
+		}
+		if r.recHAR, err = har.Read(bytes.NewReader(data)); err != nil {
 			return err
 		}
 	}
 	r.v = &Verdict{Bundle: r.o.Bundle, RecordMS: r.env.DurationMS}
 	return nil
+}
+
+// Changes is the bundle's fs-diff/changes.json, read once and checked
+// against the manifest's hash (never read again by path).
+func Changes(b *bundle.Bundle) ([]sandbox.Change, error) {
+	data, err := b.ReadFile("fs-diff/changes.json")
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.ParseChanges(data, "fs-diff/changes.json")
+}
+
+// Clock is the bundle's clock.json, read once and hash-checked.
+func Clock(b *bundle.Bundle) (*vclock.File, error) {
+	data, err := b.ReadFile("clock.json")
+	if err != nil {
+		return nil, err
+	}
+	return vclock.Parse(data, "clock.json")
 }
 
 // close undoes what the steps set up, last first.
@@ -199,14 +225,7 @@ func (r *replaying) close() {
 // stacked over it (post-run state), or the bundle's own copy
 // (self-contained).
 func (r *replaying) prepareWorkspace() error {
-	ws := r.o.Workspace
-	if ws == "" {
-		if why := r.foreign(); why != "" {
-			return runner.UsageError{Err: fmt.Errorf("%s was %s, so its workspace path is not taken from it: pass --workspace DIR (the directory to rebuild the pre-run state from)", r.o.Bundle, why)}
-		}
-		ws = r.env.Workspace
-	}
-	ws, err := filepath.Abs(ws)
+	ws, err := WorkspaceFor(r.o.Workspace, r.o.Bundle, r.b, &r.env)
 	if err != nil {
 		return err
 	}
@@ -240,23 +259,26 @@ func (r *replaying) restoreOver() error {
 		r.v.State = "self-contained"
 		r.cfg.Lower = []string{r.b.File("workspace")}
 	default:
-		return runner.UsageError{Err: fmt.Errorf("%w; replay needs the workspace at its recorded pre- or post-run state: run dal-exec revert %s, or record with --self-contained", err, r.o.Bundle)}
+		if later := laterRun(r.o.Bundle, r.ws, &r.env); later != "" {
+			return runner.UsageError{Err: fmt.Errorf("%w; replay needs the workspace at %s's pre- or post-run state, and it is at the post-run state of %s, recorded after it: run dal-exec revert %s, then replay again", err, r.o.Bundle, later, later)}
+		}
+		return runner.UsageError{Err: fmt.Errorf("%w; replay needs the workspace at %s's pre- or post-run state: undo what changed it since (dal-exec revert each run recorded after it, latest first), or replay --workspace DIR with a copy at that state", err, r.o.Bundle)}
 	}
 	return nil
 }
 
 // selfContainedAt shows the bundle's own copy of the workspace at the
-// recorded path, which does not exist here.
+// --workspace path, which does not exist.
 func (r *replaying) selfContainedAt() error {
 	if !r.env.SelfContained {
-		return runner.UsageError{Err: fmt.Errorf("the recorded workspace %s does not exist here and %s is not self-contained: pass --workspace, or record with --self-contained", r.ws, r.o.Bundle)}
+		return runner.UsageError{Err: fmt.Errorf("the workspace %s does not exist here and %s is not self-contained: pass --workspace naming a copy of the workspace it was recorded in, or record with --self-contained", r.ws, r.o.Bundle)}
 	}
 	r.v.State = "self-contained"
 	r.cfg.Lower = []string{r.b.File("workspace")}
 	// The overlay needs a mount point at the recorded path; it is removed
 	// again after the run (close removes the stage; this is the one path
-	// outside it). Only the last component is created: a replay never
-	// makes directories anywhere a bundle names.
+	// outside it). Only the last component is created, at the path the
+	// user named: a replay never makes directories where a bundle says.
 	ws := r.ws
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		return fmt.Errorf("create the mount point %s for the self-contained workspace: %w", ws, err)

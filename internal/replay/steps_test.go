@@ -149,7 +149,7 @@ func TestPrepareWorkspaceRefusesAForeignPath(t *testing.T) {
 	}
 	defer r.close()
 	err = r.prepareWorkspace()
-	if _, ok := usage.As(err); !ok || !strings.Contains(err.Error(), "not by your own key, so its workspace path is not taken from it: pass --workspace DIR") {
+	if _, ok := usage.As(err); !ok || !strings.Contains(err.Error(), "not by your own key, so it is not acted on in the current directory without your say: pass --workspace DIR") {
 		t.Errorf("%v, want a usage error asking for --workspace", err)
 	}
 	if _, err := os.Lstat(ws); err == nil || r.stage != "" {

@@ -513,7 +513,7 @@ func Restore(workspace, preDir string, changes []Change, layer string) (string, 
 	if postErr != nil {
 		var pe, qe *StateError
 		if errors.As(preErr, &pe) && errors.As(postErr, &qe) {
-			return "", fmt.Errorf("the workspace %s is at neither the run's pre-run state (%s: %s) nor its post-run state (%s: %s): put it back, or replay a self-contained bundle",
+			return "", fmt.Errorf("the workspace %s is at neither the run's pre-run state (%s: %s) nor its post-run state (%s: %s)",
 				workspace, pe.Path, pe.Why, qe.Path, qe.Why)
 		}
 		return "", postErr

@@ -279,12 +279,19 @@ func ReadChanges(file string) ([]Change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the change list: %w", err)
 	}
+	return ParseChanges(b, file)
+}
+
+// ParseChanges is [ReadChanges] of the bytes b (read from name): a
+// bundle's change list is read once, hash-checked, and parsed from
+// memory, never read again by path.
+func ParseChanges(b []byte, name string) ([]Change, error) {
 	var cs []Change
 	if err := json.Unmarshal(b, &cs); err != nil {
-		return nil, fmt.Errorf("the change list %s is not valid JSON: %w", file, err)
+		return nil, fmt.Errorf("the change list %s is not valid JSON: %w", name, err)
 	}
 	if err := Validate(cs); err != nil {
-		return nil, fmt.Errorf("the change list %s: %w", file, err)
+		return nil, fmt.Errorf("the change list %s: %w", name, err)
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
 	return cs, nil

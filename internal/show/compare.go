@@ -84,7 +84,7 @@ func alignTimelines(a, b *View) []Pair {
 		}
 		return "http"
 	}
-	var out []Pair
+	out := []Pair{} // never null in the page's data, even with no exchanges
 	var dels, adds []int
 	flush := func() {
 		for i := range max(len(dels), len(adds)) {

@@ -1,8 +1,11 @@
 package show
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,18 +37,28 @@ type Limits struct {
 	Files       int   // file changes listed
 	Events      int   // crossings from syscalls.json
 	Chunks      int   // streamed chunks per exchange
+	// HARBytes caps what is read of network.har (entries past it are
+	// left out, with a notice); JSONBytes each other JSON file read
+	// whole (prompts/, syscalls.json, changes.json, ...), PromptsBytes
+	// all prompts/ files together.
+	HARBytes     int64
+	JSONBytes    int64
+	PromptsBytes int64
 }
 
 // DefaultLimits keep a page of a very large run under a few tens of MB.
 var DefaultLimits = Limits{
-	LogBytes:    1 << 20,
-	BodyBytes:   64 << 10,
-	BodiesBytes: 32 << 20,
-	DiffBytes:   1 << 20,
-	DiffsBytes:  16 << 20,
-	Files:       20000,
-	Events:      20000,
-	Chunks:      2000,
+	LogBytes:     1 << 20,
+	BodyBytes:    64 << 10,
+	BodiesBytes:  32 << 20,
+	DiffBytes:    1 << 20,
+	DiffsBytes:   16 << 20,
+	Files:        20000,
+	Events:       20000,
+	Chunks:       2000,
+	HARBytes:     128 << 20,
+	JSONBytes:    128 << 20,
+	PromptsBytes: 128 << 20,
 }
 
 // Load reads the opened bundle b into a View named name. A component that
@@ -89,11 +102,29 @@ func (l *loader) readJSON(rel string, v any) bool {
 	if !l.b.Has(rel) {
 		return false
 	}
+	if size := l.size(rel); size > l.lim.JSONBytes {
+		l.notice("%s is %s, more than this page loads of one file (%s, --max-load-bytes): it is not shown; the bundle holds it.", rel, mb(size), mb(l.lim.JSONBytes))
+		return false
+	}
 	if err := l.b.ReadJSON(rel, v); err != nil {
 		l.notice("%s could not be read: %v", rel, err)
 		return false
 	}
 	return true
+}
+
+// size is the size of the bundle file rel, -1 when it cannot be read.
+func (l *loader) size(rel string) int64 {
+	f, err := l.b.OpenFile(rel)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
 }
 
 func (l *loader) signer() {
@@ -174,35 +205,31 @@ func compareStreamIDs(a, b string) int {
 // network reads network.har and prompts/.
 func (l *loader) network() {
 	l.left = l.lim.BodiesBytes
-	var entries []har.Entry
-	if l.b.Has("network.har") {
-		f, err := l.b.OpenFile("network.har")
-		if err == nil {
-			var lg *har.Log
-			lg, err = har.Read(f)
-			f.Close()
-			if lg != nil {
-				entries = lg.Entries
-			}
-		}
-		if err != nil {
-			l.notice("network.har could not be read: %v", err)
-		}
-	}
-	if l.start.IsZero() && len(entries) > 0 {
-		l.start = entries[0].StartedDateTime
-	}
 	bySeq := map[int]int{}
 	cut := 0
-	for i := range entries {
-		x := l.exchange(&entries[i], &cut)
-		bySeq[x.Seq] = i
-		l.v.HTTP = append(l.v.HTTP, x)
+	if l.b.Has("network.har") {
+		if err := l.readHAR(func(e *har.Entry) {
+			if l.start.IsZero() {
+				l.start = e.StartedDateTime
+			}
+			x := l.exchange(e, &cut)
+			bySeq[x.Seq] = len(l.v.HTTP)
+			l.v.HTTP = append(l.v.HTTP, x)
+		}); err != nil {
+			l.notice("network.har could not be read: %v", err)
+			l.v.HTTP, bySeq, cut = []Exchange{}, map[int]int{}, 0
+		}
 	}
 	if cut > 0 {
 		l.notice("%d HTTP bodies are cut or left out of this page to keep it small; network.har in the bundle holds them whole.", cut)
 	}
-	for _, rel := range l.promptFiles() {
+	budget := l.lim.PromptsBytes
+	names := l.promptFiles()
+	for i, rel := range names {
+		if budget -= max(l.size(rel), 0); budget < 0 {
+			l.notice("prompts/ holds more than this page loads (%s, --max-load-bytes): it shows the first %d of %d LLM calls; the bundle holds them all.", mb(l.lim.PromptsBytes), i, len(names))
+			break
+		}
 		var p prompts.Prompt
 		if !l.readJSON(rel, &p) {
 			continue
@@ -218,6 +245,91 @@ func (l *loader) network() {
 		}
 		l.v.LLM = append(l.v.LLM, c)
 	}
+}
+
+// readHAR decodes network.har's entries one at a time and hands each to
+// use, so that what stays in memory is one entry and what the page keeps
+// of the others. It reads at most lim.HARBytes of the file: past them it
+// stops, and the page says how many exchanges it shows. A file read whole
+// is hashed on the way: when it does not match the manifest (it changed
+// since Open) the error says so and the caller drops what use kept.
+func (l *loader) readHAR(use func(*har.Entry)) error {
+	f, err := l.b.OpenFile("network.har")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	// What is read is hashed on the way: a file read whole must have
+	// the manifest's hash, or the page shows none of it.
+	h := sha256.New()
+	br := bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, l.lim.HARBytes), h), 256<<10)
+	dec := json.NewDecoder(br)
+	if err := enterArray(dec, "log", "entries"); err != nil {
+		if fi.Size() > l.lim.HARBytes {
+			l.notice("network.har is %s, more than this page loads (%s, --max-load-bytes): its exchanges are not shown; the bundle holds them whole.", mb(fi.Size()), mb(l.lim.HARBytes))
+			return nil
+		}
+		return err
+	}
+	n := 0
+	for dec.More() {
+		var e har.Entry
+		if err := dec.Decode(&e); err != nil {
+			if fi.Size() > l.lim.HARBytes {
+				l.notice("network.har is %s, more than this page loads (%s, --max-load-bytes): the page shows its first %d exchanges; the bundle holds them all.", mb(fi.Size()), mb(l.lim.HARBytes), n)
+				return nil
+			}
+			return fmt.Errorf("entry %d: %w", n, err)
+		}
+		use(&e)
+		n++
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return err
+	}
+	if fi.Size() <= l.lim.HARBytes && "sha256:"+hex.EncodeToString(h.Sum(nil)) != l.b.Manifest.Dal.Files["network.har"] {
+		return errors.New("it changed after the bundle was verified")
+	}
+	return nil
+}
+
+// enterArray moves dec, at the start of a JSON object, into the array at
+// the path of keys (each an object member of the one before).
+func enterArray(dec *json.Decoder, keys ...string) error {
+	for i, key := range keys {
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return fmt.Errorf("it has no object holding %q: %v", key, err)
+		}
+		for {
+			t, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			if t == json.Delim('}') {
+				return fmt.Errorf("it has no %q", strings.Join(keys[:i+1], "."))
+			}
+			if t == key {
+				break
+			}
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return err
+			}
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return fmt.Errorf("its %q is not an array", strings.Join(keys, "."))
+	}
+	return nil
+}
+
+// mb is n bytes in MB, for a notice.
+func mb(n int64) string {
+	return fmt.Sprintf("%.0f MB", float64(n)/1e6)
 }
 
 var promptName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^prompts/[0-9]{4,9}\.json$`) })
@@ -252,7 +364,7 @@ func (l *loader) exchange(e *har.Entry, cut *int) Exchange {
 			if c.Encoding == "base64" {
 				text = "(binary, base64) " + text
 			}
-			x.Chunks = append(x.Chunks, Chunk{AtMS: c.AtMs, Text: clipString(text, 4096)})
+			x.Chunks = append(x.Chunks, Chunk{AtMS: c.AtMs, Text: strings.Clone(clipString(text, 4096))})
 		}
 	}
 	for _, h := range e.Request.Headers {
@@ -280,7 +392,7 @@ func (l *loader) body(text string, b64 bool, cut *int) *Body {
 		text = clipString(text, int(keep))
 	}
 	l.left -= int64(len(text))
-	b.Text = text
+	b.Text = strings.Clone(text) // not a slice of the entry's whole body, which is dropped
 	return b
 }
 

@@ -149,7 +149,7 @@ func recordFixtures(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "ws-a", "note.txt"), []byte("note two\n"), 0o644); err != nil {
 		return err
 	}
-	if code, so, se := dalExec("replay", fixture.a); code != 1 {
+	if code, so, se := dalExec("replay", "--workspace", filepath.Join(dir, "ws-a"), fixture.a); code != 1 {
 		return fmt.Errorf("replay: exit %d, want 1 (a drift)\n%s\n%s", code, so, se)
 	}
 	return nil
