@@ -297,10 +297,10 @@ func checkProbe(t *testing.T, key []string, via string, p determinismProbe) {
 	if via == "run" {
 		return
 	}
-	rep := dalIn(t, "/", key, "replay", bundle)
+	rep := dalIn(t, recordedIn(t, bundle), key, "replay", bundle)
 	if p.race != "" && rep.code != 0 && strings.Contains(rep.stdout+rep.stderr, "+ any "+p.race+" ") {
 		t.Logf("the replay took the runtime's other path (%s differs), replaying again:\n%s", p.race, rep.stdout)
-		rep = dalIn(t, "/", key, "replay", bundle)
+		rep = dalIn(t, recordedIn(t, bundle), key, "replay", bundle)
 	}
 	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
 		t.Errorf("replay: exit %d\n%s%s", rep.code, rep.stdout, rep.stderr)

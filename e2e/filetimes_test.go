@@ -116,7 +116,7 @@ func TestFileTimesAreOnTheVirtualClock(t *testing.T) {
 		}
 	}
 
-	rep := dalIn(t, "/", key, "replay", bundle)
+	rep := dalIn(t, recordedIn(t, bundle), key, "replay", bundle)
 	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
 		t.Errorf("replay: exit %d\n%s%s", rep.code, rep.stdout, rep.stderr)
 	}

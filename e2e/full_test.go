@@ -94,7 +94,7 @@ func TestFullHandOver(t *testing.T) {
 	if a := readAudit(t, b); a.OPAVersion == "" || len(a.Decisions) == 0 {
 		t.Errorf("policy.json names no OPA version or decision: %+v", a)
 	}
-	r = dalExec(t, []string{"DAL_KEY=" + filepath.Join(dir, "k")}, "replay", b)
+	r = dalExec(t, []string{"DAL_KEY=" + filepath.Join(dir, "k")}, "replay", "--workspace", ws, b)
 	if r.code != 0 || !strings.Contains(r.stdout, "ok     policy") {
 		t.Errorf("replay of a bundle with a policy: exit %d, %s%s", r.code, r.stdout, r.stderr)
 	}

@@ -102,10 +102,10 @@ func TestBestIterationIsApplied(t *testing.T) {
 				!strings.Contains(string(rep), "iteration 2 has the highest quality score") {
 				t.Errorf("selection report does not explain the choice (%v):\n%s", err, rep)
 			}
-			if r := dalExec(t, env, "replay", out); r.code != 0 || !strings.Contains(r.stdout, "ok     iterations") {
+			if r := dalExec(t, env, "replay", "--workspace", ws, out); r.code != 0 || !strings.Contains(r.stdout, "ok     iterations") {
 				t.Errorf("replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
-			if r := dalExec(t, env, "revert", out); r.code != 0 {
+			if r := dalExec(t, env, "revert", "--workspace", ws, out); r.code != 0 {
 				t.Fatalf("revert: exit %d\n%s", r.code, r.stderr)
 			}
 			if _, err := os.Stat(filepath.Join(ws, "out")); err == nil {
@@ -142,7 +142,7 @@ func TestIterationOverride(t *testing.T) {
 	if s.Selected != 3 || s.Best != 2 || !s.Override || !strings.Contains(strings.Join(s.Rationale, " "), "the reviewer prefers the last wording") {
 		t.Errorf("selection %+v: want iteration 3 selected over the best 2, with the reason", s)
 	}
-	if r := dalExec(t, env, "replay", out); r.code != 0 {
+	if r := dalExec(t, env, "replay", "--workspace", ws, out); r.code != 0 {
 		t.Errorf("replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

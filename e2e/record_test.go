@@ -34,6 +34,17 @@ func dalIn(t *testing.T, dir string, env []string, args ...string) result {
 	return runCmd(t, cmd)
 }
 
+// recordedIn is the workspace a bundle of the test's was recorded in,
+// where its replay and revert are run from.
+func recordedIn(t *testing.T, bundle string) string {
+	t.Helper()
+	var env struct{ Workspace string }
+	if err := json.Unmarshal(mustRead(t, filepath.Join(bundle, "env.json")), &env); err != nil || env.Workspace == "" {
+		t.Fatalf("%s/env.json names no workspace: %v", bundle, err)
+	}
+	return env.Workspace
+}
+
 func TestRecordReplayRevert(t *testing.T) {
 	t.Parallel()
 	ws := workspace(t)
@@ -246,7 +257,12 @@ func TestSelfContainedReplayWithoutTheWorkspace(t *testing.T) {
 	if err := os.RemoveAll(ws); err != nil {
 		t.Fatal(err)
 	}
-	r := dalIn(t, "/", key, "replay", out)
+	// Replay acts on the current directory or --workspace, here the
+	// workspace's path, which no longer exists.
+	if r := dalIn(t, "/", key, "replay", out); r.code != 2 || !strings.Contains(r.stderr, "not in the current directory /") || !strings.Contains(r.stderr, "--workspace") {
+		t.Fatalf("replay from elsewhere without --workspace: %d %q", r.code, r.stderr)
+	}
+	r := dalIn(t, "/", key, "replay", "--workspace", ws, out)
 	if r.code != 0 || !strings.Contains(r.stdout, "EXACT") || !strings.Contains(r.stdout, "self-contained state") {
 		t.Fatalf("self-contained replay: %d %q %q", r.code, r.stdout, r.stderr)
 	}
@@ -254,7 +270,7 @@ func TestSelfContainedReplayWithoutTheWorkspace(t *testing.T) {
 		t.Fatal("replay left the workspace's mount point behind")
 	}
 	// A bundle that is not self-contained says how to proceed.
-	r = dalIn(t, "/", key, "replay", plain)
+	r = dalIn(t, "/", key, "replay", "--workspace", ws, plain)
 	if r.code != 2 || !strings.Contains(r.stderr, "does not exist here") || !strings.Contains(r.stderr, "--self-contained") {
 		t.Fatalf("plain bundle without its workspace: %d %q", r.code, r.stderr)
 	}
@@ -285,7 +301,7 @@ except OSError:
 		if r.code != 0 || r.stdout != "from beside the script\nread-only beside the script\n" {
 			t.Fatalf("record in %s: exit %d, stdout %q\n%s", ws, r.code, r.stdout, r.stderr)
 		}
-		if r := dalExec(t, env, "replay", out); r.code != 0 {
+		if r := dalExec(t, env, "replay", "--workspace", ws, out); r.code != 0 {
 			t.Errorf("replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	}

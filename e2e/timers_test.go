@@ -54,7 +54,7 @@ func TestTimersUnderStrictRecord(t *testing.T) {
 	if lines := strings.Fields(first.stdout); len(lines) < 2 || secondsBetween(t, lines[0], lines[len(lines)-1]) < 10.9 {
 		t.Errorf("the agent's clock moved less than 5+1+2+3 s (less what bash's read -t took from its 2 s):\n%s", first.stdout)
 	}
-	rep := dalIn(t, "/", key, "replay", bundle)
+	rep := dalIn(t, recordedIn(t, bundle), key, "replay", bundle)
 	if rep.code != 0 || !strings.Contains(rep.stdout, "EXACT") {
 		t.Errorf("replay: exit %d\n%s%s", rep.code, rep.stdout, rep.stderr)
 	}

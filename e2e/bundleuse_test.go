@@ -1,0 +1,319 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dal-runtime/dal/bundle"
+)
+
+// resign writes a copy of the bundle src at dst, after edit has changed
+// the copy's files, signed with the key at keyPath: what someone holding
+// that key (a stolen one, say) can make.
+func resign(t *testing.T, src, dst, keyPath string, edit func(dir string)) {
+	t.Helper()
+	var m bundle.Manifest
+	if err := json.Unmarshal(mustRead(t, filepath.Join(src, bundle.ManifestFile)), &m); err != nil {
+		t.Fatal(err)
+	}
+	w, err := bundle.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	err = filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		switch {
+		case rel == "." || rel == bundle.ManifestFile || rel == bundle.SignatureFile:
+			return nil
+		case rel == bundle.ReplaysDir:
+			return filepath.SkipDir
+		case fi.IsDir():
+			return os.MkdirAll(filepath.Join(w.Dir(), rel), 0o755)
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, filepath.Join(w.Dir(), rel))
+		}
+		return os.WriteFile(filepath.Join(w.Dir(), rel), mustRead(t, p), fi.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(w.Dir())
+	key, err := bundle.LoadKey(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(&m, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// editJSON rewrites the JSON file p through change.
+func editJSON(t *testing.T, p string, change func(map[string]any)) {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(mustRead(t, p), &doc); err != nil {
+		t.Fatal(err)
+	}
+	change(doc)
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestABundleNeverChoosesWhereDalWrites: a bundle signed with the user's
+// own key (as an attacker who stole it would sign one) whose env.json
+// names ~/.ssh, and whose revert would put back an authorized_keys there:
+// revert and replay, run anywhere but in that directory and without
+// --workspace, refuse naming --workspace, and nothing is written in ~/.ssh.
+func TestABundleNeverChoosesWhereDalWrites(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	ssh := filepath.Join(home, ".ssh")
+	if err := os.Mkdir(ssh, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(home, "signing.key")
+	env := []string{"DAL_KEY=" + keyPath, "HOME=" + home}
+	// The attacker's run: a workspace holding their key, which the
+	// agent deletes, so that the bundle's pre-image of it is the key.
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "authorized_keys"), []byte("ssh-ed25519 AAAA attacker\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	honest := filepath.Join(dir, "honest")
+	if r := dalIn(t, ws, env, "record", "--no-apply", "--out", honest, "--", "rm", "authorized_keys"); r.code != 0 {
+		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+	}
+	evil := filepath.Join(dir, "evil")
+	resign(t, honest, evil, keyPath, func(d string) {
+		editJSON(t, filepath.Join(d, "env.json"), func(doc map[string]any) { doc["workspace"] = ssh })
+	})
+	if r := dalIn(t, dir, env, "verify", evil); r.code != 0 {
+		t.Fatalf("the forged bundle does not verify as the user's own: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	elsewhere := t.TempDir()
+	for _, cmd := range []string{"revert", "replay"} {
+		r := dalIn(t, elsewhere, env, cmd, evil)
+		if r.code != 2 || !strings.Contains(r.stderr, "not in the current directory "+elsewhere) || !strings.Contains(r.stderr, "--workspace") ||
+			strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%s of a bundle naming ~/.ssh, from elsewhere: exit %d, %q; want one sentence naming --workspace", cmd, r.code, r.stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(ssh); len(ents) != 0 {
+		t.Fatalf("dal wrote into ~/.ssh: %v", ents)
+	}
+	// Where the user says (--workspace), it acts there.
+	if r := dalIn(t, elsewhere, env, "revert", "--workspace", elsewhere, evil); r.code != 0 {
+		t.Fatalf("revert --workspace: exit %d\n%s", r.code, r.stderr)
+	}
+	if ents, _ := os.ReadDir(ssh); len(ents) != 0 {
+		t.Fatalf("dal wrote into ~/.ssh: %v", ents)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "authorized_keys")); err != nil {
+		t.Errorf("revert --workspace did not restore into the workspace named: %v", err)
+	}
+}
+
+// TestSwapAfterVerification: a bundle in a directory its group can write
+// is swapped under dal-exec revert, again and again, by a racing writer:
+// fs-diff/changes.json and the fs-pre copy of the file alternate between
+// the signed ones and an attacker's (whose change list names the
+// attacker's file's hash). No revert ever writes the attacker's bytes: each
+// either restores the signed pre-image or refuses, changing nothing.
+func TestSwapAfterVerification(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"DAL_KEY=" + filepath.Join(dir, "k")}
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const pre, post, evil = "pre-run content\n", "post-run content\n", "#!/bin/sh\nevil!\n" // evil as long as pre: sizes alone tell nothing
+	if err := os.WriteFile(filepath.Join(ws, "f.txt"), []byte(pre), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(shared, "run")
+	if r := dalIn(t, ws, env, "record", "--out", out, "--", "sh", "-c", "printf 'post-run content\\n' > f.txt"); r.code != 0 {
+		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+	}
+	// Make the bundle group-writable, as in a shared directory.
+	filepath.Walk(out, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode()&os.ModeSymlink == 0 {
+			os.Chmod(p, fi.Mode().Perm()|0o020)
+		}
+		return err
+	})
+	// The attacker's versions, beside the bundle (same filesystem).
+	spare := filepath.Join(dir, "spare")
+	os.Mkdir(spare, 0o755)
+	changes := filepath.Join(out, "fs-diff", "changes.json")
+	preCopy := filepath.Join(out, "fs-pre", "files", "f.txt")
+	good := map[string][]byte{changes: mustRead(t, changes), preCopy: mustRead(t, preCopy)}
+	evilHash := "sha256:" + sha256Hex([]byte(evil))
+	bad := map[string][]byte{changes: regexp.MustCompile(`"sha256:[0-9a-f]{64}"`).ReplaceAllFunc(good[changes], func(h []byte) []byte {
+		if string(h) == `"sha256:`+sha256Hex([]byte(pre))+`"` {
+			return []byte(`"` + evilHash + `"`)
+		}
+		return h
+	}), preCopy: []byte(evil)}
+	if string(bad[changes]) == string(good[changes]) {
+		t.Fatalf("the change list does not name the pre-image's hash:\n%s", good[changes])
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var swaps atomic.Int64
+	wg.Go(func() {
+		for i := 0; !stop.Load(); i++ {
+			for target := range good {
+				data := good[target]
+				if i%2 == 0 {
+					data = bad[target]
+				}
+				tmp := filepath.Join(spare, filepath.Base(target))
+				if os.WriteFile(tmp, data, 0o664) == nil && os.Rename(tmp, target) == nil {
+					swaps.Add(1)
+				}
+			}
+		}
+	})
+	reverted := 0
+	for attempt := 0; attempt < 40; attempt++ {
+		if err := os.WriteFile(filepath.Join(ws, "f.txt"), []byte(post), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := dalIn(t, ws, env, "revert", out)
+		got := string(mustRead(t, filepath.Join(ws, "f.txt")))
+		if got == evil || strings.Contains(got, "evil") {
+			stop.Store(true)
+			wg.Wait()
+			t.Fatalf("attempt %d: revert wrote the swapped bytes into the workspace (exit %d, %s)", attempt, r.code, r.stderr)
+		}
+		switch {
+		case r.code == 0 && got == pre:
+			reverted++
+		case r.code != 0 && got == post:
+		default:
+			t.Errorf("attempt %d: exit %d, f.txt %q\n%s", attempt, r.code, got, r.stderr)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d of 40 reverts succeeded, the others refused; %d swaps", reverted, swaps.Load())
+	if swaps.Load() < 80 {
+		t.Errorf("the racing writer swapped only %d times", swaps.Load())
+	}
+}
+
+// TestRevertAndReplayHintsWork: record A then B in one workspace; replay
+// A's hint is followed literally and works; a second revert of B says
+// the workspace is already at its pre-run state and exits 0.
+func TestRevertAndReplayHintsWork(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"DAL_KEY=" + filepath.Join(dir, "k")}
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("a\n"), 0o644)
+	runs := filepath.Join(dir, "runs")
+	os.Mkdir(runs, 0o755)
+	if r := dalIn(t, ws, env, "record", "--out", "../runs/A", "--", "sh", "-c", "echo b >> f.txt; echo new > n.txt"); r.code != 0 {
+		t.Fatalf("record A: %d %s", r.code, r.stderr)
+	}
+	if r := dalIn(t, ws, env, "record", "--out", "../runs/B", "--", "sh", "-c", "echo c >> f.txt; rm n.txt"); r.code != 0 {
+		t.Fatalf("record B: %d %s", r.code, r.stderr)
+	}
+	r := dalIn(t, ws, env, "replay", "../runs/A")
+	m := regexp.MustCompile(`run (dal-exec revert \S+), then replay again`).FindStringSubmatch(r.stderr)
+	if r.code != 2 || m == nil {
+		t.Fatalf("replay A after B: exit %d, %q; want a hint to revert B", r.code, r.stderr)
+	}
+	hint := strings.Fields(m[1])[1:]
+	if hint[len(hint)-1] != "../runs/B" {
+		t.Errorf("the hint names %q, want ../runs/B", hint)
+	}
+	if r := dalIn(t, ws, env, hint...); r.code != 0 {
+		t.Fatalf("following the hint (%q): exit %d\n%s", hint, r.code, r.stderr)
+	}
+	if r := dalIn(t, ws, env, "replay", "../runs/A"); r.code != 0 || !strings.Contains(r.stdout, "EXACT") {
+		t.Fatalf("replay A after the hint: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Revert is idempotent.
+	r = dalIn(t, ws, env, hint...)
+	if r.code != 0 || !strings.Contains(r.stdout, "already at its pre-run state") {
+		t.Fatalf("a second %q: exit %d, %q %q", hint, r.code, r.stdout, r.stderr)
+	}
+	if got := string(mustRead(t, filepath.Join(ws, "f.txt"))); got != "a\nb\n" {
+		t.Errorf("f.txt is %q after B was reverted twice, want A's post-run state", got)
+	}
+}
+
+// TestOutNames: --out takes a name with a dot as a directory, creates
+// missing parents, refuses only archives dal cannot write; record --out X
+// without a command suggests a command that works as given.
+func TestOutNames(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	env := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	for _, out := range []string{"runs/v1.2", "bundle.net", "deep/er/still/run"} {
+		if r := dalIn(t, ws, env, "record", "--no-apply", "--out", filepath.Join("..", filepath.Base(ws)+"-out", out), "--", "true"); r.code != 0 {
+			t.Errorf("--out %s: exit %d %q", out, r.code, r.stderr)
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(ws+"-out", out, bundle.ManifestFile)); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("--out %s is not a bundle directory: %v", out, err)
+		}
+	}
+	os.RemoveAll(ws + "-out")
+	for _, out := range []string{"x.zip", "x.tar", "x.gz", "x.tar.xz"} {
+		r := dalIn(t, ws, env, "record", "--out", filepath.Join(t.TempDir(), out), "--", "true")
+		if r.code != 2 || !strings.Contains(r.stderr, "dal does not write") || !strings.Contains(r.stderr, ".tar.zst") {
+			t.Errorf("--out %s: exit %d %q, want a refusal", out, r.code, r.stderr)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "my run")
+	r := dalIn(t, ws, env, "record", "--no-apply", "--out", out)
+	_, hint, ok := strings.Cut(strings.TrimSpace(r.stderr), "e.g. ")
+	if r.code != 2 || !ok || !strings.Contains(hint, "--out") {
+		t.Fatalf("record --out without a command: exit %d %q", r.code, r.stderr)
+	}
+	// Follow it, with a command that exists here in place of python3 agent.py.
+	cmd := exec.Command("sh", "-c", strings.Replace(strings.Replace(hint, "dal-exec", `"$0"`, 1), "python3 agent.py", "true", 1), bin.exec)
+	cmd.Dir, cmd.Env = ws, append(os.Environ(), env...)
+	if res := runCmd(t, cmd); res.code != 0 {
+		t.Fatalf("the hint %q: exit %d\n%s", hint, res.code, res.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, bundle.ManifestFile)); err != nil {
+		t.Errorf("the hint did not record %s: %v", out, err)
+	}
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
