@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/dal-runtime/dal/bundle"
@@ -316,4 +317,96 @@ func TestOutNames(t *testing.T) {
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// bigHAR writes a network.har of n exchanges whose request and response
+// bodies are size bytes each.
+func bigHAR(t *testing.T, p string, n, size int) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	body := strings.Repeat("x", size)
+	f.WriteString(`{"log":{"version":"1.2","creator":{"name":"dal","version":"test"},"_dal":{"format":1},"entries":[`)
+	for i := range n {
+		if i > 0 {
+			f.WriteString(",")
+		}
+		f.WriteString(`{"startedDateTime":"2026-01-01T00:00:00Z","time":1,"request":{"method":"POST","url":"https://api.example/v1/x","httpVersion":"HTTP/1.1","cookies":[],"headers":[],"queryString":[],"headersSize":-1,"bodySize":` + itoa(size) +
+			`,"postData":{"mimeType":"text/plain","text":"` + body + `"}},"response":{"status":200,"statusText":"OK","httpVersion":"HTTP/1.1","cookies":[],"headers":[],"content":{"size":` + itoa(size) +
+			`,"mimeType":"text/plain","text":"` + body + `"},"redirectURL":"","headersSize":-1,"bodySize":` + itoa(size) + `},"cache":{},"timings":{"send":0,"wait":1,"receive":0},"_dal":{"seq":` + itoa(i+1) + `}}`)
+	}
+	if _, err := f.WriteString("]}}\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShowCapsWhatItLoads: a bundle whose network.har is about 250 MB:
+// show loads at most --max-load-bytes of it (default 128 MiB), says so on
+// the page, and its memory stays under twice what it loads.
+func TestShowCapsWhatItLoads(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "k")
+	env := []string{"DAL_KEY=" + keyPath}
+	ws := t.TempDir()
+	small := filepath.Join(dir, "small")
+	if r := dalIn(t, ws, env, "record", "--no-apply", "--out", small, "--", "true"); r.code != 0 {
+		t.Fatalf("record: %d %s", r.code, r.stderr)
+	}
+	big := filepath.Join(dir, "big")
+	resign(t, small, big, keyPath, func(d string) { bigHAR(t, filepath.Join(d, "network.har"), 120, 1<<20) })
+	page := filepath.Join(dir, "big.html")
+	cmd := exec.Command(bin.exec, "show", "--out", page, big)
+	cmd.Env = append(os.Environ(), env...)
+	r := runCmd(t, cmd)
+	if r.code != 0 {
+		t.Fatalf("show: exit %d\n%s", r.code, r.stderr)
+	}
+	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	html := string(mustRead(t, page))
+	if !strings.Contains(html, "more than this page loads") || !strings.Contains(html, "--max-load-bytes") {
+		t.Errorf("the page does not say what it left out of network.har")
+	}
+	t.Logf("show of a %d MB network.har: peak RSS %d MB, page %d MB", 120*2, rss>>20, len(html)>>20)
+	const loaded = 128 << 20
+	if rss > 2*loaded {
+		t.Errorf("show's peak RSS is %d MB, more than twice the %d MB it loads", rss>>20, loaded>>20)
+	}
+}
+
+// TestShowTwoRunsWithoutHTTP: two bundles without an HTTP exchange are
+// compared on a page that renders in headless Chromium without a script
+// error; without --out the page goes to dal's cache, not into the current
+// directory (the workspace).
+func TestShowTwoRunsWithoutHTTP(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("%s is missing: install it with apt-get install -y chromium (%v)", chromium, err)
+	}
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	env := []string{"DAL_KEY=" + filepath.Join(dir, "k"), "XDG_CACHE_HOME=" + cache}
+	ws := t.TempDir()
+	for _, name := range []string{"A", "B"} {
+		if r := dalIn(t, ws, env, "record", "--out", filepath.Join(dir, name), "--", "sh", "-c", "echo "+name+" > f.txt"); r.code != 0 {
+			t.Fatalf("record %s: %d %s", name, r.code, r.stderr)
+		}
+	}
+	r := dalIn(t, ws, env, "show", filepath.Join(dir, "A"), filepath.Join(dir, "B"))
+	page := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(r.stderr), "dal: wrote "))
+	if r.code != 0 || !strings.HasPrefix(page, filepath.Join(cache, "dal", "show")+"/A-vs-B-") || !strings.HasSuffix(page, ".html") {
+		t.Fatalf("show A B: exit %d, %q; want the page in %s", r.code, r.stderr, cache)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(ws, "*.html")); len(ents) != 0 {
+		t.Errorf("show wrote into the current directory: %v", ents)
+	}
+	dom := string(chromiumRun(t, page, "--dump-dom"))
+	_, app, _ := strings.Cut(dom, `id="app"`)
+	app, _, _ = strings.Cut(app, "<script")
+	if strings.Contains(app, "could not show the bundle") || !strings.Contains(app, "timelines, aligned") {
+		t.Fatalf("the two-run page did not render:\n%s", app)
+	}
 }
