@@ -410,3 +410,110 @@ func TestShowTwoRunsWithoutHTTP(t *testing.T) {
 		t.Fatalf("the two-run page did not render:\n%s", app)
 	}
 }
+
+// blocksOf is the disk space the file p takes.
+func blocksOf(t *testing.T, p string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// TestSparseFilesStaySparse: an agent makes a 4 GiB file with two bytes
+// of data in it; the bundle's copy and the applied file take a few blocks,
+// not 4 GiB, and hold the same bytes; revert of a run that deleted it
+// puts it back as sparse.
+func TestSparseFilesStaySparse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"DAL_KEY=" + filepath.Join(dir, "k")}
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	const size = 4 << 30
+	mk := "truncate -s 4G big && printf a | dd of=big bs=1 seek=1000000 conv=notrunc 2>/dev/null && printf z | dd of=big bs=1 seek=3000000000 conv=notrunc 2>/dev/null"
+	if r := dalIn(t, ws, env, "record", "--out", filepath.Join(dir, "make"), "--", "sh", "-c", mk); r.code != 0 {
+		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, p := range []string{filepath.Join(ws, "big"), filepath.Join(dir, "make", "fs-diff", "files", "big")} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Size() != size {
+			t.Fatalf("%s: %v %v", p, fi, err)
+		}
+		if b := blocksOf(t, p); b > 1<<20 {
+			t.Errorf("%s takes %d bytes on disk, want a sparse file", p, b)
+		}
+	}
+	f, _ := os.Open(filepath.Join(ws, "big"))
+	got := make2(f, 1000000, 3000000000)
+	f.Close()
+	if got != "az" {
+		t.Errorf("the applied file holds %q at its data, want \"az\"", got)
+	}
+	if r := dalIn(t, ws, env, "record", "--out", filepath.Join(dir, "remove"), "--", "rm", "big"); r.code != 0 {
+		t.Fatalf("record rm: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := dalIn(t, ws, env, "revert", filepath.Join(dir, "remove")); r.code != 0 {
+		t.Fatalf("revert: exit %d\n%s", r.code, r.stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "big")); err != nil || fi.Size() != size || blocksOf(t, filepath.Join(ws, "big")) > 1<<20 {
+		t.Errorf("revert put back %v (%v), %d bytes on disk; want the sparse 4 GiB file", fi, err, blocksOf(t, filepath.Join(ws, "big")))
+	}
+}
+
+// make2 reads the bytes of f at offsets a and b.
+func make2(f *os.File, a, b int64) string {
+	buf := make([]byte, 1)
+	var out []byte
+	for _, off := range []int64{a, b} {
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return err.Error()
+		}
+		out = append(out, buf[0])
+	}
+	return string(out)
+}
+
+// TestMaxApplyBytes: record whose changes hold more file data than
+// --max-apply-bytes keeps them in the bundle only (one sentence naming
+// the flag, the workspace untouched, env.json says not applied); revert
+// refuses the same way, writing nothing.
+func TestMaxApplyBytes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"DAL_KEY=" + filepath.Join(dir, "k")}
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	out := filepath.Join(dir, "big")
+	r := dalIn(t, ws, env, "record", "--max-apply-bytes", "1MiB", "--out", out, "--", "sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x > a; head -c 10 /dev/zero > b")
+	if r.code != 2 || !strings.Contains(r.stderr, "--max-apply-bytes") || !strings.Contains(r.stderr, "kept in the bundle "+out+" only") ||
+		strings.Count(strings.TrimSpace(r.stderr[strings.Index(r.stderr, "dal-exec:"):]), "\n") != 0 {
+		t.Fatalf("record over --max-apply-bytes: exit %d\n%s", r.code, r.stderr)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Errorf("the workspace was changed: %v", ents)
+	}
+	var recorded struct{ Applied bool }
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "env.json")), &recorded); err != nil || recorded.Applied {
+		t.Errorf("env.json says applied: %v (%v)", recorded.Applied, err)
+	}
+	// A run that deletes the 3 MB file: its revert would write it back.
+	if err := os.WriteFile(filepath.Join(ws, "a"), []byte(strings.Repeat("x", 3000000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rm := filepath.Join(dir, "rm")
+	if r := dalIn(t, ws, env, "record", "--out", rm, "--", "rm", "a"); r.code != 0 {
+		t.Fatalf("record rm: exit %d\n%s", r.code, r.stderr)
+	}
+	r = dalIn(t, ws, env, "revert", "--max-apply-bytes", "2MiB", rm)
+	if r.code != 2 || !strings.Contains(r.stderr, "--max-apply-bytes") || !strings.Contains(r.stderr, "not written") {
+		t.Fatalf("revert over --max-apply-bytes: exit %d\n%s", r.code, r.stderr)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Errorf("the refused revert wrote %v", ents)
+	}
+	if r := dalIn(t, ws, env, "revert", rm); r.code != 0 {
+		t.Fatalf("revert within the default: exit %d\n%s", r.code, r.stderr)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/wire"
@@ -129,4 +130,20 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// maxApplyBytesFlag is --max-apply-bytes, for the commands that write a
+// bundle's files into a workspace (record's apply, revert).
+func maxApplyBytesFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "max-apply-bytes", Value: "8GiB", EnvVars: []string{"DAL_MAX_APPLY_BYTES"},
+		Usage: "refuse, writing nothing, to write more file data than this into the workspace (a sparse file counts for its data; e.g. 500MiB, 32GiB)"}
+}
+
+// maxApplyBytes reads --max-apply-bytes.
+func maxApplyBytes(c *ucli.Context) (int64, error) {
+	n, err := bundle.ParseSize(c.String("max-apply-bytes"))
+	if err != nil || n == 0 {
+		return 0, usageError{Err: fmt.Errorf("--max-apply-bytes %q is not a positive size: give one like 8GiB", c.String("max-apply-bytes"))}
+	}
+	return n, nil
 }

@@ -58,6 +58,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, EnvVars: []string{"DAL_WORKSPACE"},
 				Usage: "the directory the agent may change (default: the current directory)"},
 			&ucli.BoolFlag{Name: "no-apply", Usage: "keep the run's changes only in the bundle; the workspace stays as it was"},
+			maxApplyBytesFlag(),
 			&ucli.BoolFlag{Name: "self-contained", Usage: "also store the pre-run workspace, so the bundle replays on another machine"},
 			&ucli.StringSliceFlag{Name: "redact-header", EnvVars: []string{"DAL_REDACT_HEADER"},
 				Usage: "also redact this HTTP header in network.har (repeatable)"},
@@ -72,6 +73,10 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				return err
 			}
 			spec, err := specFromFlags(c)
+			if err != nil {
+				return err
+			}
+			maxApply, err := maxApplyBytes(c)
 			if err != nil {
 				return err
 			}
@@ -101,7 +106,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				}
 			}
 			sum, err := record.Record(c.Context, record.Options{Spec: spec, Iterations: policy, Checkpoints: keep, Out: c.String("out"), Workspace: c.String("workspace"),
-				NoApply: c.Bool("no-apply"), SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"), SecretEnv: c.StringSlice("secret-env"),
+				NoApply: c.Bool("no-apply"), MaxApplyBytes: maxApply, SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"), SecretEnv: c.StringSlice("secret-env"),
 				EnforceStrictLLM: c.Bool("enforce-strict-llm"), CheckpointCalls: autoCalls(c), Policy: gp,
 				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field"),
 					AllowLoopback: c.StringSlice("allow-loopback"), AllowAddress: c.StringSlice("allow-address"), KeepEnv: spec.KeepEnv}})

@@ -30,6 +30,7 @@ Examples:
    dal-exec revert --workspace ./project run1`,
 		Flags: append([]ucli.Flag{
 			&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to restore (default: the current directory, if the bundle was recorded there)"},
+			maxApplyBytesFlag(),
 			metricsTextfileFlag(),
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the revert time to (default: the one at the default socket, if any)"},
 		}, trustFlags()...),
@@ -54,11 +55,22 @@ Examples:
 			if err != nil {
 				return err
 			}
+			maxApply, err := maxApplyBytes(c)
+			if err != nil {
+				return err
+			}
 			figs, err := newFigures(c)
 			if err != nil {
 				return err
 			}
 			start := time.Now()
+			n, err := sandbox.DataBytes(b.File("fs-pre"), changes, false)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.Args().First(), err)
+			}
+			if err := sandbox.CheckDataBytes(ws, n, maxApply, "the bundle's pre-run copies", "not written, and the workspace is as it was"); err != nil {
+				return err
+			}
 			if err := sandbox.Revert(ws, b.File("fs-pre"), changes); err != nil {
 				var se *sandbox.StateError
 				if errors.As(err, &se) {

@@ -52,8 +52,8 @@ Examples:
 		Flags: append(trustFlags(),
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: []string{"DAL_SHOW_OUT"},
 				Usage: "the HTML file to write (default: BUNDLE-<hash>.html, or A-vs-B-<hash>.html, in ~/.cache/dal/show)"},
-			&ucli.Int64Flag{Name: "max-load-bytes", Value: show.DefaultLimits.HARBytes, EnvVars: []string{"DAL_SHOW_MAX_LOAD_BYTES"},
-				Usage: "the most the page reads of network.har, of each other JSON file, and of prompts/ together; what lies beyond is left out with a notice"},
+			&ucli.StringFlag{Name: "max-load-bytes", Value: "128MiB", EnvVars: []string{"DAL_SHOW_MAX_LOAD_BYTES"},
+				Usage: "the most the page reads of network.har, of each other JSON file, and of prompts/ together (e.g. 1GiB); what lies beyond is left out with a notice"},
 			&ucli.BoolFlag{Name: "open", Usage: "open the page in a browser (xdg-open) once written"},
 			cpStoreFlag("checkpoint-store"),
 		),
@@ -69,9 +69,9 @@ Examples:
 					return err
 				}
 			}
-			n := c.Int64("max-load-bytes")
-			if n <= 0 {
-				return usageError{Err: fmt.Errorf("--max-load-bytes %d is not positive: give a size in bytes, e.g. %d", n, show.DefaultLimits.HARBytes)}
+			n, err := bundle.ParseSize(c.String("max-load-bytes"))
+			if err != nil || n == 0 {
+				return usageError{Err: fmt.Errorf("--max-load-bytes %q is not a positive size: give one like 512MiB", c.String("max-load-bytes"))}
 			}
 			lim := show.DefaultLimits
 			lim.HARBytes, lim.JSONBytes, lim.PromptsBytes = n, n, n

@@ -34,12 +34,15 @@ import (
 
 // Options configure a recording.
 type Options struct {
-	Spec          runner.Spec // the run, as for dal-exec run; Stdout/Stderr are the user's
-	Out           string      // bundle path: a directory, or .tgz / .tar.zst to pack
-	Workspace     string      // the directory the agent works in (default: the current one)
-	NoApply       bool        // keep the run's changes only in the bundle
-	SelfContained bool        // also store the pre-run workspace
-	KeyPath       string      // signing key ("" = bundle.DefaultKeyPath)
+	Spec      runner.Spec // the run, as for dal-exec run; Stdout/Stderr are the user's
+	Out       string      // bundle path: a directory, or .tgz / .tar.zst to pack
+	Workspace string      // the directory the agent works in (default: the current one)
+	NoApply   bool        // keep the run's changes only in the bundle
+	// MaxApplyBytes caps the file data applied to the workspace (0: no
+	// cap): a run whose changes hold more is kept in the bundle only.
+	MaxApplyBytes int64
+	SelfContained bool   // also store the pre-run workspace
+	KeyPath       string // signing key ("" = bundle.DefaultKeyPath)
 	// SecretEnv names kept variables that are secrets although their
 	// names do not say so (--secret-env); see secrets.go.
 	SecretEnv []string
@@ -132,12 +135,15 @@ type recording struct {
 	stage string // dal's staging directory: sandbox layers, network, marks, apply copy
 	held  *leftover.Held
 	cfg   sandbox.Config
-	nw    *Network      // nil in default mode (passthrough)
-	netw  *networkWrite // network.har and prompts/ being written, from run to writeRecords
-	marks string        // the marks directory, as dal-exec sees it
-	auto  string        // dal's own marks directory (autocheckpoint.go), "" when none
-	logs  *runLogs
-	gate  *policy.Gate // the policy gate (policy.go), nil without --policy
+	nw    *Network // nil in default mode (passthrough)
+	// tooMuch: the run's changes hold more file data than may be
+	// applied (checkApplySize); the workspace is left as it was.
+	tooMuch error
+	netw    *networkWrite // network.har and prompts/ being written, from run to writeRecords
+	marks   string        // the marks directory, as dal-exec sees it
+	auto    string        // dal's own marks directory (autocheckpoint.go), "" when none
+	logs    *runLogs
+	gate    *policy.Gate // the policy gate (policy.go), nil without --policy
 
 	started time.Time
 	res     *runner.Result
@@ -403,12 +409,15 @@ func (r *recording) capture() error {
 		if err := sandbox.Export(r.cfg, r.changes, filepath.Join(r.applyDir(), "fs-diff"), filepath.Join(r.applyDir(), "fs-pre")); err != nil {
 			return fmt.Errorf("prepare the run's changes: %w", err)
 		}
+		if err := r.checkApplySize(); err != nil {
+			return err
+		}
 	}
 	r.env = newRunEnv(&r.spec, r.res, r.ws, r.cwd, r.started, r.o.SecretEnv)
 	r.env.DeniedWrites = denied
 	r.env.Uncaptured = uncaptured
 	r.env.SelfContained = r.o.SelfContained
-	r.env.Applied = !r.o.NoApply
+	r.env.Applied = !r.o.NoApply && r.tooMuch == nil
 	if r.nw != nil {
 		r.env.Network = &r.nw.env
 	}
@@ -554,6 +563,18 @@ func (r *recording) commit() error {
 	return nil
 }
 
+// checkApplySize sets tooMuch when the run's changes hold more file data
+// than MaxApplyBytes, or than the workspace's filesystem has free: they
+// are then kept in the bundle only, and the workspace is not touched.
+func (r *recording) checkApplySize() error {
+	n, err := sandbox.DataBytes(filepath.Join(r.applyDir(), "fs-diff"), r.changes, true)
+	if err != nil {
+		return fmt.Errorf("prepare the run's changes: %w", err)
+	}
+	r.tooMuch = sandbox.CheckDataBytes(r.ws, n, r.o.MaxApplyBytes, "the run's changes", "kept in the bundle "+r.out+" only")
+	return nil
+}
+
 // apply changes the workspace as the run left it (unless --no-apply). The
 // bundle is published by now: a failure here names it.
 func (r *recording) apply() (*Summary, error) {
@@ -566,6 +587,9 @@ func (r *recording) apply() (*Summary, error) {
 	}
 	if r.o.NoApply || len(r.changes) == 0 {
 		return sum, nil
+	}
+	if r.tooMuch != nil {
+		return sum, r.tooMuch
 	}
 	if err := sandbox.Apply(r.ws, filepath.Join(r.applyDir(), "fs-diff"), r.changes); err != nil {
 		return sum, fmt.Errorf("%w (the bundle %s holds them)", err, r.out)

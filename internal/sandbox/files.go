@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -216,7 +215,7 @@ func copyEntry(src *safefs.Dir, srel string, fi fs.FileInfo, dst *safefs.Dir, dr
 // it, and returns the hash of what it wrote.
 func fill(out, in *os.File, m meta) (string, error) {
 	h := sha256.New()
-	_, err := io.Copy(io.MultiWriter(out, h), in)
+	err := copySparse(out, in, h)
 	if err == nil && m.chown {
 		// Before the mode: chown clears setuid and setgid.
 		uid, gid, _ := invoker()

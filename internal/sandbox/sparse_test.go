@@ -1,0 +1,63 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// copySparse keeps a sparse file sparse and hashes every byte of it,
+// holes included, as a plain read would.
+func TestCopySparse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 64 << 20
+	for _, off := range []int64{0, 5 << 20, size - 3} {
+		if _, err := f.WriteAt([]byte("abc"), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	in, _ := os.Open(src)
+	defer in.Close()
+	want := sha256.New()
+	if _, err := io.Copy(want, in); err != nil {
+		t.Fatal(err)
+	}
+	in.Seek(0, io.SeekStart)
+	out, err := os.Create(filepath.Join(dir, "dst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if err := copySparse(out, in, h); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	if hex.EncodeToString(h.Sum(nil)) != hex.EncodeToString(want.Sum(nil)) {
+		t.Error("copySparse hashed other bytes than the file's")
+	}
+	fi, err := os.Stat(filepath.Join(dir, "dst"))
+	if err != nil || fi.Size() != size {
+		t.Fatalf("the copy: %v %v", fi, err)
+	}
+	if b, ok := blocks(fi); !ok || b*512 > 1<<18 {
+		t.Errorf("the copy of a sparse file takes %d bytes", b*512)
+	}
+	dst, _ := os.Open(filepath.Join(dir, "dst"))
+	defer dst.Close()
+	for _, off := range []int64{0, 5 << 20, size - 3} {
+		got := make([]byte, 3)
+		if _, err := dst.ReadAt(got, off); err != nil || string(got) != "abc" {
+			t.Errorf("the copy holds %q at %d (%v)", got, off, err)
+		}
+	}
+}
