@@ -157,6 +157,12 @@ type DalSection struct {
 	Symlinks map[string]string `json:"symlinks,omitempty"`
 	// EmptyDirs lists, sorted, the directories that hold nothing.
 	EmptyDirs []string `json:"empty_dirs,omitempty"`
+	// Incomplete names, one sentence each, what the run left that the
+	// bundle could not capture (its file changes when the capture
+	// failed: a path past PATH_MAX, a full disk, a file that vanished).
+	// Such a bundle keeps the rest (network.har, policy.json, logs) for
+	// audit; it is not replayed.
+	Incomplete []string `json:"incomplete,omitempty"`
 }
 
 // Reserved names at the root of a bundle.

@@ -517,3 +517,69 @@ func TestMaxApplyBytes(t *testing.T) {
 		t.Fatalf("revert within the default: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestCaptureFailureKeepsTheAuditRecord: an agent calls an API (through
+// the proxy, under a policy), then nests directories past PATH_MAX so
+// that its file changes cannot be captured. The bundle is still written
+// and signed, as incomplete: network.har, policy.json and the logs are
+// in it, verify and replay say it is incomplete, and the workspace is
+// untouched.
+func TestCaptureFailureKeepsTheAuditRecord(t *testing.T) {
+	t.Parallel()
+	srv := startLLMServer(t, false)
+	ws := t.TempDir()
+	agent := `import json, os, urllib.request
+req = urllib.request.Request(os.environ["LLM_BASE"] + "/chat/completions", method="POST",
+    data=json.dumps({"model": "test-model", "messages": [{"role": "user", "content": "the secret plans"}]}).encode(),
+    headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
+print(json.load(urllib.request.urlopen(req, timeout=30))["choices"][0]["message"]["content"])
+open("kept.txt", "w").write("x")
+for i in range(30):
+    os.mkdir("d" * 200)
+    os.chdir("d" * 200)
+print("nested past PATH_MAX", flush=True)
+`
+	if err := os.WriteFile(filepath.Join(ws, "agent.py"), []byte(agent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(t.TempDir(), "allow.rego")
+	os.WriteFile(pol, []byte("package dal\n\nimport rego.v1\n\ndecision := {\"action\": \"allow\", \"reason\": \"audited\"} if input.kind == \"http\"\n"), 0o644)
+	before := treeHash(t, ws)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "run")
+	env := []string{"DAL_KEY=" + filepath.Join(dir, "k"), "OPENAI_API_KEY=" + apiKey, "LLM_BASE=" + srv.base()}
+	r := dalIn(t, ws, env, "record", "--policy", pol, "--allow-loopback", "127.0.0.1:"+itoa(srv.port), "--keep-env", "OPENAI_API_KEY",
+		"--keep-env", "LLM_BASE", "--out", out, "--", "python3", "agent.py")
+	if r.code != 2 || !strings.Contains(r.stderr, "written and signed as incomplete") || !strings.Contains(r.stderr, "the workspace is untouched") {
+		t.Fatalf("record: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "nested past PATH_MAX") {
+		t.Errorf("the agent did not nest its directories: %q", r.stdout)
+	}
+	if treeHash(t, ws) != before {
+		t.Error("the workspace changed")
+	}
+	v := dalIn(t, dir, env, "verify", out)
+	if v.code != 0 || !strings.Contains(v.stdout, "incomplete: the run's file changes") {
+		t.Errorf("verify: exit %d\n%s%s", v.code, v.stdout, v.stderr)
+	}
+	var m bundle.Manifest
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, bundle.ManifestFile)), &m); err != nil || len(m.Dal.Incomplete) != 1 {
+		t.Fatalf("manifest: %v, incomplete %q", err, m.Dal.Incomplete)
+	}
+	for _, rel := range []string{"network.har", "policy.json", "logs/stdout", "logs/dal.log", "fs-diff/changes.json"} {
+		if _, ok := m.Dal.Files[rel]; !ok {
+			t.Errorf("the incomplete bundle has no %s", rel)
+		}
+	}
+	if har := string(mustRead(t, filepath.Join(out, "network.har"))); !strings.Contains(har, "the secret plans") {
+		t.Error("network.har does not hold the agent's request")
+	}
+	if pa := string(mustRead(t, filepath.Join(out, "policy.json"))); !strings.Contains(pa, "audited") {
+		t.Errorf("policy.json does not hold the decision:\n%s", pa)
+	}
+	rep := dalIn(t, ws, env, "replay", out)
+	if rep.code != 2 || !strings.Contains(rep.stderr, "is incomplete") {
+		t.Errorf("replay of an incomplete bundle: exit %d %q", rep.code, rep.stderr)
+	}
+}

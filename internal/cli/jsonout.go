@@ -39,6 +39,7 @@ type verifyJSON struct {
 	Replays       *verifyReplaysJSON `json:"replays,omitempty"`
 	Unverified    []verifyUnverified `json:"unverified"`
 	Warnings      []string           `json:"warnings"`
+	Incomplete    []string           `json:"incomplete,omitempty"`
 	Error         *verifyErrorJSON   `json:"error,omitempty"`
 }
 
@@ -71,7 +72,7 @@ func verifiedJSON(path string, b *bundle.Bundle) verifyJSON {
 		Mode:       b.Manifest.Config.ExecutionMode,
 		Signer:     &verifySignerJSON{Fingerprint: b.Signer.Fingerprint, Trusted: b.Signer.Trusted, Source: b.Signer.Source},
 		Replays:    &verifyReplaysJSON{Count: st.ReplayCount, MatchStatus: st.MatchStatus},
-		Unverified: []verifyUnverified{}, Warnings: append([]string{}, b.Warnings...)}
+		Unverified: []verifyUnverified{}, Warnings: append([]string{}, b.Warnings...), Incomplete: b.Manifest.Dal.Incomplete}
 	for _, u := range b.Unverified {
 		v.Unverified = append(v.Unverified, verifyUnverified{File: u.File, Reason: u.Reason})
 	}

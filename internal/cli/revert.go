@@ -8,6 +8,7 @@ import (
 	"github.com/dal-runtime/dal/internal/record"
 	"github.com/dal-runtime/dal/internal/replay"
 	"github.com/dal-runtime/dal/internal/sandbox"
+	"github.com/dal-runtime/dal/internal/termsafe"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -43,6 +44,11 @@ Examples:
 				return err
 			}
 			defer b.Close()
+			if why := b.Manifest.Dal.Incomplete; len(why) > 0 {
+				fmt.Fprintf(c.App.Writer, "%s is incomplete (%s): nothing of its run was applied, so there is nothing to revert\n",
+					termsafe.Line(c.Args().First()), termsafe.Line(why[0]))
+				return nil
+			}
 			var env record.RunEnv
 			if err := b.ReadJSON("env.json", &env); err != nil {
 				return err

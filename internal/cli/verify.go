@@ -106,6 +106,9 @@ func printVerified(w io.Writer, path string, b *bundle.Bundle, trustedKeys strin
 	fmt.Fprintf(w, "%s: ok — format %d, %s, signed by %s (%s), mode %s, %s (%s)\n",
 		termsafe.Line(path), m.Dal.FormatVersion, plural.Count(len(m.Dal.Files), "file", "files"), b.Signer.Fingerprint, termsafe.Line(signer),
 		termsafe.Line(m.Config.ExecutionMode), plural.Count(st.ReplayCount, "replay", "replays"), st.MatchStatus)
+	for _, why := range m.Dal.Incomplete {
+		fmt.Fprintf(w, "  incomplete: %s\n", termsafe.Line(why))
+	}
 	for _, u := range b.Unverified {
 		fmt.Fprintf(w, "  %s: not counted: %s\n", termsafe.Line(u.File), termsafe.Line(u.Reason))
 	}

@@ -136,6 +136,9 @@ type recording struct {
 	held  *leftover.Held
 	cfg   sandbox.Config
 	nw    *Network // nil in default mode (passthrough)
+	// captureErr: the run's file changes could not be captured
+	// (captureOrKeep); the bundle is committed as incomplete.
+	captureErr error
 	// tooMuch: the run's changes hold more file data than may be
 	// applied (checkApplySize); the workspace is left as it was.
 	tooMuch error
@@ -170,7 +173,7 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 		r.openLogs,
 		func() error { return r.run(ctx) },
 		r.selectIterations,
-		r.capture,
+		r.captureOrKeep,
 		r.writePolicy,
 		r.writeRecords,
 		r.commit,
@@ -180,7 +183,11 @@ func record(ctx context.Context, o Options) (*Summary, error) {
 			return nil, err
 		}
 	}
-	return r.apply()
+	sum, err := r.apply()
+	if err == nil && r.captureErr != nil {
+		err = fmt.Errorf("%w: the bundle %s is written and signed as incomplete (its network.har, policy.json and logs are kept) and the workspace is untouched", r.captureErr, r.out)
+	}
+	return sum, err
 }
 
 // prepareRecording resolves the workspace, --out and the signing key, and
@@ -413,14 +420,58 @@ func (r *recording) capture() error {
 			return err
 		}
 	}
+	r.setEnv(uncaptured, denied)
+	return nil
+}
+
+// setEnv fills env.json's record of the run.
+func (r *recording) setEnv(uncaptured []sandbox.Uncaptured, denied []sandbox.DeniedWrite) {
 	r.env = newRunEnv(&r.spec, r.res, r.ws, r.cwd, r.started, r.o.SecretEnv)
 	r.env.DeniedWrites = denied
 	r.env.Uncaptured = uncaptured
 	r.env.SelfContained = r.o.SelfContained
-	r.env.Applied = !r.o.NoApply && r.tooMuch == nil
+	r.env.Applied = !r.o.NoApply && r.tooMuch == nil && r.captureErr == nil
 	if r.nw != nil {
 		r.env.Network = &r.nw.env
 	}
+}
+
+// clipMiddle is s cut to about n bytes by an ellipsis in its middle.
+func clipMiddle(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	head, tail := s[:n/2], s[len(s)-n/2:]
+	return strings.ToValidUTF8(head, "") + " … " + strings.ToValidUTF8(tail, "")
+}
+
+// captureOrKeep captures the run's file changes; when that fails (a path
+// nested past PATH_MAX, a full disk, a file that vanished) the run's
+// other records (network.har, policy.json, logs) are not thrown away with
+// them: the partial copies are removed, the change list is left empty,
+// the failure is noted for the manifest's dal.incomplete, and the bundle
+// is committed as incomplete, never applied. A run could otherwise erase
+// its own audit record by making its changes uncapturable.
+func (r *recording) captureOrKeep() error {
+	err := r.capture()
+	if err == nil {
+		return nil
+	}
+	// What the agent controls (its paths) is cut to a readable length.
+	r.captureErr = errors.New(clipMiddle(err.Error(), 400))
+	for _, d := range []string{filepath.Join(r.w.Dir(), "fs-diff"), filepath.Join(r.w.Dir(), "fs-pre"), r.applyDir()} {
+		if rerr := os.RemoveAll(d); rerr != nil {
+			return fmt.Errorf("%w (and removing its partial copy failed: %v)", err, rerr)
+		}
+	}
+	r.changes = nil
+	if err := os.MkdirAll(filepath.Join(r.w.Dir(), "fs-diff"), 0o755); err != nil {
+		return err
+	}
+	if err := sandbox.WriteChanges(filepath.Join(r.w.Dir(), "fs-diff", "changes.json"), nil); err != nil {
+		return err
+	}
+	r.setEnv(nil, nil)
 	return nil
 }
 
@@ -548,6 +599,9 @@ func (r *recording) commit() error {
 		m.Metrics.Iterations = int64(len(r.its.Selection.Iterations))
 	}
 	policyManifest(m, r.gate)
+	if r.captureErr != nil {
+		m.Dal.Incomplete = []string{"the run's file changes (fs-diff/, fs-pre/) could not be captured: " + r.captureErr.Error()}
+	}
 	if err := r.logs.close(); err != nil {
 		return err
 	}
@@ -585,7 +639,7 @@ func (r *recording) apply() (*Summary, error) {
 	if r.its != nil {
 		sum.Iterations = r.its.Selection
 	}
-	if r.o.NoApply || len(r.changes) == 0 {
+	if r.o.NoApply || len(r.changes) == 0 || r.captureErr != nil {
 		return sum, nil
 	}
 	if r.tooMuch != nil {

@@ -151,6 +151,10 @@ func openReplay(o Options) (*replaying, error) {
 	if err != nil {
 		return nil, err
 	}
+	if why := b.Manifest.Dal.Incomplete; len(why) > 0 {
+		b.Close()
+		return nil, runner.UsageError{Err: fmt.Errorf("%s is incomplete, so it cannot be replayed (%s); it keeps the run's network, policy and logs for audit: dal-exec show %s", o.Bundle, why[0], o.Bundle)}
+	}
 	r := &replaying{o: o, b: b}
 	if err := r.read(); err != nil {
 		b.Close()

@@ -70,6 +70,9 @@ func Load(b *bundle.Bundle, name string, lim Limits) *View {
 	l := &loader{b: b, lim: lim, v: &View{Name: name, Notices: []string{}, Streams: []Stream{}, LLM: []LLMCall{}, HTTP: []Exchange{},
 		Events: []Event{}, Checkpoints: []Checkpoint{}, Files: []File{}, Logs: []Log{}}}
 	l.signer()
+	for _, why := range b.Manifest.Dal.Incomplete {
+		l.notice("This bundle is incomplete: %s", why)
+	}
 	l.summary()
 	l.streams()
 	l.network()
