@@ -230,12 +230,20 @@ func TestFullDiskDuringRecord(t *testing.T) {
 	ws := workspace(t)
 	os.WriteFile(filepath.Join(ws, "big.py"), []byte("open('big.bin','wb').write(b'x'*300000)\n"), 0o644)
 	pre, _ := sandbox.TreeHash(ws)
-	r := dalIn(t, ws, []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}, "record", "--out", filepath.Join(small, "run"), "--", "python3", "big.py")
-	if r.code != 2 || !strings.Contains(r.stderr, "the disk is full") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {
+	key := []string{"DAL_KEY=" + filepath.Join(t.TempDir(), "k")}
+	r := dalIn(t, ws, key, "record", "--out", filepath.Join(small, "run"), "--", "python3", "big.py")
+	if r.code != 2 || !strings.Contains(r.stderr, "no space left on device") || !strings.Contains(r.stderr, "written and signed as incomplete") ||
+		strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
-	if left, _ := os.ReadDir(small); len(left) != 0 {
+	// The file changes did not fit; the rest of the run's record did,
+	// once their partial copy was removed: an incomplete bundle, and
+	// nothing else, is left.
+	if left, _ := os.ReadDir(small); len(left) != 1 || left[0].Name() != "run" {
 		t.Fatalf("left on the full disk: %v", left)
+	}
+	if v := dalIn(t, ws, key, "verify", filepath.Join(small, "run")); v.code != 0 || !strings.Contains(v.stdout, "incomplete: the run's file changes") {
+		t.Errorf("verify: exit %d %q %q", v.code, v.stdout, v.stderr)
 	}
 	if h, _ := sandbox.TreeHash(ws); h != pre {
 		t.Fatal("the workspace changed")
