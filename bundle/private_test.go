@@ -109,3 +109,28 @@ func TestVerifyThenUse(t *testing.T) {
 		}
 	})
 }
+
+// ReadPrefix returns the head of a file whose whole hash it checked, and
+// refuses one that changed since Open.
+func TestReadPrefix(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "run")
+	makeBundle(t, dir)
+	b, err := Open(dir, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got, err := b.ReadPrefix("fs-diff/a.txt", 3); err != nil || string(got) != "new" {
+		t.Errorf("ReadPrefix = %q, %v", got, err)
+	}
+	if got, err := b.ReadPrefix("logs/stderr", 3); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("ReadPrefix of an empty file = %#v, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fs-diff", "a.txt"), []byte("new b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.ReadPrefix("fs-diff/a.txt", 3); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("ReadPrefix of a changed file = %q, %v", got, err)
+	}
+}

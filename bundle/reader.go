@@ -3,7 +3,9 @@ package bundle
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -299,6 +301,31 @@ func (b *Bundle) ReadFile(rel string) ([]byte, error) {
 			msg: fmt.Sprintf("bundle %s: %s changed after it was verified: the bundle was modified while dal read it", b.Path, rel)}
 	}
 	return data, nil
+}
+
+// ReadPrefix reads at most the first limit bytes of the regular file rel
+// that the manifest lists, and hashes the whole file on the way (the rest
+// is read and dropped): the bytes returned are the verified ones, or the
+// error says the file changed since Open.
+func (b *Bundle) ReadPrefix(rel string, limit int64) ([]byte, error) {
+	f, err := b.OpenFile(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	var head bytes.Buffer
+	if _, err := io.Copy(io.MultiWriter(h, &head), io.LimitReader(f, limit)); err != nil {
+		return nil, fmt.Errorf("bundle %s: reading %s: %w", b.Path, rel, err)
+	}
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, fmt.Errorf("bundle %s: reading %s: %w", b.Path, rel, err)
+	}
+	if "sha256:"+hex.EncodeToString(h.Sum(nil)) != b.Manifest.Dal.Files[rel] {
+		return nil, &Error{Bundle: b.Path, File: rel, Kind: ErrCorrupt,
+			msg: fmt.Sprintf("bundle %s: %s changed after it was verified: the bundle was modified while dal read it", b.Path, rel)}
+	}
+	return append([]byte{}, head.Bytes()...), nil // empty, not nil, for an empty file
 }
 
 // ReadJSON decodes the regular file rel into v.

@@ -239,12 +239,10 @@ func pairFiles(ba, bb *bundle.Bundle, a, b *View, lim Limits) []FilePair {
 func contentDiff(ba, bb *bundle.Bundle, p string, lim Limits) string {
 	rel := "fs-diff/files/" + sandbox.MirrorPath(p)
 	read := func(b *bundle.Bundle) []byte {
-		f, err := b.OpenFile(rel)
+		data, err := b.ReadPrefix(rel, lim.DiffBytes)
 		if err != nil {
 			return nil
 		}
-		defer f.Close()
-		data, _ := io.ReadAll(io.LimitReader(f, lim.DiffBytes))
 		return data
 	}
 	x, y := read(ba), read(bb)

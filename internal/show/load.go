@@ -659,14 +659,10 @@ func (l *loader) fileDiff(f *File, c sandbox.Change) {
 
 var errSkip = errors.New("skipped")
 
-// readLimited reads the bundle file rel, at most limit bytes.
+// readLimited reads the bundle file rel, at most limit bytes, checking
+// the whole file's hash (bundle.ReadPrefix).
 func (l *loader) readLimited(rel string, limit int64) ([]byte, error) {
-	f, err := l.b.OpenFile(rel)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
+	return l.b.ReadPrefix(rel, limit)
 }
 
 func isBinary(b []byte) bool {
