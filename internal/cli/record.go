@@ -51,7 +51,7 @@ artifacts are the run's output, not the final iteration's; iterations/selection-
 why. --use final|N --reason overrides; drops over --degradation-drop, or two in a row, are flagged.`,
 		Flags: flagList(runFlags(), categorize(catOutput,
 			&ucli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, EnvVars: []string{"DAL_OUT"},
-				Usage: "where to write the bundle: a new directory, or a file ending in .tgz or .tar.zst"},
+				Usage: "where to write the bundle: a new directory (any name but an archive's; missing parents are created), or a file ending in .tgz or .tar.zst"},
 			&ucli.StringFlag{Name: "key", EnvVars: []string{"DAL_KEY"},
 				Usage: "ed25519 signing key (default: ~/.config/dal/signing.key, created on first use)"},
 		), categorize(catSandbox,
