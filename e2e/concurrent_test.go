@@ -89,9 +89,10 @@ func TestConcurrentAgentsRepeatAndReplay(t *testing.T) {
 			addr := jitterServer(t)
 			env := []string{"LLM_BASE=http://" + addr + "/v1"}
 			var first string
-			var bundles []string
+			var bundles, workspaces []string
 			for i := range 3 {
 				ws, out := t.TempDir(), filepath.Join(t.TempDir(), fmt.Sprintf("b%d", i))
+				workspaces = append(workspaces, ws)
 				args := append([]string{"record", "--seed", "7", "--keep-env", "LLM_BASE", "--allow-loopback", addr, "--workspace", ws, "--out", out, "--"}, a.argv...)
 				r := dalExec(t, env, args...)
 				if r.code != 0 {
@@ -111,7 +112,7 @@ func TestConcurrentAgentsRepeatAndReplay(t *testing.T) {
 				return
 			}
 			for i, b := range bundles {
-				if r := dalExec(t, nil, "replay", b); r.code != 0 {
+				if r := dalExec(t, nil, "replay", "--workspace", workspaces[i], b); r.code != 0 {
 					t.Errorf("replay of recording %d: exit %d\n%s\n%s", i, r.code, r.stdout, r.stderr)
 				}
 			}
