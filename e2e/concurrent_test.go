@@ -70,6 +70,7 @@ func TestConcurrentAgentsRepeatAndReplay(t *testing.T) {
 	}
 	promise, _ := filepath.Abs("testdata/concurrent/promise_agent.js")
 	react, _ := filepath.Abs("testdata/concurrent/react_agent.py")
+	gather, _ := filepath.Abs("testdata/concurrent/gather_agent.py")
 	agents := []struct {
 		name string
 		argv []string
@@ -82,6 +83,9 @@ func TestConcurrentAgentsRepeatAndReplay(t *testing.T) {
 		{"node-promise-all", []string{"node", promise}, true},
 		{"go-goroutines", []string{goBin}, false},
 		{"python-react-children", []string{"python3", react}, true},
+		// Debian's python3, where test-deps installs httpx and aiohttp.
+		{"python-gather-httpx", []string{"/usr/bin/python3", gather, "httpx"}, true},
+		{"python-gather-aiohttp", []string{"/usr/bin/python3", gather, "aiohttp"}, true},
 	}
 	for _, a := range agents {
 		t.Run(a.name, func(t *testing.T) {
