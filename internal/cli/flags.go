@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -38,6 +39,7 @@ func runFlags() []ucli.Flag {
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
 				Usage: "dald socket to use (default: a dald running at " + wire.DefaultSocket() + ", else an embedded one)"},
 		),
+		categorize(catRun, bindFlags()...),
 		categorize(catOutput, metricsTextfileFlag()),
 	)
 }
@@ -79,6 +81,9 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	spec.StallLimit = c.Duration("stall-limit")
 	if spec.StallLimit <= 0 {
 		return spec, usageError{Err: fmt.Errorf("stall limit %s must be positive, e.g. 60s", spec.StallLimit)}
+	}
+	if spec.ReadOnly, spec.Writable, err = bindsFromFlags(c); err != nil {
+		return spec, err
 	}
 	spec.KeepEnv = c.StringSlice("keep-env")
 	spec.Socket = daldSocket(c, "")
@@ -146,4 +151,39 @@ func maxApplyBytes(c *ucli.Context) (int64, error) {
 		return 0, usageError{Err: fmt.Errorf("--max-apply-bytes %q is not a positive size: give one like 8GiB", c.String("max-apply-bytes"))}
 	}
 	return n, nil
+}
+
+// bindFlags are --ro-bind and --bind: what the sandboxed agent sees of
+// the host beyond its private home (docs/reference.md, SECURITY.md).
+func bindFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringSliceFlag{Name: "ro-bind", EnvVars: []string{"DAL_RO_BIND"},
+			Usage: "show the agent this host path read-only at its own place (repeatable), e.g. a file under your home, which the sandbox hides; dal's signing key stays hidden"},
+		&ucli.StringSliceFlag{Name: "bind", EnvVars: []string{"DAL_BIND"},
+			Usage: "show the agent this host path read-write at its own place (repeatable); what it writes there reaches the host and, in a record, is not captured"},
+	}
+}
+
+// bindsFromFlags validates --ro-bind and --bind: existing paths, made
+// absolute.
+func bindsFromFlags(c *ucli.Context) (ro, rw []string, err error) {
+	for _, f := range []struct {
+		name string
+		out  *[]string
+	}{{"ro-bind", &ro}, {"bind", &rw}} {
+		for _, p := range c.StringSlice(f.name) {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return nil, nil, usageError{Err: fmt.Errorf("--%s %s: %v", f.name, p, err)}
+			}
+			if _, err := os.Stat(abs); err != nil {
+				return nil, nil, usageError{Err: fmt.Errorf("--%s %s: the path does not exist: name an existing file or directory", f.name, p)}
+			}
+			if abs == "/" {
+				return nil, nil, usageError{Err: fmt.Errorf("--%s /: name a directory below /", f.name)}
+			}
+			*f.out = append(*f.out, abs)
+		}
+	}
+	return ro, rw, nil
 }

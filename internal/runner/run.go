@@ -77,6 +77,13 @@ type Spec struct {
 	// already resolved through PATH), e.g. inside a sandbox. The runner
 	// still owns its process attributes, start, watchdog and wait.
 	Wrap func(argv, env []string, dir string) (Wrapped, error)
+	// ReadOnly and Writable are absolute host paths shown to a sandboxed
+	// agent read-only (--ro-bind) or read-write (--bind), besides what
+	// its private home shows (see HomeFor).
+	ReadOnly, Writable []string
+	// Secrets are further paths a sandboxed agent never sees: the signing
+	// key a record was given (--key).
+	Secrets []string
 	// Isolate, when Wrap is not set, starts the agent in namespaces of its
 	// own under the syscall layer, on the host's files (isolate.go): what
 	// `dal-exec run` does in strict and seeded modes.
@@ -335,7 +342,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if inside {
 		fmt.Fprintln(spec.Log, "dal: this run is inside another dal sandbox, whose syscall layer serves its processes; it gets no namespaces of its own")
 	} else if isolated {
-		isolate(&spec, tmp, where == "embedded", early)
+		isolate(&spec, tmp, where == "embedded", early, []string{string(shimDir)})
 		if spec.TraceFromExec > 0 {
 			spec.TraceFromExec++ // the sandbox's init execs first
 		}

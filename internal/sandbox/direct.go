@@ -38,6 +38,9 @@ func (cfg Config) checkDirect() error {
 			return fmt.Errorf("the mount target %s is not below the run directory %q: a direct sandbox shows dal's files only there", m.Target, cfg.RunDir)
 		}
 	}
+	if err := cfg.checkBinds(); err != nil {
+		return err
+	}
 	return checkSockets(nil, cfg.SocketsAt)
 }
 
@@ -78,12 +81,19 @@ func mountDirectFixed(sp *spec) error {
 	return seedProcRandom(sp.Virtual.Seed)
 }
 
-// mountDirectRun makes the run directory's tmpfs and what shows in it.
+// mountDirectRun makes the run directory's tmpfs and what shows in it,
+// and the private homes with what shows through them (home.go).
 func mountDirectRun(sp *spec) error {
 	atts, err := shown(sp)
 	if err != nil {
 		return err
 	}
+	more, err := bindAll(sp)
+	if err != nil {
+		closeAttaches(atts)
+		return err
+	}
+	atts = append(atts, more...)
 	if sp.RunDir != "" {
 		if err := mountRunDir(sp.RunDir); err != nil {
 			closeAttaches(atts)
@@ -92,7 +102,10 @@ func mountDirectRun(sp *spec) error {
 	}
 	// Below the run directory's fresh tmpfs: nothing there but what the
 	// init made.
-	return attachAll(atts)
+	if err := attachAll(atts); err != nil {
+		return err
+	}
+	return finishHomes(sp)
 }
 
 // mountRunDir covers the host directory dir with a fresh tmpfs (mode

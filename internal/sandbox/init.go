@@ -195,13 +195,14 @@ func runInit(arg string) int {
 		// added later.
 		procs = max(2, procs)
 	}
-	// A direct sandbox's agent keeps the caller's privileges, as it
-	// would without dal: as root its capabilities (a rootless one is
-	// root only in its user namespace, and drops them).
-	if !sp.Direct || sp.Rootless {
-		if err := dropPrivileges(); err != nil {
-			return fail(err)
-		}
+	// Every agent runs without capabilities, a direct sandbox's too: as
+	// root, CAP_SYS_ADMIN would unmount its private home and
+	// CAP_DAC_READ_SEARCH open any file by handle.
+	if err := dropPrivileges(); err != nil {
+		return fail(err)
+	}
+	if err := refuseKernelSharing(); err != nil {
+		return fail(err)
 	}
 	listener, err := installFilter(filterFor{network: sp.Network, policy: sp.Policy, writes: !sp.Direct}, rules)
 	if err != nil {
