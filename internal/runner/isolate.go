@@ -271,7 +271,7 @@ func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox, need []
 			}
 		}
 		if err := cfg.HideHome(HomeFor(spec, env, need, dir)); err != nil {
-			return Wrapped{}, err
+			return Wrapped{}, UsageError{Err: err}
 		}
 		if early != nil && !early.taken {
 			early.taken = true
