@@ -39,7 +39,7 @@ func runFlags() []ucli.Flag {
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
 				Usage: "dald socket to use (default: a dald running at " + wire.DefaultSocket() + ", else an embedded one)"},
 		),
-		categorize(catRun, bindFlags()...),
+		categorize(catSandbox, bindFlags()...),
 		categorize(catOutput, metricsTextfileFlag()),
 	)
 }
