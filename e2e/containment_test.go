@@ -350,3 +350,68 @@ func TestAgentRunsAsTheCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceLimits: in a run and a record, as root and unprivileged,
+// --memory caps each process's allocations (Python's MemoryError) and
+// sizes the record's private tmpfs mounts at a quarter of it; --file-size
+// stops a write past it, and an agent killed by SIGXFSZ is said to have
+// reached --file-size, the record keeping its bundle; rootless, --pids
+// caps the tree's forks. A limit that is not a size is refused, exit 2.
+func TestResourceLimits(t *testing.T) {
+	t.Parallel()
+	suiteIsRoot(t)
+	script := `/usr/bin/python3 -c "bytearray(100 << 20); print('100M ok')"
+/usr/bin/python3 -c "bytearray(400 << 20)" 2>&1 | tail -1
+df -k /tmp /dev/shm | tail -n +2 | awk '{print $6, $2}'
+(head -c 2000000 /dev/zero > big) 2>/dev/null; echo "big $(wc -c < big)"
+if (for i in $(seq 100); do sleep 3 & done) 2>&1 | grep -q fork; then echo fork-refused; fi
+exec head -c 2000000 /dev/zero > big2`
+	for _, u := range users {
+		for _, mode := range modes {
+			t.Run(u.name+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				home, _, _ := hostileHome(t, u.unprivileged)
+				ws := t.TempDir()
+				if u.unprivileged {
+					ws = userMkdir(t, userDir(t), "ws")
+				}
+				args := []string{mode, "--memory", "256M", "--file-size", "1M", "--pids", "64"}
+				out := filepath.Join(userDir(t), "bundle")
+				if mode == "record" {
+					args = append(args, "--out", out)
+				}
+				r := dalAs(t, u.unprivileged, home, "/usr/bin:/bin", ws, []string{"DAL_KEY=" + filepath.Join(userDir(t), "k")},
+					append(args, "--", "sh", "-c", script)...)
+				if r.code != 128+25 {
+					t.Fatalf("exit %d, want 153 (SIGXFSZ)\n%s\n%s", r.code, r.stdout, r.stderr)
+				}
+				wants := []string{"100M ok\n", "MemoryError\n", "big 1048576\n"}
+				if mode == "record" {
+					wants = append(wants, "/tmp 65536\n", "/dev/shm 65536\n")
+				}
+				for _, want := range wants {
+					if !strings.Contains(r.stdout, want) {
+						t.Errorf("want %q:\n%s\n%s", want, r.stdout, r.stderr)
+					}
+				}
+				if u.unprivileged && !strings.Contains(r.stdout, "fork-refused\n") {
+					t.Errorf("--pids 64 let the agent fork 100 times:\n%s", r.stdout)
+				}
+				if !strings.Contains(r.stderr, "a file it wrote reached the file-size limit of 1048576 bytes (--file-size)") {
+					t.Errorf("dal does not say which limit stopped the agent:\n%s", r.stderr)
+				}
+				if mode == "record" {
+					if _, err := os.Stat(filepath.Join(out, "manifest.json")); err != nil {
+						t.Errorf("the record stopped by a limit kept no bundle: %v\n%s", err, r.stderr)
+					}
+				}
+			})
+		}
+	}
+	for _, bad := range [][]string{{"--memory", "12Q"}, {"--file-size", "-1"}, {"--pids", "3"}, {"--memory", "150%"}} {
+		r := dalIn(t, t.TempDir(), nil, append([]string{"run"}, append(bad, "--", "true")...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, bad[0]) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d %q, want one sentence naming the flag, exit 2", bad, r.code, r.stderr)
+		}
+	}
+}

@@ -263,7 +263,7 @@ func childRecorder(c *ucli.Context) (consistency.Recorder, ed25519.PrivateKey, e
 			base = append(base, "--"+f, v)
 		}
 	}
-	for _, name := range []string{"socket", "workspace"} {
+	for _, name := range []string{"socket", "workspace", "memory", "pids", "file-size"} {
 		if v := c.String(name); v != "" {
 			base = append(base, "--"+name, v)
 		}

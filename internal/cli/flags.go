@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/seedrng"
@@ -39,7 +44,7 @@ func runFlags() []ucli.Flag {
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
 				Usage: "dald socket to use (default: a dald running at " + wire.DefaultSocket() + ", else an embedded one)"},
 		),
-		categorize(catSandbox, bindFlags()...),
+		categorize(catSandbox, append(bindFlags(), limitFlags()...)...),
 		categorize(catOutput, metricsTextfileFlag()),
 	)
 }
@@ -83,6 +88,9 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 		return spec, usageError{Err: fmt.Errorf("stall limit %s must be positive, e.g. 60s", spec.StallLimit)}
 	}
 	if spec.ReadOnly, spec.Writable, err = bindsFromFlags(c); err != nil {
+		return spec, err
+	}
+	if spec.Limits, err = limitsFromFlags(c); err != nil {
 		return spec, err
 	}
 	spec.KeepEnv = c.StringSlice("keep-env")
@@ -186,4 +194,68 @@ func bindsFromFlags(c *ucli.Context) (ro, rw []string, err error) {
 		}
 	}
 	return ro, rw, nil
+}
+
+// limitFlags are the sandboxed agent's resource limits (sandbox.Limits).
+func limitFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "memory", Value: "50%", EnvVars: []string{"DAL_MEMORY"},
+			Usage: "each of the agent's processes may allocate this much (512M, 4G, or a share of the RAM like 50%); the private /tmp, /var/tmp, /run and /dev/shm hold a quarter of it each; none: no limit"},
+		&ucli.StringFlag{Name: "pids", Value: "4096", EnvVars: []string{"DAL_PIDS"},
+			Usage: "the agent's processes and threads at most (enforced when dal-exec is not root); none: no limit"},
+		&ucli.StringFlag{Name: "file-size", Value: "4G", EnvVars: []string{"DAL_FILE_SIZE"},
+			Usage: "the largest file the agent may write (a write past it fails; SIGXFSZ kills a program that does not expect it); none: no limit"},
+	}
+}
+
+// limitsFromFlags reads --memory, --pids and --file-size.
+func limitsFromFlags(c *ucli.Context) (sandbox.Limits, error) {
+	var l sandbox.Limits
+	var err error
+	if l.Memory, err = parseSize(c.String("memory"), true); err != nil {
+		return l, usageError{Err: fmt.Errorf("--memory %s: %v", c.String("memory"), err)}
+	}
+	if l.FileSize, err = parseSize(c.String("file-size"), false); err != nil {
+		return l, usageError{Err: fmt.Errorf("--file-size %s: %v", c.String("file-size"), err)}
+	}
+	if p := c.String("pids"); p != "none" {
+		if l.Pids, err = strconv.ParseInt(p, 10, 64); err != nil || l.Pids < 16 {
+			return l, usageError{Err: fmt.Errorf("--pids %s is not a count of at least 16 (or none)", p)}
+		}
+	}
+	return l, nil
+}
+
+// parseSize reads a size in bytes: a number with an optional binary
+// suffix (K, M, G, T; KiB, MB... alike), none (0), or with share a
+// percentage of the machine's RAM.
+func parseSize(s string, share bool) (int64, error) {
+	if s == "none" {
+		return 0, nil
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok && share {
+		n, err := strconv.ParseFloat(p, 64)
+		if err != nil || n <= 0 || n > 100 {
+			return 0, errors.New("a share of the RAM is a percentage in (0, 100]")
+		}
+		var si unix.Sysinfo_t
+		if err := unix.Sysinfo(&si); err != nil {
+			return 0, fmt.Errorf("read the machine's RAM: %v", err)
+		}
+		return int64(float64(si.Totalram) * float64(si.Unit) * n / 100), nil
+	}
+	u := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I")
+	mult := int64(1)
+	if i := strings.IndexAny(u, "KMGT"); i >= 0 && i == len(u)-1 {
+		mult = int64(1) << (10 * (1 + strings.IndexByte("KMGT", u[i])))
+		u = u[:i]
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, errors.New("not a size like 512M or 4G (or none)")
+	}
+	if n*mult < 1<<20 {
+		return 0, errors.New("below 1M: too small for any program")
+	}
+	return n * mult, nil
 }

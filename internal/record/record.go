@@ -332,6 +332,7 @@ func WrapInSandbox(spec *runner.Spec, cfg *sandbox.Config) {
 		if err := cfg.HideHome(runner.HomeFor(spec, env, nil, dir)); err != nil {
 			return runner.Wrapped{}, runner.UsageError{Err: err}
 		}
+		cfg.Limits = spec.Limits
 		c, err := sandbox.Command(*cfg, argv, env, dir)
 		if err != nil {
 			return runner.Wrapped{}, err

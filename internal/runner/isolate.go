@@ -174,7 +174,7 @@ func Speculate(args []string) {
 		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch name {
-		case "mode", "cpus", "seed", "epoch", "quantum", "timeout", "keep-env", "clock-out", "ro-bind", "bind":
+		case "mode", "cpus", "seed", "epoch", "quantum", "timeout", "keep-env", "clock-out", "ro-bind", "bind", "memory", "pids", "file-size":
 		default:
 			return // one that may change the run (or asks for help)
 		}
@@ -273,6 +273,7 @@ func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox, need []
 		if err := cfg.HideHome(HomeFor(spec, env, need, dir)); err != nil {
 			return Wrapped{}, UsageError{Err: err}
 		}
+		cfg.Limits = spec.Limits
 		if early != nil && !early.taken {
 			early.taken = true
 			if c := early.get(); c != nil {

@@ -84,6 +84,9 @@ type Spec struct {
 	// Secrets are further paths a sandboxed agent never sees: the signing
 	// key a record was given (--key).
 	Secrets []string
+	// Limits are a sandboxed agent's resource limits (--memory, --pids,
+	// --file-size).
+	Limits sandbox.Limits
 	// Isolate, when Wrap is not set, starts the agent in namespaces of its
 	// own under the syscall layer, on the host's files (isolate.go): what
 	// `dal-exec run` does in strict and seeded modes.
@@ -545,7 +548,7 @@ wait:
 	case errors.As(werr, &exited) && reported:
 		res.ExitCode = exited.ExitCode()
 		if sig != 0 {
-			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s; exit code %d\n", sig, res.ExitCode)
+			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s%s; exit code %d\n", sig, byLimit(sig, spec), res.ExitCode)
 		}
 	case errors.As(werr, &ee):
 		ws := ee.Sys().(syscall.WaitStatus)
@@ -557,7 +560,7 @@ wait:
 			fmt.Fprintf(spec.Log, "dal: the sandbox's init was killed by signal %s before the agent ended; the agent's processes ended with it; exit code %d\n", ws.Signal(), res.ExitCode)
 		case ws.Signaled():
 			res.ExitCode = 128 + int(ws.Signal())
-			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s; exit code %d\n", ws.Signal(), res.ExitCode)
+			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s%s; exit code %d\n", ws.Signal(), byLimit(ws.Signal(), spec), res.ExitCode)
 		default:
 			res.ExitCode = ws.ExitStatus()
 		}
@@ -682,4 +685,13 @@ func mkdirFixedWidth(dir, prefix string) (string, error) {
 		}
 	}
 	return "", errors.New("no free name for a private directory")
+}
+
+// byLimit says which limit of a sandboxed agent's (spec.Wrap set) a death by
+// sig means, or "".
+func byLimit(sig syscall.Signal, spec *Spec) string {
+	if sig == syscall.SIGXFSZ && spec.Limits.FileSize > 0 && spec.Wrap != nil {
+		return fmt.Sprintf(": a file it wrote reached the file-size limit of %d bytes (--file-size)", spec.Limits.FileSize)
+	}
+	return ""
 }

@@ -267,7 +267,8 @@ func runInit(arg string) int {
 	}
 	// Under the syscall layer the agent's tree is traced from this
 	// thread: exec, fork and clone stops only (see package sysvirt).
-	attr := &syscall.SysProcAttr{Setsid: true, Ptrace: w.virt != nil}
+	// Otherwise, with limits, until its exec, where they are set.
+	attr := &syscall.SysProcAttr{Setsid: true, Ptrace: w.virt != nil || sp.Limits.any()}
 	if term != nil {
 		attr.Setctty, attr.Ctty = true, term.ctty()
 	}
@@ -280,6 +281,10 @@ func runInit(arg string) int {
 	unpin()
 	if err != nil {
 		return fail(fmt.Errorf("start %s in the sandbox: %v", sp.Argv[0], err))
+	}
+	if err := limitAgent(pid, sp.Limits, w.virt == nil); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return fail(err)
 	}
 	if w.virt != nil {
 		batchPolicy(false) // the agent's tree keeps it; this thread, its tracer, need not

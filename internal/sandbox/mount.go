@@ -67,17 +67,17 @@ func mountAll(sp *spec) error {
 	}
 	if sp.PrivateTmp {
 		if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() {
-			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"+sp.Limits.tmpfsSize()); err != nil {
 				closeDevices(devs)
 				return fmt.Errorf("sandbox: mount a private /tmp: %v", err)
 			}
 		}
-		if err := mountPrivateDirs(); err != nil {
+		if err := mountPrivateDirs(sp.Limits.tmpfsSize()); err != nil {
 			closeDevices(devs)
 			return err
 		}
 	}
-	if err := mountDev(devs, sp.Virtual); err != nil {
+	if err := mountDev(devs, sp.Virtual, sp.Limits.tmpfsSize()); err != nil {
 		return err
 	}
 	if err := mountProc(); err != nil {

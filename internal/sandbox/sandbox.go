@@ -103,6 +103,8 @@ type Config struct {
 	// Secrets are paths covered by an empty read-only directory or file
 	// after everything else is mounted: never shown, even below a bind.
 	Secrets []string
+	// Limits are the agent's tree's resource limits (limits.go).
+	Limits Limits
 	// CPUs, when set, are the CPUs the agent's tree runs on (its affinity,
 	// inherited by what it starts). The init's own threads, the syscall
 	// layer's supervisor, keep the affinity the Cmd was started with.
@@ -192,6 +194,7 @@ type spec struct {
 	Settle        bool           `json:"settle,omitempty"`
 	Hidden        []string       `json:"hidden,omitempty"`
 	Secrets       []string       `json:"secrets,omitempty"`
+	Limits        Limits         `json:"limits"`
 }
 
 // sameFixed reports whether sp and early, an init's first spec from
@@ -452,7 +455,7 @@ func specFor(cfg Config, argv, env []string, dir string) ([]byte, error) {
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
 		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, SocketsAt: cfg.SocketsAt, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Env: env, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
 		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Settle: cfg.Settle && cfg.BeforeAgent != nil && cfg.Virtual.Enabled(), Virtual: cfg.Virtual, Rootless: rootless(),
-		Direct: cfg.Direct, RunDir: cfg.RunDir, CPUs: cfg.CPUs, Hidden: cfg.Hidden, Secrets: cfg.Secrets}
+		Direct: cfg.Direct, RunDir: cfg.RunDir, CPUs: cfg.CPUs, Hidden: cfg.Hidden, Secrets: cfg.Secrets, Limits: cfg.Limits}
 	if cfg.Policy != nil {
 		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
 	}
