@@ -207,6 +207,9 @@ func prepareRecording(o Options) (*recording, error) {
 	if _, err := os.Lstat(r.out); err == nil {
 		return nil, runner.UsageError{Err: fmt.Errorf("%s already exists: choose another --out or remove it", o.Out)}
 	}
+	if err := sandbox.Outside(); err != nil {
+		return nil, runner.UsageError{Err: err}
+	}
 	// --out runs/2026/v1.2 creates runs/2026, as mkdir -p would.
 	if err := os.MkdirAll(filepath.Dir(r.out), 0o755); err != nil {
 		return nil, runner.UsageError{Err: fmt.Errorf("--out %s: its directory cannot be created (%v): choose another --out", o.Out, err)}

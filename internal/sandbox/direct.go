@@ -179,6 +179,17 @@ func seedHostDevices(seed uint64) error {
 	return nil
 }
 
+// Outside returns nil, or when the calling process runs in a sandbox of
+// dal's ([Inside]) the sentence that says a sandbox cannot start there.
+// A command that needs one checks it before anything else: in a sandbox
+// the caller's home, where dal keeps its key, is hidden.
+func Outside() error {
+	if Inside() {
+		return errors.New("dal's sandbox cannot start inside another (this is a dal-exec run, record or replay's agent, and the kernel lets one seccomp supervisor watch a process): start dal-exec outside it")
+	}
+	return nil
+}
+
 // Inside reports whether the calling process runs in a sandbox of dal's
 // (a record's, a replay's or a run's): the first process of its pid
 // namespace is a sandbox init. The kernel lets only one seccomp listener

@@ -477,8 +477,8 @@ func prepare(cfg Config, early bool) (*Cmd, error) {
 	if err := checkKernel(cfg.Virtual.Enabled()); err != nil {
 		return nil, err
 	}
-	if Inside() {
-		return nil, errors.New("dal's sandbox cannot start inside another (this is a dal-exec run, record or replay's agent, and the kernel lets one seccomp supervisor watch a process): start dal-exec outside it")
+	if err := Outside(); err != nil {
+		return nil, err
 	}
 	if rootless() {
 		if err := userNamespaces("/proc/sys"); err != nil {
