@@ -270,6 +270,11 @@ func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox, need []
 				return Wrapped{}, err
 			}
 		}
+		if sock := envMap(env)[wire.EnvSocket]; filepath.IsAbs(sock) {
+			// dald's socket where it keeps its own path (a dald of
+			// the user's), perhaps under the home.
+			need = append(slices.Clone(need), sock)
+		}
 		if err := cfg.HideHome(HomeFor(spec, env, need, dir)); err != nil {
 			return Wrapped{}, UsageError{Err: err}
 		}
