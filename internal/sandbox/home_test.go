@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -230,3 +231,63 @@ int main(void) {
 	return 0;
 }
 `
+
+// TestToolchainDirs: a PATH entry under the home shows its toolchain's
+// root (a version manager whole), cargo's proxies with rustup's
+// toolchains but not ~/.cargo (the registry token), ~/.local/bin with
+// the libraries its scripts import, any other entry alone.
+func TestToolchainDirs(t *testing.T) {
+	t.Parallel()
+	const h = "/home/u"
+	for _, tc := range []struct {
+		entry string
+		want  []string
+	}{
+		{"/home/u/.pyenv/shims", []string{"/home/u/.pyenv"}},
+		{"/home/u/.pyenv/plugins/pyenv-virtualenv/shims", []string{"/home/u/.pyenv"}},
+		{"/home/u/.nvm/versions/node/v22.1.0/bin", []string{"/home/u/.nvm"}},
+		{"/home/u/.cargo/bin", []string{"/home/u/.cargo/bin", "/home/u/.rustup"}},
+		{"/home/u/.local/bin", []string{"/home/u/.local/bin", "/home/u/.local/lib", "/home/u/.local/share/pipx", "/home/u/.local/share/uv"}},
+		{"/home/u/go/bin", []string{"/home/u/go/bin"}},
+		{"/home/u/bin", []string{"/home/u/bin"}},
+	} {
+		if got := toolchainDirs(h, tc.entry); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("toolchainDirs(%s) = %v, want %v", tc.entry, got, tc.want)
+		}
+	}
+}
+
+// TestHideHomeShows: what HideHome hides and shows for a home, a PATH
+// and the user's binds; a relative or missing bind path is refused.
+func TestHideHomeShows(t *testing.T) {
+	t.Parallel()
+	home, path := fakeHome(t)
+	writeTree(t, home, map[string]string{".cargo/credentials.toml": "token", ".cargo/bin/cargo": "", ".rustup/settings.toml": "", "data/x": ""})
+	cfg := Config{Workspace: t.TempDir()}
+	h := Home{Dir: home, Path: path + ":" + filepath.Join(home, ".cargo/bin"), ReadOnly: []string{filepath.Join(home, "data")},
+		Need: []string{filepath.Join(home, "bin/mytool"), "/usr/bin/env"}, Secrets: []string{filepath.Join(home, ".config/dal")}}
+	if err := cfg.HideHome(h); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cfg.Hidden, home) || !slices.Contains(cfg.Hidden, "/root") {
+		t.Errorf("hidden %v, want %s and /root", cfg.Hidden, home)
+	}
+	for _, want := range []string{".gitconfig", ".pyenv", "bin", ".cargo/bin", ".rustup", "data", "bin/mytool"} {
+		if !slices.Contains(cfg.Binds, filepath.Join(home, want)) {
+			t.Errorf("binds %v lack ~/%s", cfg.Binds, want)
+		}
+	}
+	for _, not := range []string{filepath.Join(home, ".cargo"), filepath.Join(home, ".config/git"), "/usr/bin/env"} {
+		if slices.Contains(cfg.Binds, not) {
+			t.Errorf("binds %v hold %s", cfg.Binds, not)
+		}
+	}
+	if !slices.Contains(cfg.Secrets, filepath.Join(home, ".config/dal")) {
+		t.Errorf("secrets %v lack dal's key directory", cfg.Secrets)
+	}
+	for _, bad := range []Home{{Dir: home, ReadOnly: []string{"rel/path"}}, {Dir: home, Writable: []string{filepath.Join(home, "missing")}}} {
+		if err := (&Config{Workspace: t.TempDir()}).HideHome(bad); err == nil {
+			t.Errorf("HideHome(%+v) accepted a bad bind", bad)
+		}
+	}
+}
