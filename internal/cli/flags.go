@@ -226,9 +226,9 @@ func limitsFromFlags(c *ucli.Context) (sandbox.Limits, error) {
 	return l, nil
 }
 
-// parseSize reads a size in bytes: a number with an optional binary
-// suffix (K, M, G, T; KiB, MB... alike), none (0), or with share a
-// percentage of the machine's RAM.
+// parseSize reads a size in bytes as bundle.ParseSize does (512M, 4GiB,
+// a number of bytes), none (0), or with share a percentage of the
+// machine's RAM.
 func parseSize(s string, share bool) (int64, error) {
 	if s == "none" {
 		return 0, nil
@@ -244,18 +244,12 @@ func parseSize(s string, share bool) (int64, error) {
 		}
 		return int64(float64(si.Totalram) * float64(si.Unit) * n / 100), nil
 	}
-	u := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I")
-	mult := int64(1)
-	if i := strings.IndexAny(u, "KMGT"); i >= 0 && i == len(u)-1 {
-		mult = int64(1) << (10 * (1 + strings.IndexByte("KMGT", u[i])))
-		u = u[:i]
+	n, err := bundle.ParseSize(s)
+	if err != nil {
+		return 0, errors.New("not a size like 512M or 4GiB (or none)")
 	}
-	n, err := strconv.ParseInt(u, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, errors.New("not a size like 512M or 4G (or none)")
-	}
-	if n*mult < 1<<20 {
+	if n < 1<<20 {
 		return 0, errors.New("below 1M: too small for any program")
 	}
-	return n * mult, nil
+	return n, nil
 }
