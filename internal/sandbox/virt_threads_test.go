@@ -1,0 +1,279 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// threadsSource is a C program whose threads sleep and wait with
+// timeouts: four workers sleep 10, 20, 30 and 10 ms three times each and
+// print the monotonic clock after each sleep; then a condition variable's
+// timed wait that nobody signals times out, and one another thread
+// signals is woken.
+const threadsSource = `#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv;
+static int flag;
+static long long t0;
+
+static long long now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void *worker(void *arg) {
+	long i = (long)arg;
+	for (int k = 0; k < 3; k++) {
+		struct timespec ts = {0, (i % 3 + 1) * 10000000L};
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&mu);
+		printf("worker %ld step %d at %lld ms\n", i, k, (now() - t0) / 1000000);
+		pthread_mutex_unlock(&mu);
+	}
+	return NULL;
+}
+
+static void *signaller(void *arg) {
+	struct timespec ts = {0, 50000000L};
+	nanosleep(&ts, NULL);
+	pthread_mutex_lock(&mu);
+	flag = 1;
+	pthread_cond_signal(&cv);
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+int main(void) {
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&cv, &a);
+	t0 = now();
+	pthread_t th[4];
+	for (long i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, worker, (void *)i);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	printf("workers done at %lld ms\n", (now() - t0) / 1000000);
+
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += 2;
+	pthread_mutex_lock(&mu);
+	int r = pthread_cond_timedwait(&cv, &mu, &dl);
+	pthread_mutex_unlock(&mu);
+	printf("unsignalled timedwait: %s at %lld ms\n", r == ETIMEDOUT ? "ETIMEDOUT" : strerror(r), (now() - t0) / 1000000);
+
+	pthread_t s;
+	pthread_create(&s, NULL, signaller, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += 5;
+	pthread_mutex_lock(&mu);
+	r = 0;
+	while (!flag && r == 0)
+		r = pthread_cond_timedwait(&cv, &mu, &dl);
+	pthread_mutex_unlock(&mu);
+	pthread_join(s, NULL);
+	printf("signalled timedwait: %s flag=%d at %lld ms\n", r == 0 ? "woken" : strerror(r), flag, (now() - t0) / 1000000);
+	return 0;
+}
+`
+
+// buildC compiles a C source with pthreads into a directory of its own.
+func buildC(t testing.TB, name, source string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, name+".c"), filepath.Join(dir, name)
+	if err := os.WriteFile(src, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O2", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// burners starts n CPU burners for the rest of the test.
+func burners(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		c := exec.Command("sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c.Process.Kill()
+			c.Wait()
+		})
+	}
+}
+
+// TestVirtThreadsSleepOnTheVirtualClock: the sleeps and timed waits of a
+// pthread program move its clock, in deadline order, and ten strict runs
+// with two CPU burners running print the same bytes.
+func TestVirtThreadsSleepOnTheVirtualClock(t *testing.T) {
+	bin := buildC(t, "threads", threadsSource)
+	burners(t, 2)
+	var first string
+	for i := range 10 {
+		r, c := layerScript(t, strictLayer, bin, bin)
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d, stdout\n%s\nstderr %s", i, r.code, r.stdout, r.stderr)
+		}
+		if n := c.Escapes["stall"]; n > 0 {
+			t.Errorf("run %d: %d wait(s) ended on the stall limit: %v", i, n, c.Notes)
+		}
+		if i == 0 {
+			first = r.stdout
+			t.Logf("served %v real %v\n%s", c.Served, c.Real, r.stdout)
+			continue
+		}
+		if r.stdout != first {
+			t.Fatalf("run %d printed\n%s\nthe first\n%s", i, r.stdout, first)
+		}
+	}
+	// Worker i sleeps (i%3+1)×10 ms three times: worker 0 and 3 end at
+	// 10, 20, 30 ms, worker 1 at 20, 40, 60, worker 2 at 30, 60, 90;
+	// ties go in thread order.
+	want := []string{
+		"worker 0 step 0 at 10 ms", "worker 3 step 0 at 10 ms",
+		"worker 0 step 1 at 20 ms", "worker 1 step 0 at 20 ms", "worker 3 step 1 at 20 ms",
+		"worker 0 step 2 at 30 ms", "worker 2 step 0 at 30 ms", "worker 3 step 2 at 30 ms",
+		"worker 1 step 1 at 40 ms",
+		"worker 1 step 2 at 60 ms", "worker 2 step 1 at 60 ms",
+		"worker 2 step 2 at 90 ms",
+		"workers done at 90 ms",
+		"unsignalled timedwait: ETIMEDOUT at 2090 ms",
+		"signalled timedwait: woken flag=1 at 2140 ms",
+	}
+	if got := strings.Split(strings.TrimSpace(first), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("printed\n%s\nwant\n%s", first, strings.Join(want, "\n"))
+	}
+}
+
+const javaSleepSource = `public class Sleep {
+	public static void main(String[] args) throws Exception {
+		if (args.length > 0 && args[0].equals("two")) {
+			Thread a = new Thread(() -> { sleep(300); System.out.println("slept 300"); });
+			Thread b = new Thread(() -> { sleep(100); System.out.println("slept 100"); });
+			a.start();
+			b.start();
+			a.join();
+			b.join();
+			return;
+		}
+		long t0 = System.nanoTime();
+		Thread.sleep(1000);
+		long t1 = System.nanoTime();
+		System.out.println("slept " + (t1 - t0) / 1000000 + " ms");
+	}
+	static void sleep(long ms) {
+		try { Thread.sleep(ms); } catch (InterruptedException e) { throw new RuntimeException(e); }
+	}
+}
+`
+
+// buildJava compiles javaSleepSource into a directory of its own.
+func buildJava(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Sleep.java"), []byte(javaSleepSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("javac", "-d", dir, filepath.Join(dir, "Sleep.java")).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "Sleep.class")
+}
+
+// TestVirtThreadsJavaSleep: Java's Thread.sleep returns in strict mode
+// (HotSpot sleeps in a loop of timed futex waits, which did not move the
+// clock: it never returned), System.nanoTime shows the second, and two
+// threads sleeping 300 and 100 ms print in deadline order.
+func TestVirtThreadsJavaSleep(t *testing.T) {
+	t.Parallel()
+	class := buildJava(t)
+	dir := filepath.Dir(class)
+	start := time.Now()
+	r, c := layerScript(t, strictLayer, class, "timeout 300 java -XX:ActiveProcessorCount=1 -cp "+dir+" Sleep")
+	wall := time.Since(start)
+	m := regexp.MustCompile(`^slept (\d+) ms\n$`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil {
+		t.Fatalf("Thread.sleep(1000): exit %d, stdout %q, stderr %s, counts %+v", r.code, r.stdout, r.stderr, c)
+	}
+	if ms, _ := strconv.Atoi(m[1]); ms < 1000 {
+		t.Errorf("Thread.sleep(1000) took %d ms of virtual time", ms)
+	}
+	if n := c.Escapes["stall"]; n > 0 {
+		t.Errorf("%d wait(s) ended on the stall limit: %v", n, c.Notes)
+	}
+	t.Logf("Thread.sleep(1000): %s of virtual time, %v of wall time for the whole JVM; served %v", m[1]+" ms", wall, c.Served)
+	for i := range 3 {
+		r, _ := layerScript(t, strictLayer, class, "timeout 300 java -XX:ActiveProcessorCount=1 -cp "+dir+" Sleep two")
+		if r.code != 0 || r.stdout != "slept 100\nslept 300\n" {
+			t.Fatalf("run %d of two sleeping threads: exit %d, stdout %q, stderr %s", i, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+const rustSleepSource = `use std::thread;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..4)
+        .map(|i| {
+            thread::spawn(move || {
+                for k in 0..2 {
+                    thread::sleep(Duration::from_millis(50));
+                    println!("thread {} round {}", i, k);
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    println!("elapsed {} ms", t0.elapsed().as_millis());
+}
+`
+
+// TestVirtThreadsRustEqualSleeps: Rust threads that sleep equally wake in
+// thread order, every run, and their sleeps move the clock.
+func TestVirtThreadsRustEqualSleeps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "sleep.rs"), filepath.Join(dir, "sleep")
+	if err := os.WriteFile(src, []byte(rustSleepSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rustc, err := exec.LookPath("rustc")
+	if err != nil {
+		rustc = filepath.Join(os.Getenv("HOME"), ".cargo/bin/rustc")
+	}
+	if out, err := exec.Command(rustc, "-O", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("rustc: %v\n%s", err, out)
+	}
+	want := "thread 0 round 0\nthread 1 round 0\nthread 2 round 0\nthread 3 round 0\n" +
+		"thread 0 round 1\nthread 1 round 1\nthread 2 round 1\nthread 3 round 1\nelapsed 100 ms\n"
+	for i := range 5 {
+		r, c := layerScript(t, strictLayer, bin, bin)
+		if r.code != 0 || r.stdout != want {
+			t.Fatalf("run %d: exit %d, stdout\n%s\nwant\n%s\nstderr %s, counts %+v", i, r.code, r.stdout, want, r.stderr, c)
+		}
+	}
+}
