@@ -15,10 +15,14 @@ import (
 // timeouts: four workers sleep 10, 20, 30 and 10 ms three times each and
 // print the monotonic clock after each sleep; then a condition variable's
 // timed wait that nobody signals times out, and one another thread
-// signals is woken.
+// signals is woken; then a poll of an eventfd waits behind another
+// thread's shorter sleep.
 const threadsSource = `#define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +32,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static int flag;
 static long long t0;
+static int efd;
 
 static long long now(void) {
 	struct timespec ts;
@@ -54,6 +59,17 @@ static void *signaller(void *arg) {
 	flag = 1;
 	pthread_cond_signal(&cv);
 	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+static void *napper(void *arg) {
+	struct timespec ts = {0, 100000000L};
+	nanosleep(&ts, NULL);
+	printf("napper woke at %lld ms\n", (now() - t0) / 1000000);
+	if (arg) {
+		uint64_t one = 1;
+		write(efd, &one, 8);
+	}
 	return NULL;
 }
 
@@ -89,6 +105,19 @@ int main(void) {
 	pthread_mutex_unlock(&mu);
 	pthread_join(s, NULL);
 	printf("signalled timedwait: %s flag=%d at %lld ms\n", r == 0 ? "woken" : strerror(r), flag, (now() - t0) / 1000000);
+
+	/* A poll that nothing but another thread can end waits in the
+	 * queue behind that thread's earlier sleep: it times out after it,
+	 * or returns when the thread makes it ready. */
+	efd = eventfd(0, 0);
+	for (long k = 0; k < 2; k++) {
+		pthread_t n;
+		pthread_create(&n, NULL, napper, (void *)k);
+		struct pollfd pfd = {efd, POLLIN};
+		int pr = poll(&pfd, 1, 300);
+		printf("poll=%d at %lld ms\n", pr, (now() - t0) / 1000000);
+		pthread_join(n, NULL);
+	}
 	return 0;
 }
 `
@@ -143,7 +172,7 @@ func TestVirtThreadsSleepOnTheVirtualClock(t *testing.T) {
 			continue
 		}
 		if r.stdout != first {
-			t.Fatalf("run %d printed\n%s\nthe first\n%s", i, r.stdout, first)
+			t.Fatalf("run %d printed\n%s\nthe first\n%s\nstderr %s", i, r.stdout, first, r.stderr)
 		}
 	}
 	// Worker i sleeps (i%3+1)×10 ms three times: worker 0 and 3 end at
@@ -159,6 +188,8 @@ func TestVirtThreadsSleepOnTheVirtualClock(t *testing.T) {
 		"workers done at 90 ms",
 		"unsignalled timedwait: ETIMEDOUT at 2090 ms",
 		"signalled timedwait: woken flag=1 at 2140 ms",
+		"napper woke at 2240 ms", "poll=0 at 2440 ms",
+		"napper woke at 2540 ms", "poll=1 at 2540 ms",
 	}
 	if got := strings.Split(strings.TrimSpace(first), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("printed\n%s\nwant\n%s", first, strings.Join(want, "\n"))

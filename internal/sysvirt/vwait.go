@@ -50,6 +50,7 @@ const (
 	vwSleep vwaitKind = iota // nanosleep, clock_nanosleep: 0 at the deadline
 	vwFutex                  // FUTEX_WAIT_BITSET: ETIMEDOUT, or 0 when its word changes
 	vwWaitv                  // futex_waitv: ETIMEDOUT, or the index of the word that changed
+	vwPoll                   // a timed poll, select or epoll wait that would jump (deferWait)
 )
 
 // vwait is one held wait.
@@ -70,6 +71,11 @@ type vwait struct {
 	// since is when it was held (real clock); limit its stall limit.
 	since time.Time
 	limit time.Duration
+	// A poll's call, a pidfd of its process to look at its descriptors
+	// through, and what expire counts.
+	w     *waitCall
+	pidfd int
+	count string
 }
 
 type futexWord struct {
@@ -91,6 +97,7 @@ type vgone struct {
 type vqueue struct {
 	mu      sync.Mutex
 	held    []*vwait
+	firing  *waitCall // the poll vloop is ending (deferWait lets it)
 	gone    map[int]vgone
 	running bool
 	wake    chan struct{}
@@ -280,6 +287,10 @@ func (q *vqueue) remove(v *vwait) bool {
 	for i, h := range q.held {
 		if h == v {
 			q.held = append(q.held[:i], q.held[i+1:]...)
+			if v.pidfd > 0 {
+				unix.Close(v.pidfd)
+				v.pidfd = -1
+			}
 			return true
 		}
 	}
@@ -345,20 +356,9 @@ func (s *Supervisor) vstep(held []*vwait) bool {
 			changed = true
 			continue
 		}
-		if v.kind != vwSleep {
-			if i, ok := changedWord(v.tid, v.words); ok {
-				// Woken (or its memory is gone: a wake-up too, which
-				// the caller takes as spurious).
-				if s.vq.remove(v) {
-					val := int64(0)
-					if v.kind == vwWaitv && i >= 0 {
-						val = int64(i)
-					}
-					s.reply(&v.n, val)
-				}
-				changed = true
-				continue
-			}
+		if v.kind != vwSleep && s.woken(v) {
+			changed = true
+			continue
 		}
 		if byProc[v.p] == nil {
 			order = append(order, v.p)
@@ -381,6 +381,42 @@ func (s *Supervisor) vstep(held []*vwait) bool {
 	return changed
 }
 
+// woken answers futex wait v 0 (futex_waitv: the index of the word) when
+// one of its words changed, and reports whether it did. Its memory gone
+// counts as a change: a wake-up, which the caller takes as spurious.
+func (s *Supervisor) woken(v *vwait) bool {
+	i, ok := changedWord(v.tid, v.words)
+	if !ok {
+		return false
+	}
+	if s.vq.remove(v) {
+		val := int64(0)
+		if v.kind == vwWaitv && i >= 0 {
+			val = int64(i)
+		}
+		s.reply(&v.n, val)
+	}
+	return true
+}
+
+// pollLook looks at held poll v's descriptors: when one is ready (or is
+// not a descriptor: the kernel says so) the call runs, returning at once,
+// and ready is true; out says it waits on outstanding I/O.
+func (s *Supervisor) pollLook(v *vwait) (ready, out bool) {
+	l := look(v.w, v.p.tgid, v.pidfd)
+	defer l.close()
+	switch {
+	case l.verdict == waitReady || l.verdict == waitKernel:
+		if s.vq.remove(v) {
+			Continue(s.fd, v.n.ID)
+		}
+		return true, false
+	case l.verdict == waitReal:
+		return false, l.outstanding()
+	}
+	return false, false
+}
+
 // vprocStep decides p's held waits vs: when p is idle its earliest event
 // happens; otherwise a wait past its stall limit is answered anyway. It
 // reports whether it answered one.
@@ -401,8 +437,40 @@ func (s *Supervisor) vprocStep(p *proc, vs []*vwait) bool {
 	if !current {
 		return false // its exec or exit ends the waits (Valid)
 	}
-	ok, why := s.idle(p.tgid, quiet, children, held)
+	// A held poll returns when a descriptor it waits on is ready; one
+	// that now waits on outstanding I/O (another thread added a socket
+	// to its epoll set) keeps p busy.
+	busy := ""
+	for _, v := range vs {
+		if v.kind != vwPoll {
+			continue
+		}
+		ready, out := s.pollLook(v)
+		if ready {
+			return true
+		}
+		if out {
+			busy = "thread " + strconv.Itoa(v.tid) + " (" + comm(v.tid) + ") polled outstanding I/O"
+		}
+	}
+	ok, why := false, busy
+	if busy == "" {
+		ok, why = s.idle(p.tgid, quiet, children, held)
+	}
 	if ok {
+		// A word may have changed between vstep's look and the instant
+		// every thread slept (a waker that then blocked, as glibc's
+		// pthread_cond_signal does waiting for a group's waiters to
+		// leave): look again now that nothing in p runs.
+		for _, v := range vs {
+			if v.kind == vwPoll {
+				if ready, _ := s.pollLook(v); ready {
+					return true
+				}
+			} else if v.kind != vwSleep && s.woken(v) {
+				return true
+			}
+		}
 		s.fireFirst(p, vs[0], "")
 		return true
 	}
@@ -449,6 +517,24 @@ func (s *Supervisor) fireFirst(p *proc, v *vwait, why string) {
 		s.mu.Unlock()
 		return
 	}
+	if v.kind == vwPoll {
+		// expire moves the clock by what is left of the timeout, firing
+		// the timers due on the way, and answers.
+		v.w.timeout = max(v.deadline-p.base, 0)
+		if why != "" {
+			s.escaped("stall")
+			s.counts.note("%s", stallNote(v, why))
+		}
+		s.mu.Unlock()
+		s.vq.mu.Lock()
+		s.vq.firing = v.w
+		s.vq.mu.Unlock()
+		s.expire(v.w, p, v.count)
+		s.vq.mu.Lock()
+		s.vq.firing = nil
+		s.vq.mu.Unlock()
+		return
+	}
 	if v.onBase {
 		if p.base < v.deadline {
 			s.setBase(p, v.tid, v.deadline)
@@ -480,6 +566,8 @@ func stallNote(v *vwait, why string) string {
 	switch v.kind {
 	case vwFutex, vwWaitv:
 		what = "timed futex wait"
+	case vwPoll:
+		what = "timed " + callName(int(v.n.Nr))
 	}
 	return "a " + what + " of thread " + strconv.Itoa(v.tid) + " (" + comm(v.tid) + ") ended on the stall limit after " +
 		time.Since(v.since).Round(time.Second).String() + " of real time, not on the virtual clock: " + why
@@ -573,6 +661,13 @@ func readDirNames(fd int) ([]string, error) {
 // by thread, could see a thread asleep, then another that woke it go to
 // sleep).
 func (s *Supervisor) idle(tgid, quiet, children int, held map[int]bool) (bool, string) {
+	return s.quiet(tgid, quiet, children, held, true)
+}
+
+// quiet is idle; without io, a thread blocked on something from outside
+// counts as blocked: every thread is asleep at one instant, none of them
+// about to run.
+func (s *Supervisor) quiet(tgid, quiet, children int, held map[int]bool, io bool) (bool, string) {
 	first, ok := lookThreads(tgid)
 	if !ok {
 		return false, "its threads could not be read"
@@ -583,6 +678,14 @@ func (s *Supervisor) idle(tgid, quiet, children int, held map[int]bool) (bool, s
 		}
 		if st.state != 'S' {
 			return false, "thread " + strconv.Itoa(tid) + " (" + comm(tid) + ") was running"
+		}
+		if !io {
+			if w, err := readFile("/proc/" + strconv.Itoa(tid) + "/wchan"); err == nil && bytes.HasPrefix(w, []byte("seccomp_do_user_notif")) {
+				if _, real := s.realWaits.Load(tid); !real {
+					return false, "thread " + strconv.Itoa(tid) + " (" + comm(tid) + ") waited for dal's answer"
+				}
+			}
+			continue
 		}
 		if _, real := s.realWaits.Load(tid); real {
 			return false, "thread " + strconv.Itoa(tid) + " (" + comm(tid) + ") waited for I/O in a timed poll"
@@ -669,4 +772,161 @@ func outsideWait(tgid, tid, children int) string {
 		}
 	}
 	return ""
+}
+
+// deferWait holds w, a timed wait of thread w.pid of p about to jump by
+// its timeout (expire), when p holds a wait due before that: the earlier
+// deadline comes first, and w waits in the queue for its own, answered
+// ready as soon as a descriptor is. It reports whether it held w.
+func (s *Supervisor) deferWait(w *waitCall, p *proc, count string) bool {
+	held := s.vq.snapshot()
+	s.vq.mu.Lock()
+	firing := s.vq.firing == w
+	s.vq.mu.Unlock()
+	s.mu.Lock()
+	several, goImage := p.threads > 1, p.goImage
+	s.mu.Unlock()
+	if firing || !several {
+		return false
+	}
+	// A thread that has not settled — running (a thread just started
+	// counts as blocked to the jump's own look while it faults its stack
+	// in), or waiting for the supervisor to take a sleep or futex wait
+	// queued behind this one — may be due first: w waits in the queue
+	// with it.
+	if pendingHold(p.tgid, w.pid, goImage, held) {
+		return s.deferHold(w, p, count)
+	}
+	if !goImage {
+		hs := map[int]bool{w.pid: true}
+		for _, v := range held {
+			if v.p == p {
+				hs[v.tid] = true
+			}
+		}
+		s.mu.Lock()
+		quiet, children := p.quiet, p.children
+		s.mu.Unlock()
+		if ok, _ := s.quiet(p.tgid, quiet, children, hs, false); !ok {
+			return s.deferHold(w, p, count)
+		}
+	}
+	if len(held) == 0 {
+		return false
+	}
+	s.mu.Lock()
+	end := satAdd(p.base, w.timeout)
+	earlier := false
+	for _, v := range held {
+		if v.p != p || v.tid == w.pid {
+			continue
+		}
+		d := v.deadline
+		if !v.onBase {
+			d -= s.nowT(p, w.pid) - p.base
+		}
+		earlier = earlier || d < end
+	}
+	s.mu.Unlock()
+	if !earlier {
+		return false
+	}
+	return s.deferHold(w, p, count)
+}
+
+// deferHold holds w in the queue, due at its timeout.
+func (s *Supervisor) deferHold(w *waitCall, p *proc, count string) bool {
+	pidfd, err := unix.PidfdOpen(p.tgid, 0)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	end := satAdd(p.base, w.timeout)
+	s.mu.Unlock()
+	v := &vwait{n: *w.n, tid: w.pid, p: p, kind: vwPoll, deadline: end, onBase: true, since: time.Now(),
+		w: w, pidfd: pidfd, count: count}
+	v.limit = max(time.Duration(w.timeout), s.cfg.stallLimit())
+	s.vq.hold(s, v)
+	return true
+}
+
+// pendingHold reports whether a thread of tgid other than caller waits
+// for the supervisor's answer to a call it would hold: a sleep (not in a
+// Go image), a private timed FUTEX_WAIT_BITSET, a futex_waitv.
+func pendingHold(tgid, caller int, goImage bool, held []*vwait) bool {
+	threads, ok := lookThreads(tgid)
+	if !ok {
+		return false
+	}
+next:
+	for tid, st := range threads {
+		if tid == caller || st.state != 'S' {
+			continue
+		}
+		for _, v := range held {
+			if v.tid == tid {
+				continue next
+			}
+		}
+		dir := "/proc/" + strconv.Itoa(tid) + "/"
+		if w, err := readFile(dir + "wchan"); err != nil || !bytes.HasPrefix(w, []byte("seccomp_do_user_notif")) {
+			continue
+		}
+		line, err := readFile(dir + "syscall")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(line))
+		if len(f) < 7 {
+			continue
+		}
+		nr, _ := strconv.Atoi(f[0])
+		op, _ := strconv.ParseUint(strings.TrimPrefix(f[2], "0x"), 16, 64)
+		switch {
+		case (nr == unix.SYS_NANOSLEEP || nr == unix.SYS_CLOCK_NANOSLEEP) && !goImage,
+			nr == unix.SYS_FUTEX && op&futexCmdMask == futexWaitBitset && op&futexPrivate != 0,
+			nr == unix.SYS_FUTEX_WAITV:
+			return true
+		}
+	}
+	return false
+}
+
+// threadsTimer fires the first timer of p, a process with several
+// threads none of which holds a timed wait here (vloop fires its timers
+// then: fireFirst), when p is idle: nothing but a timer can end its waits,
+// so the timer's expiry is its next event. The signal goes to the thread
+// the kernel picks, or the timerfd becomes readable. Its watcher calls it
+// (timers.go); it reports whether a timer fired.
+func (s *Supervisor) threadsTimer(p *proc) bool {
+	for _, v := range s.vq.snapshot() {
+		if v.p == p {
+			return false
+		}
+	}
+	s.mu.Lock()
+	quiet, children := p.quiet, p.children
+	s.mu.Unlock()
+	if ok, _ := s.idle(p.tgid, quiet, children, nil); !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.procs[p.tgid] != p {
+		return false
+	}
+	var first *vtimer
+	for _, t := range p.timers {
+		if t.armed && (first == nil || t.deadline < first.deadline) {
+			first = t
+		}
+	}
+	if first == nil {
+		return false
+	}
+	s.jumpTo(p, p.tgid, first.deadline)
+	s.fire(p, first, 1)
+	s.deliver(p, first, 1)
+	s.served("timer")
+	return true
 }

@@ -484,9 +484,11 @@ func blocked(tgid, caller, helper int, decided func(tid int) bool) bool {
 			continue
 		}
 		switch b[i+2] {
-		case 'R':
+		case 'R', 't':
+			// Stopped for the tracer: a new thread before its first
+			// instruction, which will run.
 			return false
-		case 'D', 't':
+		case 'D':
 			if strict {
 				return false
 			}
@@ -518,7 +520,7 @@ func blocked(tgid, caller, helper int, decided func(tid int) bool) bool {
 // timer due before then ends it instead: a timerfd it waits on is ready,
 // a signal interrupts it.
 func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
-	if !Valid(s.fd, w.n.ID) {
+	if !Valid(s.fd, w.n.ID) || s.deferWait(w, p, count) {
 		return
 	}
 	s.mu.Lock()
