@@ -308,3 +308,93 @@ func TestVirtThreadsRustEqualSleeps(t *testing.T) {
 		}
 	}
 }
+
+// stallSource: mode "spin" has a thread that sleeps 10 ms while another
+// spins, without a system call, until the sleeper has woken: the process
+// never goes idle, so the sleep can only end on the stall limit. Mode
+// "signal" interrupts a held sleep with a signal whose handler has
+// SA_RESTART: the restarted sleep keeps its deadline.
+const stallSource = `#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile int woke, caught;
+
+static long long now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void *sleeper(void *arg) {
+	struct timespec ts = {0, 10000000L};
+	if (arg)
+		ts.tv_sec = 1, ts.tv_nsec = 0;
+	nanosleep(&ts, NULL);
+	woke = 1;
+	return NULL;
+}
+
+static void onsig(int sig) { caught++; }
+
+int main(int argc, char **argv) {
+	long long t0 = now();
+	pthread_t th;
+	if (!strcmp(argv[1], "spin")) {
+		pthread_create(&th, NULL, sleeper, NULL);
+		while (!woke)
+			;
+		pthread_join(th, NULL);
+		printf("spun until the sleeper woke\n");
+		return 0;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = onsig;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_create(&th, NULL, sleeper, (void *)1);
+	struct timespec ts = {0, 300000000L};
+	nanosleep(&ts, NULL);
+	pthread_kill(th, SIGUSR1);
+	pthread_join(th, NULL);
+	printf("caught=%d woke=%d at %lld ms\n", caught, woke, (now() - t0) / 1000000);
+	return 0;
+}
+`
+
+// TestVirtThreadsStallLimit: a thread spinning on a sleeper's flag keeps
+// its process from ever going idle; the sleep ends on the stall limit,
+// counted as an escape with a note naming the spinning thread.
+func TestVirtThreadsStallLimit(t *testing.T) {
+	t.Parallel()
+	bin := buildC(t, "stall", stallSource)
+	virt := strictLayer
+	virt.StallLimit = 2 * time.Second
+	r, c := layerScript(t, virt, bin, bin+" spin")
+	if r.code != 0 || r.stdout != "spun until the sleeper woke\n" || c.Escapes["stall"] != 1 {
+		t.Fatalf("spin: exit %d, stdout %q, stderr %s, escapes %v", r.code, r.stdout, r.stderr, c.Escapes)
+	}
+	note := strings.Join(c.Notes, "\n")
+	if !strings.Contains(note, "a sleep of thread") || !strings.Contains(note, "ended on the stall limit") || !strings.Contains(note, "(stall) was running") {
+		t.Errorf("notes do not say which thread kept the process busy:\n%s", note)
+	}
+}
+
+// TestVirtThreadsSignalKeepsTheDeadline: a held sleep a signal interrupts
+// (its handler has SA_RESTART, so the call is made again) still ends at
+// its deadline, every run.
+func TestVirtThreadsSignalKeepsTheDeadline(t *testing.T) {
+	t.Parallel()
+	bin := buildC(t, "stall", stallSource)
+	for i := range 3 {
+		r, c := layerScript(t, strictLayer, bin, bin+" signal")
+		if r.code != 0 || r.stdout != "caught=1 woke=1 at 1000 ms\n" || c.Escapes["stall"] != 0 {
+			t.Fatalf("run %d: exit %d, stdout %q, stderr %s, escapes %v", i, r.code, r.stdout, r.stderr, c.Escapes)
+		}
+	}
+}

@@ -263,6 +263,21 @@ func (q *vqueue) hold(s *Supervisor, v *vwait) {
 			v.deadline, v.since = g.deadline, g.since
 		}
 	}
+	for i, h := range q.held {
+		// A thread waits for one answer at a time: its wait still on
+		// the queue is one a signal interrupted before vloop saw it.
+		if h.tid == v.tid && h != v {
+			if h.kind == v.kind && h.n.Nr == v.n.Nr && h.n.Args == v.n.Args {
+				v.deadline, v.since = h.deadline, h.since
+			}
+			q.held = append(q.held[:i], q.held[i+1:]...)
+			if h.pidfd > 0 {
+				unix.Close(h.pidfd)
+				h.pidfd = -1
+			}
+			break
+		}
+	}
 	q.held = append(q.held, v)
 	start := !q.running
 	q.running = true
