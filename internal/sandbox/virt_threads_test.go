@@ -398,3 +398,57 @@ func TestVirtThreadsSignalKeepsTheDeadline(t *testing.T) {
 		}
 	}
 }
+
+// sleepLoopSource sleeps argv[2] times for 1 µs: with argv[1] "sleep" in
+// a single-threaded process, with "tsleep" while a second thread waits in
+// pause(), so each sleep is held on the queue.
+const sleepLoopSource = `#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void *idle(void *arg) {
+	pause();
+	return NULL;
+}
+
+int main(int argc, char **argv) {
+	long n = atol(argv[2]);
+	if (!strcmp(argv[1], "tsleep")) {
+		pthread_t th;
+		pthread_create(&th, NULL, idle, NULL);
+	}
+	struct timespec ts = {0, 1000};
+	for (long i = 0; i < n; i++)
+		nanosleep(&ts, NULL);
+	printf("%ld\n", n);
+	return 0;
+}
+`
+
+// benchSleep reports a 1 µs nanosleep's cost per call natively and
+// under the layer, and their ratio.
+func benchSleep(b *testing.B, op string) {
+	bin := buildC(b, "sleeploop", sleepLoopSource)
+	n := max(b.N, 2000)
+	nat, lay := perCall(b, bin, op, n, native), perCall(b, bin, op, n, layered)
+	b.ReportMetric(nat, "native-ns/call")
+	b.ReportMetric(lay, "layer-ns/call")
+	b.ReportMetric(lay, "ns/op")
+	if nat > 0 {
+		b.ReportMetric(lay/nat, "x-native")
+	}
+}
+
+// BenchmarkVirtSleep: a single-threaded process's sleep, which the
+// supervisor answers at once, moving the clock.
+//
+//	go test ./internal/sandbox -run '^$' -bench 'VirtSleep|VirtThreadedSleep'
+func BenchmarkVirtSleep(b *testing.B) { benchSleep(b, "sleep") }
+
+// BenchmarkVirtThreadedSleep: the sleep of a process whose other thread
+// is blocked: held on the queue, answered when the loop finds the process
+// idle (two looks at its threads).
+func BenchmarkVirtThreadedSleep(b *testing.B) { benchSleep(b, "tsleep") }
