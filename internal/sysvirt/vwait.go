@@ -86,6 +86,7 @@ type futexWord struct {
 // vgone is a held wait its thread left (a signal interrupted it): a
 // restart of the same call resumes it.
 type vgone struct {
+	p        *proc
 	nr       int32
 	args     [6]uint64
 	deadline int64
@@ -259,7 +260,7 @@ func (q *vqueue) hold(s *Supervisor, v *vwait) {
 	q.mu.Lock()
 	if g, ok := q.gone[v.tid]; ok {
 		delete(q.gone, v.tid)
-		if g.nr == v.n.Nr && g.args == v.n.Args {
+		if g.p == v.p && g.nr == v.n.Nr && g.args == v.n.Args {
 			v.deadline, v.since = g.deadline, g.since
 		}
 	}
@@ -365,7 +366,7 @@ func (s *Supervisor) vstep(held []*vwait) bool {
 				if s.vq.gone == nil {
 					s.vq.gone = map[int]vgone{}
 				}
-				s.vq.gone[v.tid] = vgone{nr: v.n.Nr, args: v.n.Args, deadline: v.deadline, since: v.since}
+				s.vq.gone[v.tid] = vgone{p: v.p, nr: v.n.Nr, args: v.n.Args, deadline: v.deadline, since: v.since}
 				s.vq.mu.Unlock()
 			}
 			changed = true
@@ -801,7 +802,9 @@ func (s *Supervisor) deferWait(w *waitCall, p *proc, count string) bool {
 	s.mu.Lock()
 	several, goImage := p.threads > 1, p.goImage
 	s.mu.Unlock()
-	if firing || !several {
+	if firing || !several || count == "" {
+		// count "": a real wait on outstanding I/O that its timeout (or
+		// the stall limit) ended in real time: not the queue's to hold.
 		return false
 	}
 	// A thread that has not settled — running (a thread just started
