@@ -313,6 +313,29 @@ func (q *vqueue) remove(v *vwait) bool {
 	return false
 }
 
+// heldIdle reports whether thread tid holds a wait on the queue, and
+// whether that wait is decided to go on waiting: a sleep, or a futex wait
+// whose words are unchanged (Supervisor.settled).
+func (q *vqueue) heldIdle(tid int) (held, idle bool) {
+	q.mu.Lock()
+	var v *vwait
+	for _, h := range q.held {
+		if h.tid == tid {
+			v = h
+			break
+		}
+	}
+	q.mu.Unlock()
+	if v == nil {
+		return false, false
+	}
+	if v.kind == vwFutex || v.kind == vwWaitv {
+		_, changed := changedWord(v.tid, v.words)
+		return true, !changed
+	}
+	return true, true
+}
+
 // snapshot returns the waits held now.
 func (q *vqueue) snapshot() []*vwait {
 	q.mu.Lock()

@@ -450,6 +450,9 @@ func (s *Supervisor) settled(tgid int) bool {
 // descriptors became ready is as good as running, though the waiter may
 // not have let it go yet.
 func (s *Supervisor) heldIdle(tid int) bool {
+	if held, idle := s.vq.heldIdle(tid); held {
+		return idle
+	}
 	v, ok := s.realWaits.Load(tid)
 	if !ok {
 		return false
