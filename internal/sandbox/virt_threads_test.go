@@ -313,7 +313,8 @@ func TestVirtThreadsRustEqualSleeps(t *testing.T) {
 // spins, without a system call, until the sleeper has woken: the process
 // never goes idle, so the sleep can only end on the stall limit. Mode
 // "signal" interrupts a held sleep with a signal whose handler has
-// SA_RESTART: the restarted sleep keeps its deadline.
+// SA_RESTART: the restarted sleep keeps its deadline. Mode "io" waits,
+// with a timeout, for a thread reading another process's answer.
 const stallSource = `#define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -341,9 +342,50 @@ static void *sleeper(void *arg) {
 
 static void onsig(int sig) { caught++; }
 
+static int pipefd[2];
+static char got[8];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+static void *reader(void *arg) {
+	int n = read(pipefd[0], got, sizeof got - 1);
+	pthread_mutex_lock(&mu);
+	got[n > 0 ? n : 0] = 0;
+	woke = 1;
+	pthread_cond_signal(&cv);
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
 int main(int argc, char **argv) {
 	long long t0 = now();
 	pthread_t th;
+	if (!strcmp(argv[1], "io")) {
+		/* A child computes for 300 ms of CPU time, then answers on a
+		 * pipe a thread reads; the main thread waits for the reader
+		 * with a 100 ms timeout, which must not expire: the answer is
+		 * an event, its latency is not. */
+		pipe(pipefd);
+		if (fork() == 0) {
+			while (clock() < CLOCKS_PER_SEC * 3 / 10)
+				;
+			write(pipefd[1], "hi", 2);
+			_exit(0);
+		}
+		pthread_create(&th, NULL, reader, NULL);
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += 100000000L;
+		if (dl.tv_nsec >= 1000000000L)
+			dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+		int r = 0;
+		pthread_mutex_lock(&mu);
+		while (!woke && r == 0)
+			r = pthread_cond_timedwait(&cv, &mu, &dl);
+		pthread_mutex_unlock(&mu);
+		printf("woke=%d r=%s got=%s\n", woke, r ? strerror(r) : "0", got);
+		return 0;
+	}
 	if (!strcmp(argv[1], "spin")) {
 		pthread_create(&th, NULL, sleeper, NULL);
 		while (!woke)
@@ -452,3 +494,19 @@ func BenchmarkVirtSleep(b *testing.B) { benchSleep(b, "sleep") }
 // is blocked: held on the queue, answered when the loop finds the process
 // idle (two looks at its threads).
 func BenchmarkVirtThreadedSleep(b *testing.B) { benchSleep(b, "tsleep") }
+
+// TestVirtThreadsOutstandingIOIsAnEvent: a timed wait for a thread that
+// reads a pipe another process answers on, 300 ms of CPU time later, is
+// woken by the answer, not timed out after 100 ms of virtual time: the
+// reader's outstanding I/O keeps the process from idling, as the answer's
+// latency must not decide what the program sees.
+func TestVirtThreadsOutstandingIOIsAnEvent(t *testing.T) {
+	t.Parallel()
+	bin := buildC(t, "stall", stallSource)
+	for i := range 2 {
+		r, c := layerScript(t, strictLayer, bin, bin+" io")
+		if r.code != 0 || r.stdout != "woke=1 r=0 got=hi\n" || c.Escapes["stall"] != 0 {
+			t.Fatalf("run %d: exit %d, stdout %q, stderr %s, escapes %v", i, r.code, r.stdout, r.stderr, c.Escapes)
+		}
+	}
+}

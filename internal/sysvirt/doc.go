@@ -328,7 +328,13 @@
 //     on a descriptor that is outstanding I/O (the rule of the timed waits
 //     above), a timed wait the kernel runs in real time, a timed poll held
 //     in real time for outstanding I/O, or wait4/waitid while a child
-//     runs. It is judged from /proc: two looks at every thread's state and
+//     runs. That is stricter than a timed poll's own rule (its
+//     descriptors only): what ends a futex wait early is another thread,
+//     so another thread's outstanding I/O is what it waits for (a pool's
+//     worker blocked in recv on an LLM's answer, its caller in
+//     future.result(timeout=30): jumping would time the call out at
+//     once); and a sleep's end must not race another thread's input. It
+//     is judged from /proc: two looks at every thread's state and
 //     run count (schedstat); a thread asleep at both that did not run in
 //     between slept all along, so every thread slept at some instant
 //     between the looks (one look, thread by thread, can see a thread
