@@ -364,15 +364,19 @@
 //
 // So Java's Thread.sleep(1000) — HotSpot's loop of pthread_cond_timedwait
 // on CLOCK_MONOTONIC, which saw no time pass and never returned — returns
-// with System.nanoTime one second on, in 0.1 s of wall time (the JVM's
-// start-up aside); threads that sleep wake in deadline order, every run,
-// under load (TestVirtThreads* in package sandbox). Costs: a sleep of a
-// multi-threaded process is answered in 177 µs (BenchmarkVirtThreadedSleep,
-// a loop of 1 µs sleeps beside a thread in pause(), on a loaded 2-CPU
-// machine): the looks at /proc; a single-threaded sleep is unchanged
-// (BenchmarkVirtSleep: 11.6 µs against 97 µs native). A futex wake-up of a
-// held wait is seen 100 µs to 2 ms late in real time (never in virtual
-// time).
+// with System.nanoTime one second on: a whole `dal-exec run` of a program
+// that sleeps 1000 ms took 0.22–0.31 s of wall time, one that sleeps 0 ms
+// 0.17–0.36 s (5 runs each, alternating), against 1.12–1.22 s natively.
+// Threads that sleep wake in deadline order, every run, under load
+// (TestVirtThreads* in package sandbox). Costs, on a loaded 2-CPU machine,
+// two alternating runs against main before this queue: a held sleep is
+// answered in 225–306 µs (BenchmarkVirtThreadedSleep, 1 µs sleeps beside
+// a thread in pause()), against 40–44 µs for the real sleep it was (which
+// did not move the clock): the seccomp round trip, two looks at /proc and
+// the loop's wake-up; a single-threaded sleep's path is unchanged
+// (BenchmarkVirtSleep: 27–43 µs against 16–28 µs, the noise of the
+// machine; 84–98 µs native). A futex wake-up of a held wait is seen 100 µs
+// to 2 ms late in real time (never in virtual time).
 //
 // Limits: a FUTEX_WAKE that changes no word, or a word changed and changed
 // back between two looks, is seen only when the process idles, as a
