@@ -93,8 +93,8 @@ type vgone struct {
 	since    time.Time
 }
 
-// vqueue holds the waits; its own lock, never held while taking
-// Supervisor.mu.
+// vqueue holds the waits. Its lock may be taken while Supervisor.mu is
+// held, never the other way round.
 type vqueue struct {
 	mu      sync.Mutex
 	held    []*vwait
