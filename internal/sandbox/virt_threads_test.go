@@ -372,6 +372,7 @@ int main(int argc, char **argv) {
 			write(pipefd[1], "hi", 2);
 			_exit(0);
 		}
+		close(pipefd[1]);
 		pthread_create(&th, NULL, reader, NULL);
 		struct timespec dl;
 		clock_gettime(CLOCK_REALTIME, &dl);

@@ -971,3 +971,53 @@ func (s *Supervisor) threadsTimer(p *proc) bool {
 	s.served("timer")
 	return true
 }
+
+// writesPipe reports whether process tgid holds, besides its descriptor
+// fd, the write end of pipe link ("pipe:[inode]"): a descriptor to the same
+// pipe open for writing. A child that inherited that end could write too;
+// a self-pipe is close-on-exec, and a parent that keeps a child's write
+// end open is rare (it would never see the pipe's end either).
+func writesPipe(tgid, fd int, link string) bool {
+	dir := "/proc/" + strconv.Itoa(tgid) + "/fd/"
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	names, err := readDirNames(dfd)
+	unix.Close(dfd)
+	if err != nil || len(names) > 4096 {
+		return false
+	}
+	self := strconv.Itoa(fd)
+	for _, name := range names {
+		if name == self {
+			continue
+		}
+		if l, err := readlink(dir + name); err != nil || l != link {
+			continue
+		}
+		info, err := readFile("/proc/" + strconv.Itoa(tgid) + "/fdinfo/" + name)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				if flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil && flags&unix.O_ACCMODE != unix.O_RDONLY {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
+}
+
+// readlink reads a symbolic link of /proc.
+func readlink(path string) (string, error) {
+	buf := make([]byte, 256)
+	n, err := unix.Readlink(path, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}

@@ -629,7 +629,12 @@ func outstandingFD(tgid, fd int, dup func(int) (int, bool)) bool {
 	case link == "anon_inode:[eventfd]", link == "anon_inode:[timerfd]":
 		// A timerfd's expiries are dal's (timers.go).
 		return false
-	case strings.HasPrefix(link, "pipe:"), strings.HasPrefix(link, "anon_inode:"),
+	case strings.HasPrefix(link, "pipe:"):
+		// A self-pipe (libuv's signal pipe, a wakeup pipe): the process
+		// holds its write end, so what comes through it comes from the
+		// process's own threads (vwait.go).
+		return !writesPipe(tgid, fd, link)
+	case strings.HasPrefix(link, "anon_inode:"),
 		strings.HasPrefix(link, "/dev/pts/"), strings.HasPrefix(link, "/dev/tty"),
 		link == "/dev/ptmx", link == "/dev/console":
 		return true
