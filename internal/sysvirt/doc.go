@@ -191,8 +191,8 @@
 // A wait with a timeout (poll, ppoll, select, pselect6, epoll_wait,
 // epoll_pwait, epoll_pwait2) follows the shims' outstanding-I/O rule. What is
 // ready is returned at once and t does not move. Otherwise, when none of the
-// waited descriptors is outstanding I/O (a connected socket, a pipe, a
-// terminal, a signalfd, an inotify or nested epoll descriptor; listening
+// waited descriptors is outstanding I/O (a connected socket, a pipe whose
+// write end the process does not hold, a terminal, a signalfd, an inotify or nested epoll descriptor; listening
 // sockets, eventfds and timerfds, whose expiries are dal's, are not) and
 // no other thread of the process is running (a thread held for a clock
 // read or getrandom counts as running), t jumps by the timeout (or to the
@@ -385,7 +385,12 @@
 // is not handed over and stays real; a held sleep that a signal
 // interrupts without SA_RESTART returns EINTR without its time left in
 // rem; a process-shared futex stays real (another process may wake it: it
-// has no idle instant of its own). A thread parked for good on
+// has no idle instant of its own). A pipe whose write end the process
+// itself holds (libuv's signal pipe, a wakeup pipe) is not outstanding
+// I/O, for the timed waits above and for the queue: its data comes from
+// the process's own threads (Node's openai agent waited a stall limit on
+// its signal pipes without this); a child writing into a pipe whose write
+// end its parent kept open is then not waited for. A thread parked for good on
 // outstanding I/O — a reader of stdin or of a child's pipe — keeps its
 // process from ever idling, so each timed wait of the process lasts its
 // stall limit and is an escape: which of its deadlines and the input comes
