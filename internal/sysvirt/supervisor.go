@@ -42,6 +42,8 @@ type Supervisor struct {
 	// time (waitReal), by thread id: decided, for Supervisor.settled.
 	realWaits sync.Map
 	waiter    realWaiter
+	// vq holds the timed waits of several threads (vwait.go).
+	vq vqueue
 }
 
 // proc is one process (thread group) and its stream.
@@ -490,6 +492,10 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 		s.reply(n, 0)
 		return
 	}
+	if s.holdSleep(n, p, int(n.Pid), d, flags&unix.TIMER_ABSTIME != 0) {
+		s.mu.Unlock()
+		return
+	}
 	s.real("sleep_threaded")
 	s.quietSleep(p, int(n.Pid))
 	s.mu.Unlock()
@@ -538,6 +544,9 @@ func (s *Supervisor) futex(n *Notif) {
 		Continue(s.fd, n.ID)
 		return
 	}
+	if op&futexCmdMask == futexWaitBitset && s.holdFutex(n, k) {
+		return
+	}
 	s.translate(n, k, addr)
 }
 
@@ -546,6 +555,9 @@ func (s *Supervisor) futexWaitv(n *Notif) {
 	k := clockKind(int32(n.Args[4]))
 	if k == 0 {
 		Continue(s.fd, n.ID)
+		return
+	}
+	if s.holdWaitv(n, k) {
 		return
 	}
 	s.translate(n, k, n.Args[3])
