@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -50,7 +51,12 @@ import (
 
 // orderer decides the delivery order of responses.
 type orderer struct {
-	settle   func(context.Context) error
+	settle func(context.Context) error
+	// owed, when set, is told which connections owe a response (by the
+	// client's port and the proxy's) whenever that changes.
+	owed     func([][2]uint16)
+	owedMu   sync.Mutex
+	lastOwed string
 	patience time.Duration
 	base     context.Context
 	// listeners are the proxy's, whose queues must be empty.
@@ -76,8 +82,8 @@ type turn struct {
 	gone           bool
 }
 
-func newOrderer(base context.Context, settle func(context.Context) error, patience time.Duration, listeners func() []net.Listener) *orderer {
-	return &orderer{settle: settle, patience: patience, base: base, listeners: listeners, conns: map[*clientConn]struct{}{}}
+func newOrderer(base context.Context, settle func(context.Context) error, owed func([][2]uint16), patience time.Duration, listeners func() []net.Listener) *orderer {
+	return &orderer{settle: settle, owed: owed, patience: patience, base: base, listeners: listeners, conns: map[*clientConn]struct{}{}}
 }
 
 // track and untrack follow the proxy's client connections.
@@ -113,6 +119,7 @@ func (o *orderer) take(c *clientConn, method, url string, body []byte) *turn {
 	o.arrivals++
 	o.waiting = append(o.waiting, t)
 	o.mu.Unlock()
+	o.tellOwed()
 	o.kick()
 	return t
 }
@@ -147,7 +154,52 @@ func (o *orderer) done(t *turn) {
 	if t.conn != nil {
 		t.conn.turns.Add(-1)
 	}
+	o.tellOwed()
 	o.kick()
+}
+
+// tellOwed tells owed the connections that hold a turn: a response is
+// owed to each (the syscall layer then does not let the client's waits
+// on them expire on latency).
+func (o *orderer) tellOwed() {
+	if o.owed == nil {
+		return
+	}
+	o.owedMu.Lock()
+	defer o.owedMu.Unlock()
+	o.mu.Lock()
+	var pairs [][2]uint16
+	for c := range o.conns {
+		if c.turns.Load() > 0 {
+			if p, ok := ports(c.Conn); ok {
+				pairs = append(pairs, p)
+			}
+		}
+	}
+	o.mu.Unlock()
+	slices.SortFunc(pairs, func(a, b [2]uint16) int {
+		if a[0] != b[0] {
+			return int(a[0]) - int(b[0])
+		}
+		return int(a[1]) - int(b[1])
+	})
+	key := fmt.Sprint(pairs)
+	if key == o.lastOwed {
+		return
+	}
+	o.lastOwed = key
+	o.owed(pairs)
+}
+
+// ports is a client connection's ports: the client's (remote) and the
+// proxy's (local).
+func ports(c net.Conn) ([2]uint16, bool) {
+	r, ok1 := c.RemoteAddr().(*net.TCPAddr)
+	l, ok2 := c.LocalAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return [2]uint16{}, false
+	}
+	return [2]uint16{uint16(r.Port), uint16(l.Port)}, true
 }
 
 // kick starts a decision when none runs, nothing is being delivered and

@@ -204,9 +204,11 @@ type Proxy struct {
 // that depends only on what the client sent (order.go): each when settle,
 // which waits until the client's process tree has settled, returns. A
 // tree that has not settled after patience gets its response anyway, an
-// escape ([Proxy.OrderEscapes]). Call it before Serve.
-func (p *Proxy) SetSettle(settle func(context.Context) error, patience time.Duration) {
-	p.order = newOrderer(p.base, settle, patience, func() []net.Listener {
+// escape ([Proxy.OrderEscapes]). owed, when not nil, is told which
+// connections owe a response (the client's port and the proxy's) whenever
+// that changes. Call it before Serve.
+func (p *Proxy) SetSettle(settle func(context.Context) error, owed func([][2]uint16), patience time.Duration) {
+	p.order = newOrderer(p.base, settle, owed, patience, func() []net.Listener {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		ls := make([]net.Listener, 0, len(p.listeners))

@@ -270,7 +270,7 @@ func (n *Network) listen(c *sandbox.Cmd) error {
 		if patience <= 0 {
 			patience = sysvirt.DefaultStallLimit
 		}
-		n.proxy.SetSettle(c.Settle, patience)
+		n.proxy.SetSettle(c.Settle, c.Owed, patience)
 		n.env.Ordered = true
 	}
 	go n.proxy.Serve(l)

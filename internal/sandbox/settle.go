@@ -16,6 +16,9 @@ import (
 //
 //	parent → init: 'Q' + id (8 bytes)   answer once the agent's tree has settled
 //	init → parent: 'q' + id
+//	parent → init: 'O' + pairs          the proxy's connections that owe a
+//	                                    response (2 × uint16 each: the agent's
+//	                                    port, the proxy's), replacing the last
 //
 // The init answers requests in order, each when the syscall layer finds
 // every thread of the tree blocked on something only the outside can end
@@ -30,6 +33,7 @@ var ErrNoSettle = errors.New("sandbox: the agent's tree cannot be watched for se
 type settler struct {
 	wanted bool
 	mu     sync.Mutex // one request at a time
+	wmu    sync.Mutex // one message written at a time
 	gate   *os.File
 	next   uint64
 	// answers carries the ids the init answered; closed when the gate
@@ -83,7 +87,7 @@ func (c *Cmd) Settle(ctx context.Context) error {
 	}
 	s.next++
 	id := s.next
-	if _, err := s.gate.Write(binary.NativeEndian.AppendUint64([]byte{'Q'}, id)); err != nil {
+	if err := s.write(binary.NativeEndian.AppendUint64([]byte{'Q'}, id)); err != nil {
 		return ErrNoSettle
 	}
 	for {
@@ -101,22 +105,74 @@ func (c *Cmd) Settle(ctx context.Context) error {
 	}
 }
 
+func (s *settler) write(msg []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_, err := s.gate.Write(msg)
+	return err
+}
+
+// maxOwed bounds the pairs one message carries (a gate message is at
+// most 512 bytes to the init's reader).
+const maxOwed = 120
+
+// Owed tells the syscall layer which of the proxy's connections owe the
+// agent a response, each by the agent's port and the proxy's: waits on
+// them do not expire on latency (sysvirt's owed.go). Beyond maxOwed
+// connections the rest are left out (their waits expire as the kernel's
+// would). A sandbox without Config.Settle ignores it.
+func (c *Cmd) Owed(pairs [][2]uint16) {
+	s := &c.settle
+	if s.gate == nil {
+		return
+	}
+	msg := []byte{'O'}
+	for i, p := range pairs {
+		if i == maxOwed {
+			break
+		}
+		msg = binary.NativeEndian.AppendUint16(msg, p[0])
+		msg = binary.NativeEndian.AppendUint16(msg, p[1])
+	}
+	s.write(msg)
+}
+
 // serveSettle answers the parent's settle requests on gate until it
 // closes (the init's side).
 func serveSettle(gate *os.File, v *sysvirt.Supervisor) {
 	fd := int(gate.Fd())
-	buf := make([]byte, 16)
+	settles := make(chan [8]byte, 64)
+	defer close(settles)
+	go func() {
+		for id := range settles {
+			v.Settled(context.Background())
+			if err := unix.Sendmsg(fd, append([]byte{'q'}, id[:]...), nil, nil, 0); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 1+4*maxOwed)
 	for {
 		n, _, _, _, err := unix.Recvmsg(fd, buf, nil, 0)
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil || n != 9 || buf[0] != 'Q' {
+		if err != nil || n == 0 {
 			gate.Close()
 			return
 		}
-		v.Settled(context.Background())
-		if err := unix.Sendmsg(fd, append([]byte{'q'}, buf[1:9]...), nil, nil, 0); err != nil {
+		switch {
+		case n == 9 && buf[0] == 'Q':
+			var id [8]byte
+			copy(id[:], buf[1:9])
+			settles <- id
+		case buf[0] == 'O' && (n-1)%4 == 0:
+			pairs := make([][2]uint16, 0, (n-1)/4)
+			for i := 1; i+4 <= n; i += 4 {
+				pairs = append(pairs, [2]uint16{binary.NativeEndian.Uint16(buf[i:]), binary.NativeEndian.Uint16(buf[i+2:])})
+			}
+			v.SetOwed(pairs)
+		default:
 			gate.Close()
 			return
 		}

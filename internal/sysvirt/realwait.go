@@ -32,10 +32,13 @@ type heldWait struct {
 	// is set when they are closed.
 	mu   sync.Mutex
 	done bool
-	// stall is when it expires anyway, on the real clock: its timeout or
-	// the stall limit, whichever is later (an escape).
-	stall   time.Time
-	recheck time.Time // when to look again whether it could jump
+	// deadline is its timeout on the real clock: a wait that awaits no
+	// response of the proxy's expires then (owed.go). stall is when one
+	// that does expires anyway: its timeout or the stall limit, whichever
+	// is later (an escape).
+	deadline time.Time
+	stall    time.Time
+	recheck  time.Time // when to look again whether it could jump
 }
 
 // hold adds h to the waits held, starting the waiter when none runs.
@@ -97,6 +100,9 @@ func (s *Supervisor) waitLoop() {
 		for _, h := range held {
 			fds = append(fds, h.l.watch...)
 			next = minTime(next, minTime(h.stall, h.recheck))
+			if now.Before(h.deadline) {
+				next = minTime(next, h.deadline)
+			}
 		}
 		// A millisecond more, as the poll's own rounding would cut it
 		// short of the deadline.
@@ -136,13 +142,15 @@ func (s *Supervisor) waitLoop() {
 // here, or no longer the supervisor's to answer). ready says a descriptor
 // it waits on is ready, or the poll failed: the kernel takes the call.
 //
-// Its real timeout passing decides nothing: a wait held for outstanding
-// I/O (a response, a child's output) ends when the I/O is ready, without
-// moving the clock, however long it took, or when its process can jump,
-// as it would have had the I/O been instant. So what the agent sees never
-// depends on latency. Only the stall limit, for a server that never
-// answers or a thread that never blocks, lets real time decide: the wait
-// expires and that is an escape, with a note.
+// A wait that awaits a response dal's proxy owes (owed.go) is not decided
+// by its real timeout: it ends when the I/O is ready, without moving the
+// clock, however long the response took, or when its process can jump,
+// as it would have had the response been instant. So what the agent sees
+// never depends on the network's latency. Only the stall limit, for a
+// server that never answers or a thread that never blocks, lets real time
+// decide: the wait expires and that is an escape, with a note. A wait on
+// other outstanding I/O alone (an idle connection, a terminal, a child's
+// pipe) expires at its real timeout, as the kernel's would.
 func (s *Supervisor) judge(h *heldWait, ready bool, now time.Time) bool {
 	w := h.w
 	switch {
@@ -151,15 +159,19 @@ func (s *Supervisor) judge(h *heldWait, ready bool, now time.Time) bool {
 	case ready:
 		Continue(s.fd, w.n.ID)
 		return true
-	case !now.Before(h.recheck) || !now.Before(h.stall):
+	case !now.Before(h.recheck) || !now.Before(h.deadline) || !now.Before(h.stall):
 		if h.l.canJump() {
 			s.expire(w, h.p, "wait")
+			return true
+		}
+		if !now.Before(h.deadline) && !s.awaited(h) {
+			s.expire(w, h.p, "")
 			return true
 		}
 		if !now.Before(h.stall) {
 			s.mu.Lock()
 			s.escaped("stall")
-			s.counts.note("a timed wait was still waiting for outstanding I/O (a server that did not answer, or a thread that never blocked) at the stall limit: it expired on the real clock, so what followed is not reproducible")
+			s.counts.note("a timed wait was still waiting for a response at the stall limit (a server that did not answer, or a thread that never blocked): it expired on the real clock, so what followed is not reproducible")
 			s.mu.Unlock()
 			s.expire(w, h.p, "")
 			return true

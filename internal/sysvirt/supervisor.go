@@ -42,6 +42,7 @@ type Supervisor struct {
 	// time (waitReal), by thread id: decided, for Supervisor.settled.
 	realWaits sync.Map
 	waiter    realWaiter
+	owed      owed // the proxy's connections that owe a response (owed.go)
 	// vq holds the timed waits of several threads (vwait.go).
 	vq vqueue
 }

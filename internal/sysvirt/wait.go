@@ -419,7 +419,7 @@ func (s *Supervisor) waitReal(w *waitCall, p *proc, l *waitLook) {
 	s.mu.Unlock()
 	now := time.Now()
 	stall := max(time.Duration(w.timeout), s.cfg.stallLimit())
-	h := &heldWait{w: w, p: p, l: l, stall: now.Add(stall), recheck: now.Add(recheck)}
+	h := &heldWait{w: w, p: p, l: l, deadline: now.Add(time.Duration(w.timeout)), stall: now.Add(stall), recheck: now.Add(recheck)}
 	s.realWaits.Store(w.pid, h)
 	s.waiter.hold(s, h)
 }
