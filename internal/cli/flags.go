@@ -107,6 +107,14 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 }
 
 // allowAddressFlag is --allow-address, for the commands that record.
+// orderResponsesFlag is --order-responses, for the commands that record.
+func orderResponsesFlag() ucli.Flag {
+	return &ucli.BoolFlag{Name: "order-responses", EnvVars: []string{"DAL_ORDER_RESPONSES"},
+		Usage: "hand the agent its responses one at a time, each once its processes have settled, in an order latency cannot change, " +
+			"and hold its waits for a response instead of letting them time out on latency (docs/design.md §3.1); " +
+			"for agents that make concurrent calls (threads, goroutines, asyncio.gather); its replay does the same"}
+}
+
 func allowAddressFlag() ucli.Flag {
 	return &ucli.StringSliceFlag{Name: "allow-address", EnvVars: []string{"DAL_ALLOW_ADDRESS"},
 		Usage: "let the proxy connect to an address it refuses by default: a link-local or cloud metadata address, or a machine on a network " +

@@ -66,7 +66,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				Usage: "also redact this query or JSON/form body field in network.har and prompts/ (repeatable)"},
 			&ucli.StringSliceFlag{Name: "secret-env", EnvVars: []string{"DAL_SECRET_ENV"},
 				Usage: "treat this kept variable as a secret although its name does not say so: never stored, its value scrubbed from the bundle (repeatable)"},
-			allowLoopbackFlag(), allowAddressFlag(), enforceStrictLLMFlag(),
+			allowLoopbackFlag(), allowAddressFlag(), orderResponsesFlag(), enforceStrictLLMFlag(),
 		), gateFlags(false), selectionFlags(), CheckpointFlags()),
 		Action: func(c *ucli.Context) error {
 			if err := checkBundleName(c.String("out")); err != nil {
@@ -109,7 +109,7 @@ why. --use final|N --reason overrides; drops over --degradation-drop, or two in 
 				NoApply: c.Bool("no-apply"), MaxApplyBytes: maxApply, SelfContained: c.Bool("self-contained"), KeyPath: c.String("key"), SecretEnv: c.StringSlice("secret-env"),
 				EnforceStrictLLM: c.Bool("enforce-strict-llm"), CheckpointCalls: autoCalls(c), Policy: gp,
 				Network: record.NetworkOptions{RedactHeaders: c.StringSlice("redact-header"), RedactFields: c.StringSlice("redact-field"),
-					AllowLoopback: c.StringSlice("allow-loopback"), AllowAddress: c.StringSlice("allow-address"), KeepEnv: spec.KeepEnv}})
+					AllowLoopback: c.StringSlice("allow-loopback"), AllowAddress: c.StringSlice("allow-address"), KeepEnv: spec.KeepEnv, Ordered: c.Bool("order-responses")}})
 			if err != nil {
 				return err
 			}

@@ -52,10 +52,12 @@ type clientConn struct {
 	// The delivery order (order.go): reading counts the Reads under way,
 	// turns the requests read whole that hold a turn; closed is set at
 	// Close.
-	order   *orderer
-	reading atomic.Int32
-	turns   atomic.Int32
-	closed  atomic.Bool
+	order     *orderer
+	reading   atomic.Int32
+	turns     atomic.Int32
+	closed    atomic.Bool
+	streaming atomic.Int32 // streamed responses under way (order.go)
+	stalled   atomic.Bool  // one of them sent nothing for streamPatience
 }
 
 func (c *clientConn) Read(p []byte) (int, error) {
@@ -239,6 +241,9 @@ type streamWriter struct {
 	read        int64 // body bytes the client read
 	exact       bool  // read counts what the client read, not what it was handed
 	left        bool  // the client closed its connection without reading everything
+	// stream, with a delivery order, keeps the connection owed while
+	// pieces keep coming (order.go).
+	stream *streamOwed
 }
 
 func newStreamWriter(w http.ResponseWriter, r *http.Request, base context.Context) *streamWriter {
@@ -273,6 +278,7 @@ func (s *streamWriter) write(w io.Writer, p []byte) error {
 		s.left = true
 		return err
 	}
+	s.stream.touch()
 	if s.c == nil {
 		s.read += int64(len(p)) // handed: all that can be known
 		return nil

@@ -42,7 +42,11 @@ import (
 //     next decision waits for it to be written.
 //
 // Upstream requests are forwarded as they arrive, so they still overlap:
-// only their delivery is ordered. A tree that does not settle within the
+// only their delivery is ordered. A streamed response's turn ends with its
+// headers: a stream the server holds open (a model still generating for a
+// client that went away) must not hold every later response back, so the
+// order fixes which response starts first, and the chunks of concurrent
+// streams interleave as they arrive. A tree that does not settle within the
 // patience (a thread computing without end) gets its response anyway: the
 // order was then latency's, which is counted ([Proxy.OrderEscapes]).
 // Responses are numbered (Exchange.Seq) in delivery order, so a replay
@@ -158,6 +162,81 @@ func (o *orderer) done(t *turn) {
 	o.kick()
 }
 
+// streamPatience is how long a stream whose turn ended (with its
+// headers) stays owed without a piece from upstream: past it, its client's
+// waits are no longer held for it (a stream the server holds open for a
+// client that went away, a model pausing), which counts as an escape.
+const streamPatience = 2 * time.Second
+
+// streamOwed keeps a streamed response's connection owed while pieces
+// keep coming. Its methods do nothing on a nil receiver (no delivery
+// order).
+type streamOwed struct {
+	o     *orderer
+	c     *clientConn
+	mu    sync.Mutex
+	timer *time.Timer
+	ended bool
+}
+
+// stream marks c's streamed response under way: owed until end, or
+// until streamPatience passes without a piece.
+func (o *orderer) stream(c *clientConn) *streamOwed {
+	if o == nil || c == nil {
+		return nil
+	}
+	st := &streamOwed{o: o, c: c}
+	c.streaming.Add(1)
+	st.timer = time.AfterFunc(streamPatience, st.stall)
+	o.tellOwed()
+	return st
+}
+
+// touch says a piece went out: owed again, for another streamPatience.
+func (st *streamOwed) touch() {
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.ended {
+		return
+	}
+	st.timer.Reset(streamPatience)
+	if st.c.stalled.CompareAndSwap(true, false) {
+		go st.o.tellOwed()
+	}
+}
+
+func (st *streamOwed) stall() {
+	st.mu.Lock()
+	ended := st.ended
+	st.mu.Unlock()
+	if ended || !st.c.stalled.CompareAndSwap(false, true) {
+		return
+	}
+	st.o.escapes.Add(1)
+	st.o.tellOwed()
+}
+
+// end says the stream is over.
+func (st *streamOwed) end() {
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	if st.ended {
+		st.mu.Unlock()
+		return
+	}
+	st.ended = true
+	st.timer.Stop()
+	st.mu.Unlock()
+	st.c.stalled.Store(false)
+	st.c.streaming.Add(-1)
+	st.o.tellOwed()
+}
+
 // tellOwed tells owed the connections that hold a turn: a response is
 // owed to each (the syscall layer then does not let the client's waits
 // on them expire on latency).
@@ -170,7 +249,7 @@ func (o *orderer) tellOwed() {
 	o.mu.Lock()
 	var pairs [][2]uint16
 	for c := range o.conns {
-		if c.turns.Load() > 0 {
+		if c.turns.Load() > 0 || (c.streaming.Load() > 0 && !c.stalled.Load()) {
 			if p, ok := ports(c.Conn); ok {
 				pairs = append(pairs, p)
 			}

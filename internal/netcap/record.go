@@ -99,6 +99,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *har.Exchange,
 	if streamed {
 		sw = newStreamWriter(w, r, p.base)
 		sw.headers() // a failure shows at the first write
+		// A stream's turn ends with its headers (order.go).
+		p.endTurnOf(w, r)
+		if p.order != nil {
+			if info, ok := r.Context().Value(connInfoKey{}).(*connInfo); ok {
+				sw.stream = p.order.stream(info.client)
+				defer sw.stream.end()
+			}
+		}
 	}
 	var res relayed
 	switch {

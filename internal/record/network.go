@@ -59,6 +59,10 @@ type NetworkOptions struct {
 	// KeepEnv are the --keep-env names: a kept *_BASE_URL variable whose
 	// host is loopback allows that address too. Record only.
 	KeepEnv []string
+	// Ordered hands the agent its responses in the delivery order
+	// (netcap's order.go, docs/design.md §3.1): record's --order-responses,
+	// and a replay of a recording that had it.
+	Ordered bool
 	// Before are called in order for every request before it is forwarded
 	// or replayed (netcap.Config.Before); the first answer wins. The
 	// policy gate, strict-mode LLM checks and automatic checkpoints hook
@@ -232,7 +236,7 @@ func (n *Network) Vars() map[string]string {
 // Configure makes the sandbox's network private and its listeners dal's.
 func (n *Network) Configure(cfg *sandbox.Config) {
 	cfg.Network = true
-	cfg.Settle = true
+	cfg.Settle = n.opts.Ordered
 	n.sandboxCfg = cfg
 	cfg.Mounts = append(cfg.Mounts,
 		sandbox.Mount{Source: filepath.Join(n.dir, "trust.pem"), Target: trustTarget, ReadOnly: true},

@@ -361,6 +361,7 @@ func (r *replaying) offlineNetwork() error {
 	mirrored := []string{}
 	if env.Network != nil {
 		nopts.RedactHeaders, nopts.RedactFields = env.Network.RedactHeaders, env.Network.RedactFields
+		nopts.Ordered = env.Network.Ordered
 		if env.Network.Mirrored != nil {
 			mirrored = env.Network.Mirrored
 		}
