@@ -59,10 +59,9 @@ type Counts struct {
 	Processes int `json:"processes"`
 	Unpatched int `json:"unpatched,omitempty"`
 	// Served counts calls answered from the streams: "clock", "sleep",
-	// "wait" (a timed poll or futex wait ended on the virtual clock),
-	// "random", "at_random", "deadline" (an absolute futex deadline
-	// translated, or held on the virtual clock), "timer" (a timer call
-	// answered, or a timer fired on the virtual clock).
+	// "wait", "random", "at_random", "deadline" (a translated absolute
+	// deadline), "timer" (a timer call answered, or a timer fired on the
+	// virtual clock).
 	Served map[string]int64 `json:"served,omitempty"`
 	// Real counts calls that ran on real time or real randomness, by
 	// reason: "cpu_clock", "sleep_threaded", "wait_sigmask",
@@ -74,9 +73,8 @@ type Counts struct {
 	// Escapes are calls that returned real clock or random values where a
 	// virtual one was due, "timer": timers that fired on the real clock,
 	// and "stall": timed waits that expired because their I/O was still
-	// outstanding at the stall limit, or held waits whose process never
-	// idled (vwait.go): real time decided what the agent saw; any makes
-	// the category uncaptured.
+	// outstanding at the stall limit (real time decided what the agent
+	// saw); any makes the category uncaptured.
 	Escapes map[string]int64 `json:"escapes,omitempty"`
 	// Calls counts, by system call name, the calls the supervisor answered
 	// itself: they never reached the kernel's syscall entry, where the

@@ -178,21 +178,16 @@
 // shell shows two seconds pass. A parent busy meanwhile keeps its time.
 //
 // A sleep (nanosleep, clock_nanosleep) of a single-threaded process adds its
-// duration to t and returns at once. In a multi-threaded process a sleep,
-// like a private futex wait with a timeout, is held until its deadline
-// comes, in order (Timed waits of several threads, below). The sleeps of a
-// Go image stay real and do not move t: its runtime sleeps for the program
-// only in its netpoller (a timed epoll wait, below); its own nanosleeps are
-// sysmon's (the quiet thread, which polls every 20 µs–10 ms: moving the
-// clock by them would make every read depend on how often it ran) and
-// back-offs waiting for another thread to run (usleep while spinning,
-// stopping the world), which holding until the process idles would stall.
+// duration to t and returns at once. In a multi-threaded process a sleep is
+// real and does not move t: runtimes sleep on helper threads (Go's sysmon
+// polls every 20 µs–10 ms), and letting those sleeps move the clock would
+// make every read depend on how often they ran.
 //
 // A wait with a timeout (poll, ppoll, select, pselect6, epoll_wait,
 // epoll_pwait, epoll_pwait2) follows the shims' outstanding-I/O rule. What is
 // ready is returned at once and t does not move. Otherwise, when none of the
-// waited descriptors is outstanding I/O (a connected socket, a pipe whose
-// write end the process does not hold, a terminal, a signalfd, an inotify or nested epoll descriptor; listening
+// waited descriptors is outstanding I/O (a connected socket, a pipe, a
+// terminal, a signalfd, an inotify or nested epoll descriptor; listening
 // sockets, eventfds and timerfds, whose expiries are dal's, are not) and
 // no other thread of the process is running (a thread held for a clock
 // read or getrandom counts as running), t jumps by the timeout (or to the
@@ -271,12 +266,9 @@
 //     tracer may see the child's stops first) waits for it, up to 100 ms.
 //
 // A wait for a signal or an untimed wait jumps only in a process with one
-// thread and no child it has not reaped. A process with several threads
-// gets its first timer at its deadline when it is idle (every thread
-// blocked with nothing from outside to end its wait: below), as the next
-// event of its queue of timed waits; the signal goes to the thread the
-// kernel picks. A timer a process does not wait for — a busy loop, a wait
-// on outstanding I/O — fires on its backstop: a real timer
+// thread and no child it has not reaped. A timer a process does not wait
+// for — a busy loop, a wait on outstanding I/O, a process with several
+// threads, whose sleeps are real — fires on its backstop: a real timer
 // armed at the same distance from the real now as the deadline from the
 // virtual one (so an absolute deadline waits seconds, not the months
 // between the virtual epoch and now). It moves the process's clock to the
@@ -285,116 +277,11 @@
 // clock is real. POSIX timers go at an exec, alarms and timerfds stay;
 // a fork's child has none.
 //
-// Absolute deadlines a program computed from its virtual clock that dal
-// does not hold (FUTEX_LOCK_PI, FUTEX_LOCK_PI2, FUTEX_WAIT_REQUEUE_PI, and
-// FUTEX_WAIT_BITSET and futex_waitv on a futex shared with other
-// processes) are translated into the real clock before the kernel sees
-// them, so a process-shared semaphore's 5 s timeout waits 5 s, not months
-// (the virtual epoch is in the past) or never.
-//
-// # Timed waits of several threads (strict mode)
-//
-// Each process has a queue of held timed waits (vwait.go): a sleep of a
-// thread of a multi-threaded process (not a Go image's, above), and a
-// FUTEX_WAIT_BITSET or futex_waitv with a timeout on private 32-bit words,
-// of any process. The supervisor does not answer them when they arrive; it
-// gives each a deadline on the process's clock — a relative sleep base +
-// its duration, what a single-threaded sleep adds to base, so threads that
-// sleep equally from one instant share a deadline whatever clock reads
-// came between; an absolute deadline as the program computed it — and one
-// goroutine for all processes looks at them, every 100 µs after a change,
-// backing off to 2 ms:
-//
-//   - a futex wait's word is read (process_vm_readv) when it arrives — a
-//     value other than the expected one is answered EAGAIN, as the kernel
-//     would — and at every look: when it changed, the wait is answered 0
-//     (futex_waitv: the index of the word), a wake-up, which futex callers
-//     must take as possibly spurious anyway;
-//   - when the process is idle, its clock moves to the earliest deadline
-//     (a timer of the process due first fires there instead) and that
-//     wait alone is answered as timed out (a sleep 0, a futex wait
-//     ETIMEDOUT); then the loop looks again, so the thread it woke runs,
-//     and blocks, before the next deadline is due. The clock never moves
-//     back; base moves, so children inherit it as before. Deadlines that
-//     tie go in thread order (thread ids, which the pid namespace gives out
-//     in creation order): the order in which the waits reached the
-//     supervisor is the machine's, and took two threads sleeping equally
-//     in another order each run;
-//   - idle means every thread but the quiet one asleep at one instant —
-//     blocked in the kernel or held here, not waiting for an answer the
-//     supervisor has yet to give, not faulting a page in (D), not stopped
-//     for the tracer — and none blocked on something from outside: a
-//     read, write, receive, send, connect or accept, or an untimed poll,
-//     on a descriptor that is outstanding I/O (the rule of the timed waits
-//     above), a timed wait the kernel runs in real time, a timed poll held
-//     in real time for outstanding I/O, or wait4/waitid while a child
-//     runs. That is stricter than a timed poll's own rule (its
-//     descriptors only): what ends a futex wait early is another thread,
-//     so another thread's outstanding I/O is what it waits for (a pool's
-//     worker blocked in recv on an LLM's answer, its caller in
-//     future.result(timeout=30): jumping would time the call out at
-//     once); and a sleep's end must not race another thread's input. It
-//     is judged from /proc: two looks at every thread's state and
-//     run count (schedstat); a thread asleep at both that did not run in
-//     between slept all along, so every thread slept at some instant
-//     between the looks (one look, thread by thread, can see a thread
-//     asleep, then the thread that woke it go to sleep). The words and
-//     descriptors of the held waits are looked at again after the verdict:
-//     glibc's pthread_cond_signal changes the word, then may block waiting
-//     for the old group's waiters, which made a signalled wait time out
-//     in about one run in a hundred under load before that second look;
-//   - a timed poll, select or epoll wait of a multi-threaded process that
-//     would jump by its timeout (above) waits in the queue instead when
-//     the process holds a wait due earlier, when another thread waits for
-//     the supervisor to take a sleep or futex wait (its notification queued
-//     behind the poll's), or when another thread has not settled (running,
-//     faulting its stack in): the earlier deadline comes first, and the
-//     poll returns as soon as a descriptor is ready, or at its deadline in
-//     order;
-//   - a signal that interrupts a held wait makes its notification invalid:
-//     the wait is forgotten, and the kernel returns EINTR or, with
-//     SA_RESTART or no handler, makes the call again, which resumes the
-//     held wait with its deadline (the kernel's own restart of a
-//     nanosleep or a timed futex wait keeps the time left the same way);
-//   - a wait whose process does not become idle within max(its duration,
-//     Config.StallLimit: 60 s by default) of real time is answered anyway,
-//     at its deadline: an escape ("stall"), with a note naming the thread
-//     that kept the process busy and what it was doing. A thread spinning
-//     on another's flag without a system call is such a case.
-//
-// So Java's Thread.sleep(1000) — HotSpot's loop of pthread_cond_timedwait
-// on CLOCK_MONOTONIC, which saw no time pass and never returned — returns
-// with System.nanoTime one second on: a whole `dal-exec run` of a program
-// that sleeps 1000 ms took 0.22–0.31 s of wall time, one that sleeps 0 ms
-// 0.17–0.36 s (5 runs each, alternating), against 1.12–1.22 s natively.
-// Threads that sleep wake in deadline order, every run, under load
-// (TestVirtThreads* in package sandbox). Costs, on a loaded 2-CPU machine,
-// two alternating runs against main before this queue: a held sleep is
-// answered in 225–306 µs (BenchmarkVirtThreadedSleep, 1 µs sleeps beside
-// a thread in pause()), against 40–44 µs for the real sleep it was (which
-// did not move the clock): the seccomp round trip, two looks at /proc and
-// the loop's wake-up; a single-threaded sleep's path is unchanged
-// (BenchmarkVirtSleep: 27–43 µs against 16–28 µs, the noise of the
-// machine; 84–98 µs native). A futex wake-up of a held wait is seen 100 µs
-// to 2 ms late in real time (never in virtual time).
-//
-// Limits: a FUTEX_WAKE that changes no word, or a word changed and changed
-// back between two looks, is seen only when the process idles, as a
-// timeout at the deadline; FUTEX_WAKE reports 0 woken for a held waiter;
-// FUTEX_WAIT with a relative timeout (musl's timed waits, the Go runtime)
-// is not handed over and stays real; a held sleep that a signal
-// interrupts without SA_RESTART returns EINTR without its time left in
-// rem; a process-shared futex stays real (another process may wake it: it
-// has no idle instant of its own). A pipe whose write end the process
-// itself holds (libuv's signal pipe, a wakeup pipe) is not outstanding
-// I/O, for the timed waits above and for the queue: its data comes from
-// the process's own threads (Node's openai agent waited a stall limit on
-// its signal pipes without this); a child writing into a pipe whose write
-// end its parent kept open is then not waited for. A thread parked for good on
-// outstanding I/O — a reader of stdin or of a child's pipe — keeps its
-// process from ever idling, so each timed wait of the process lasts its
-// stall limit and is an escape: which of its deadlines and the input comes
-// first is a race of real time that dal does not decide.
+// Absolute deadlines a program computed from its virtual clock
+// (FUTEX_WAIT_BITSET, FUTEX_LOCK_PI, futex_waitv, clock_nanosleep with
+// TIMER_ABSTIME in a multi-threaded process) are translated into the real
+// clock before the kernel sees them, so a condition variable's 5 s timeout
+// waits 5 s, not months (the virtual epoch is in the past) or never.
 //
 // # The machine (strict mode)
 //
@@ -517,9 +404,9 @@
 //     notification then hung every run), so the working directory is
 //     opened at every relative stat. Cost: above.
 //   - Timers: a timer a process does not wait for fires on the real clock
-//     (above), an escape; so do a process's timers while it has a child
-//     running, or several threads one of which is busy or blocked on
-//     outstanding I/O, unless a timed wait that jumps reaches them first. A process that reads its clock past a deadline without
+//     (above), an escape; so do a process's timers while it has several
+//     threads or a child running, unless a timed wait that jumps reaches
+//     them first. A process that reads its clock past a deadline without
 //     waiting (each read adds the quantum) gets the timer at its next wait
 //     or on the backstop. An alarm's signal carries SI_USER from the sandbox's init,
 //     not the kernel's SI_KERNEL; timer_getoverrun is the kernel's (0), the
@@ -533,9 +420,9 @@
 //     thread's next identical call gets EINTR once (dal cannot read the
 //     flag). A parent that is still running when its child exits holds
 //     that exit up to 100 ms, then keeps its own time as before.
-//   - A Go image's nanosleeps are real (see above); Go's time.Sleep — a
-//     timer on the netpoller, an epoll wait — jumps only when no
-//     descriptor of the poller is outstanding I/O.
+//   - A sleep in a multi-threaded process is real (see above), so Go's
+//     time.Sleep — a timer on the netpoller, an epoll wait — jumps only
+//     when no descriptor of the poller is outstanding I/O.
 //   - Values in a multi-threaded process depend on the order its threads
 //     read the clock, which the scheduler decides. A Go program with
 //     GOMAXPROCS=1 (strict mode's default) runs one goroutine at a time, in

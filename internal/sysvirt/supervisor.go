@@ -43,8 +43,6 @@ type Supervisor struct {
 	realWaits sync.Map
 	waiter    realWaiter
 	owed      owed // the proxy's connections that owe a response (owed.go)
-	// vq holds the timed waits of several threads (vwait.go).
-	vq vqueue
 }
 
 // proc is one process (thread group) and its stream.
@@ -493,10 +491,6 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 		s.reply(n, 0)
 		return
 	}
-	if s.holdSleep(n, p, int(n.Pid), d, flags&unix.TIMER_ABSTIME != 0) {
-		s.mu.Unlock()
-		return
-	}
 	s.real("sleep_threaded")
 	s.quietSleep(p, int(n.Pid))
 	s.mu.Unlock()
@@ -545,9 +539,6 @@ func (s *Supervisor) futex(n *Notif) {
 		Continue(s.fd, n.ID)
 		return
 	}
-	if op&futexCmdMask == futexWaitBitset && s.holdFutex(n, k) {
-		return
-	}
 	s.translate(n, k, addr)
 }
 
@@ -556,9 +547,6 @@ func (s *Supervisor) futexWaitv(n *Notif) {
 	k := clockKind(int32(n.Args[4]))
 	if k == 0 {
 		Continue(s.fd, n.ID)
-		return
-	}
-	if s.holdWaitv(n, k) {
 		return
 	}
 	s.translate(n, k, n.Args[3])

@@ -187,12 +187,8 @@ func (s *Supervisor) watch(p *proc) {
 			return
 		}
 		alone := p.threads == 1 && p.children == 0
-		several := p.threads > 1
 		s.mu.Unlock()
 		if !alone {
-			if several && s.threadsTimer(p) {
-				every = watchEvery
-			}
 			continue
 		}
 		call, fds, ok := untimedWait(p.tgid)

@@ -450,9 +450,6 @@ func (s *Supervisor) settled(tgid int) bool {
 // descriptors became ready is as good as running, though the waiter may
 // not have let it go yet.
 func (s *Supervisor) heldIdle(tid int) bool {
-	if held, idle := s.vq.heldIdle(tid); held {
-		return idle
-	}
 	v, ok := s.realWaits.Load(tid)
 	if !ok {
 		return false
@@ -487,11 +484,9 @@ func blocked(tgid, caller, helper int, decided func(tid int) bool) bool {
 			continue
 		}
 		switch b[i+2] {
-		case 'R', 't':
-			// Stopped for the tracer: a new thread before its first
-			// instruction, which will run.
+		case 'R':
 			return false
-		case 'D':
+		case 'D', 't':
 			if strict {
 				return false
 			}
@@ -523,7 +518,7 @@ func blocked(tgid, caller, helper int, decided func(tid int) bool) bool {
 // timer due before then ends it instead: a timerfd it waits on is ready,
 // a signal interrupts it.
 func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
-	if !Valid(s.fd, w.n.ID) || s.deferWait(w, p, count) {
+	if !Valid(s.fd, w.n.ID) {
 		return
 	}
 	s.mu.Lock()
@@ -629,12 +624,7 @@ func outstandingFD(tgid, fd int, dup func(int) (int, bool)) bool {
 	case link == "anon_inode:[eventfd]", link == "anon_inode:[timerfd]":
 		// A timerfd's expiries are dal's (timers.go).
 		return false
-	case strings.HasPrefix(link, "pipe:"):
-		// A self-pipe (libuv's signal pipe, a wakeup pipe): the process
-		// holds its write end, so what comes through it comes from the
-		// process's own threads (vwait.go).
-		return !writesPipe(tgid, fd, link)
-	case strings.HasPrefix(link, "anon_inode:"),
+	case strings.HasPrefix(link, "pipe:"), strings.HasPrefix(link, "anon_inode:"),
 		strings.HasPrefix(link, "/dev/pts/"), strings.HasPrefix(link, "/dev/tty"),
 		link == "/dev/ptmx", link == "/dev/console":
 		return true
