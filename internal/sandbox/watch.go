@@ -429,7 +429,7 @@ func (w *watcher) serve(fd int) {
 			}
 			return
 		}
-		if w.virt != nil && w.virt.Handle(fd, &n) {
+		if w.virt != nil && w.virt.Handle(&n) {
 			continue
 		}
 		if w.policy != nil && isExec(n.Nr) {

@@ -26,7 +26,7 @@ func traced(t *testing.T, cfg Config, argv ...string) (string, Counts) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	s := New(cfg)
+	s := New(cfg, -1)
 	done := make(chan int)
 	go func() {
 		runtime.LockOSThread()

@@ -19,7 +19,10 @@ import (
 // [Supervisor.Handle], called for every seccomp notification.
 type Supervisor struct {
 	cfg Config
-	fd  int // the seccomp listener, set by Handle
+	// fd is the seccomp listener the supervisor answers on, set by New
+	// and never changed: the waiter's and the sleeps' goroutines read it
+	// while Handle runs.
+	fd int
 
 	killedBy unix.Signal // set by Trace: the signal that killed the agent
 
@@ -97,8 +100,11 @@ type proc struct {
 	stallSince time.Time
 }
 
-// New returns a supervisor for cfg.
-func New(cfg Config) *Supervisor {
+// New returns a supervisor for cfg that answers on seccomp listener fd
+// (-1 for one that only traces). The caller keeps ownership of fd and
+// keeps it open for as long as the supervisor runs. With cfg.StartNS set,
+// New makes no system call (a caller under its own filter must set it).
+func New(cfg Config, fd int) *Supervisor {
 	if cfg.QuantumNS < 0 {
 		cfg.QuantumNS = 0
 	}
@@ -106,7 +112,7 @@ func New(cfg Config) *Supervisor {
 	if start == 0 {
 		start = StartNow()
 	}
-	return &Supervisor{cfg: cfg, fd: -1, procs: map[int]*proc{}, threads: map[int]int{}, files: newFileTimes(start)}
+	return &Supervisor{cfg: cfg, fd: fd, procs: map[int]*proc{}, threads: map[int]int{}, files: newFileTimes(start)}
 }
 
 // Counts returns what was served so far.
@@ -233,10 +239,9 @@ func realNow(k byte) int64 {
 	return ts.Nano()
 }
 
-// Handle answers notification n on listener fd if it is one of the
-// supervisor's calls, and reports whether it was.
-func (s *Supervisor) Handle(fd int, n *Notif) bool {
-	s.fd = fd
+// Handle answers notification n, received on the supervisor's listener,
+// if it is one of the supervisor's calls, and reports whether it was.
+func (s *Supervisor) Handle(n *Notif) bool {
 	if s.restarted(n) {
 		return true
 	}
