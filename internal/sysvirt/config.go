@@ -50,6 +50,21 @@ func (c Config) stallLimit() time.Duration {
 // Enabled reports whether c serves anything.
 func (c Config) Enabled() bool { return c.Clock || c.Random }
 
+// Category is what a served call serves: the keys of [Counts].Served and
+// Escapes, and the table's category column.
+type Category string
+
+const (
+	Clock     Category = "clock"      // clock reads (and sysinfo's uptime, times, adjtimex)
+	Sleep     Category = "sleep"      // nanosleep, clock_nanosleep
+	Wait      Category = "wait"       // timed waits: poll, select, epoll, rt_sigtimedwait
+	Random    Category = "random"     // getrandom
+	AtRandom  Category = "at_random"  // the AT_RANDOM bytes of an exec
+	Deadline  Category = "deadline"   // an absolute deadline translated to the real clock
+	Timer     Category = "timer"      // a timer call answered, or a timer fired on the virtual clock
+	FileTimes Category = "file_times" // the stat family's file times
+)
+
 // Counts is what a supervisor served and what it let through, by
 // category, for the whole process tree.
 type Counts struct {

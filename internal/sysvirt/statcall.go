@@ -32,36 +32,6 @@ import (
 // mu. Its own calls (the tracer's thread, for /proc) run as the kernel
 // would.
 
-// statRules are the filter rules for the stat family, and for the calls
-// that change how a process resolves paths (statview.go).
-func statRules() []Rule {
-	r := []Rule{{Nr: unix.SYS_NEWFSTATAT}, {Nr: unix.SYS_FSTAT}, {Nr: unix.SYS_STATX}}
-	for _, nr := range legacyStat {
-		r = append(r, Rule{Nr: nr})
-	}
-	for _, nr := range viewCalls {
-		r = append(r, Rule{Nr: nr})
-	}
-	return r
-}
-
-// statName names the stat family's calls for [callName].
-func statName(nr int) string {
-	switch nr {
-	case unix.SYS_NEWFSTATAT:
-		return "newfstatat"
-	case unix.SYS_FSTAT:
-		return "fstat"
-	case unix.SYS_STATX:
-		return "statx"
-	case sysStat:
-		return "stat"
-	case sysLstat:
-		return "lstat"
-	}
-	return ""
-}
-
 // statCall is one call of the stat family, decoded.
 type statCall struct {
 	dirfd int32

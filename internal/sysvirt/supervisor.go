@@ -240,63 +240,17 @@ func realNow(k byte) int64 {
 }
 
 // Handle answers notification n, received on the supervisor's listener,
-// if it is one of the supervisor's calls, and reports whether it was.
+// if it is one of the supervisor's calls (a row of its table), and
+// reports whether it was.
 func (s *Supervisor) Handle(n *Notif) bool {
 	if s.restarted(n) {
 		return true
 	}
-	switch int(n.Nr) {
-	case unix.SYS_CLOCK_GETTIME:
-		s.clockGettime(n)
-	case unix.SYS_GETTIMEOFDAY:
-		s.gettimeofday(n)
-	case sysTime:
-		s.time(n)
-	case unix.SYS_GETRANDOM:
-		s.getrandom(n)
-	case unix.SYS_NANOSLEEP:
-		s.sleep(n, clockMonotonic, 0, n.Args[0], n.Args[1])
-	case unix.SYS_CLOCK_NANOSLEEP:
-		s.sleep(n, int32(n.Args[0]), int(n.Args[1]), n.Args[2], n.Args[3])
-	case unix.SYS_SETITIMER:
-		s.setitimer(n, false)
-	case unix.SYS_GETITIMER:
-		s.getitimer(n)
-	case unix.SYS_TIMER_SETTIME:
-		s.timerSettime(n)
-	case unix.SYS_TIMER_GETTIME:
-		s.timerGettime(n, timerPOSIX)
-	case unix.SYS_TIMER_DELETE:
-		s.timerDelete(n)
-	case unix.SYS_TIMERFD_SETTIME:
-		s.timerfdSettime(n)
-	case unix.SYS_TIMERFD_GETTIME:
-		s.timerGettime(n, timerFD)
-	case unix.SYS_RT_SIGTIMEDWAIT:
-		s.sigwait(n)
-	case unix.SYS_SYSINFO:
-		s.sysinfo(n)
-	case unix.SYS_TIMES:
-		s.times(n)
-	case unix.SYS_ADJTIMEX:
-		s.adjtimex(n, n.Args[0])
-	case unix.SYS_CLOCK_ADJTIME:
-		s.adjtimex(n, n.Args[1])
-	case unix.SYS_FUTEX:
-		s.futex(n)
-	case unix.SYS_FUTEX_WAITV:
-		s.futexWaitv(n)
-	case unix.SYS_PPOLL, unix.SYS_PSELECT6, unix.SYS_EPOLL_PWAIT, unix.SYS_EPOLL_PWAIT2, sysEpollWait:
-		s.wait(n)
-	case unix.SYS_NEWFSTATAT, unix.SYS_FSTAT, unix.SYS_STATX, sysStat, sysLstat:
-		s.stat(n)
-	case unix.SYS_CHROOT, unix.SYS_UNSHARE, unix.SYS_SETNS, unix.SYS_PIVOT_ROOT:
-		s.viewChange(n)
-	default:
-		if !s.waitLegacy(n) {
-			return false
-		}
+	c := served(n.Nr)
+	if c == nil {
+		return false
 	}
+	c.handle(s, n)
 	return true
 }
 
