@@ -18,9 +18,9 @@ func TestBoundaryGolden(t *testing.T) {
 	layer := &sysvirt.Counts{
 		Processes: 3,
 		Unpatched: 1,
-		Served:    map[string]int64{"clock": 120, "sleep": 4, "wait": 2, "random": 7, "at_random": 3, "deadline": 1, "timer": 5, "file_times": 9},
-		Real:      map[string]int64{"cpu_clock": 2, "sleep_threaded": 1, "wait_outstanding": 1, "other_clock": 1, "clock_adjust": 1},
-		Escapes:   map[string]int64{"clock": 1, "sleep": 2, "timer": 1, "random": 1},
+		Served:    map[sysvirt.Category]int64{"clock": 120, "sleep": 4, "wait": 2, "random": 7, "at_random": 3, "deadline": 1, "timer": 5, "file_times": 9},
+		Real:      map[sysvirt.Reason]int64{"cpu_clock": 2, "sleep_threaded": 1, "wait_outstanding": 1, "other_clock": 1, "clock_adjust": 1},
+		Escapes:   map[sysvirt.Category]int64{"clock": 1, "sleep": 2, "timer": 1, "random": 1},
 		Calls:     map[string]int64{"clock_gettime": 40, "getrandom": 7, "newfstatat": 9, "nanosleep": 4},
 		Injected:  map[string]int64{"mmap": 3, "mprotect": 3},
 		Notes:     []string{"a process dal was not tracing made a clock or random call: it got a real value"},

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/sysvirt"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,8 +131,8 @@ func TestVirtSysinfo(t *testing.T) {
 				t.Errorf("got %q, want %q", lines[3], want)
 			}
 			// sysinfo, getloadavg, and sysconf's two.
-			if n := ca.Calls["sysinfo"]; n != 4 || ca.Escapes["clock"] != 0 {
-				t.Errorf("the layer answered %d sysinfo calls (want 4), %d clock escapes", n, ca.Escapes["clock"])
+			if n := ca.Calls["sysinfo"]; n != 4 || ca.Escapes[sysvirt.Clock] != 0 {
+				t.Errorf("the layer answered %d sysinfo calls (want 4), %d clock escapes", n, ca.Escapes[sysvirt.Clock])
 			}
 		})
 	}

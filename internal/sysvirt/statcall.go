@@ -96,7 +96,7 @@ func (s *Supervisor) stat(n *Notif) {
 	if !ok {
 		if escape != "" {
 			s.mu.Lock()
-			s.escaped("clock")
+			s.escaped(Clock)
 			s.counts.note("%s", escape)
 			s.mu.Unlock()
 		}
@@ -108,7 +108,7 @@ func (s *Supervisor) stat(n *Notif) {
 	}
 	s.mu.Lock()
 	s.rewrite(p, tid, &st)
-	s.served("file_times")
+	s.served(FileTimes)
 	s.mu.Unlock()
 	if c.mask&unix.STATX_BTIME == 0 {
 		st.Mask &^= unix.STATX_BTIME
@@ -134,7 +134,7 @@ func (s *Supervisor) stat(n *Notif) {
 func (s *Supervisor) stranger(n *Notif) {
 	if tgidOf(int(n.Pid)) != os.Getpid() {
 		s.mu.Lock()
-		s.escaped("clock")
+		s.escaped(Clock)
 		s.counts.note("a process dal was not tracing called stat: it got real file times")
 		s.mu.Unlock()
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -120,29 +121,18 @@ func (s *Supervisor) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.counts
-	c.Served = cloneMap(c.Served)
-	c.Real = cloneMap(c.Real)
-	c.Escapes = cloneMap(c.Escapes)
-	c.Calls = cloneMap(c.Calls)
-	c.Injected = cloneMap(c.Injected)
+	c.Served = maps.Clone(c.Served)
+	c.Real = maps.Clone(c.Real)
+	c.Escapes = maps.Clone(c.Escapes)
+	c.Calls = maps.Clone(c.Calls)
+	c.Injected = maps.Clone(c.Injected)
 	c.Notes = append([]string(nil), c.Notes...)
 	return c
 }
 
-func cloneMap(m map[string]int64) map[string]int64 {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]int64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func (s *Supervisor) served(k string)  { s.counts.add(&s.counts.Served, k, 1) }
-func (s *Supervisor) real(k string)    { s.counts.add(&s.counts.Real, k, 1) }
-func (s *Supervisor) escaped(k string) { s.counts.add(&s.counts.Escapes, k, 1) }
+func (s *Supervisor) served(k Category)  { add(&s.counts.Served, k, 1) }
+func (s *Supervisor) real(k Reason)      { add(&s.counts.Real, k, 1) }
+func (s *Supervisor) escaped(k Category) { add(&s.counts.Escapes, k, 1) }
 
 // newProc registers thread-group tgid under stream name. Callers hold mu.
 func (s *Supervisor) newProc(tgid int, stream string) *proc {
@@ -272,11 +262,11 @@ func (s *Supervisor) readClock(n *Notif, k byte) (int64, bool) {
 	defer s.mu.Unlock()
 	p := s.caller(n)
 	if p == nil || !s.cfg.Clock {
-		s.escaped("clock")
+		s.escaped(Clock)
 		Continue(s.fd, n.ID)
 		return 0, false
 	}
-	s.served("clock")
+	s.served(Clock)
 	return s.now(p, int(n.Pid), k, true), true
 }
 
@@ -301,9 +291,9 @@ func (s *Supervisor) clockGettime(n *Notif) {
 		// filter is no reason to serve the others.
 		s.mu.Lock()
 		if id == clockProcessCPU || id == clockThreadCPU || id < 0 {
-			s.real("cpu_clock")
+			s.real(CPUClock)
 		} else {
-			s.real("other_clock")
+			s.real(OtherClock)
 		}
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
@@ -360,14 +350,14 @@ func (s *Supervisor) getrandom(n *Notif) {
 	s.mu.Lock()
 	p := s.caller(n)
 	if p == nil || !s.cfg.Random {
-		s.escaped("random")
+		s.escaped(Random)
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
 		return
 	}
 	size = min(size, maxRandom)
 	b := s.rng(p).Bytes(int(size))
-	s.served("random")
+	s.served(Random)
 	if s.fromVDSO(p, n) {
 		s.refill(p, int(n.Pid))
 	}
@@ -399,9 +389,9 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 	p := s.caller(n)
 	if k == 0 || p == nil || !s.cfg.Clock {
 		if k == 0 {
-			s.real("other_clock")
+			s.real(OtherClock)
 		} else {
-			s.escaped("sleep")
+			s.escaped(Sleep)
 		}
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
@@ -418,7 +408,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 		d -= s.now(p, int(n.Pid), k, false)
 	}
 	if d <= 0 {
-		s.served("sleep")
+		s.served(Sleep)
 		s.mu.Unlock()
 		s.reply(n, 0)
 		return
@@ -429,7 +419,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 		st, _ := readSigState(tid)
 		end := s.nowT(p, tid) + d
 		woken, send := s.advance(p, tid, d, signalWakes(st, st.blk))
-		s.served("sleep")
+		s.served(Sleep)
 		if woken != nil {
 			if flags&unix.TIMER_ABSTIME == 0 && rem != 0 {
 				writeMem(tid, rem, putTimespec(end-woken.deadline))
@@ -444,12 +434,12 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 	}
 	if p.threads <= 1 {
 		s.setBase(p, int(n.Pid), p.base+d)
-		s.served("sleep")
+		s.served(Sleep)
 		s.mu.Unlock()
 		s.reply(n, 0)
 		return
 	}
-	s.real("sleep_threaded")
+	s.real(SleepThreaded)
 	s.quietSleep(p, int(n.Pid))
 	s.mu.Unlock()
 	fd, id2 := s.fd, n.ID
@@ -526,7 +516,7 @@ func (s *Supervisor) translate(n *Notif, k byte, addr uint64) {
 		return
 	}
 	left := abs - s.now(p, int(n.Pid), k, false)
-	s.served("deadline")
+	s.served(Deadline)
 	s.mu.Unlock()
 	if Valid(s.fd, n.ID) {
 		writeMem(int(n.Pid), addr, putTimespec(realNow(k)+max(left, 0)))
