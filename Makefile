@@ -4,7 +4,7 @@ BIN       := bin
 LDFLAGS   := -s -w
 export CGO_ENABLED := 0
 
-.PHONY: help build install uninstall test test-deps test-go test-python test-node bench lint generate demo clean fuzz
+.PHONY: help build install uninstall test test-deps test-go test-python test-node race bench lint generate demo clean fuzz
 
 # Every target is listed here (the root package's TestMakeHelp checks it).
 help:
@@ -14,6 +14,7 @@ help:
 	@echo "make test-go         the Go tests only (units and end to end; after make test-deps)"
 	@echo "make test-python     the Python shim's tests only"
 	@echo "make test-node       the Node shim's tests only"
+	@echo "make race            the concurrent packages' tests under the race detector (cgo on for it alone)"
 	@echo "make build           build bin/dal-exec, bin/dal-exec-full, bin/dal-sandbox-init and bin/dald"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install the four binaries into DESTDIR/PREFIX/bin"
 	@echo "make uninstall       remove them again (same PREFIX and DESTDIR)"
@@ -71,6 +72,13 @@ test-python:
 test-node:
 	@echo "make test: the Node shim's tests"
 	node --test internal/shim/node/test/
+
+# The race detector needs cgo, which the rest of the build leaves off: on
+# for this target alone. The packages whose goroutines share state.
+RACE_PKGS := ./internal/sysvirt ./internal/sandbox ./internal/daemon ./internal/netcap ./internal/runner ./internal/policy/...
+
+race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(RACE_PKGS)
 
 # What the tests need beyond Go: Debian packages (installed when run as
 # root; otherwise the exact apt-get command is printed and make stops) and
