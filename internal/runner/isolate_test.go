@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,14 +56,16 @@ func TestIsolatedConfig(t *testing.T) {
 // TestEarlySandboxFits: a sandbox started ahead is taken only by a run
 // with the same streams and CPUs.
 func TestEarlySandboxFits(t *testing.T) {
-	e := &earlySandbox{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, cpus: []int{0}}
-	if !e.fits(&Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, CPUs: []int{0}}) {
+	in, out, errw := strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}
+	e := &earlySandbox{stdin: in, stdout: out, stderr: errw, cpus: []int{0}}
+	if !e.fits(&Spec{Stdin: in, Stdout: out, Stderr: errw, CPUs: []int{0}}) {
 		t.Error("the same streams and CPUs do not fit")
 	}
 	for name, s := range map[string]*Spec{
-		"stdout":   {Stdin: os.Stdin, Stdout: os.Stderr, Stderr: os.Stderr, CPUs: []int{0}},
-		"cpus":     {Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, CPUs: []int{1}},
-		"unpinned": {Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr},
+		"stdout":   {Stdin: in, Stdout: &bytes.Buffer{}, Stderr: errw, CPUs: []int{0}},
+		"stderr":   {Stdin: in, Stdout: out, Stderr: out, CPUs: []int{0}},
+		"cpus":     {Stdin: in, Stdout: out, Stderr: errw, CPUs: []int{1}},
+		"unpinned": {Stdin: in, Stdout: out, Stderr: errw},
 	} {
 		if e.fits(s) {
 			t.Errorf("another %s fits", name)

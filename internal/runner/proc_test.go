@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawChildren reads pid's children from /proc, as the kernel lists them.
@@ -94,21 +96,46 @@ func TestZombieLeftOut(t *testing.T) {
 }
 
 // TestInheritedLeftOut: a child this process had before the run started
-// (NoteInherited) is not the agent's.
+// (NoteInherited) is not the agent's. As in a real run, a shell starts a
+// sleep and execs the test binary, which inherits the sleep as a child of
+// its main thread.
 func TestInheritedLeftOut(t *testing.T) {
-	cmd := startTree(t, "exec sleep 100")
-	pid := cmd.Process.Pid
-	for !slices.Contains(descendants(os.Getpid()), pid) {
-		runtime.Gosched()
+	if v := os.Getenv("DAL_RUNNER_INHERITED"); v != "" {
+		inheritedChild(t, v)
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `sleep 100 & DAL_RUNNER_INHERITED=$! exec "$0" -test.run='^TestInheritedLeftOut$' -test.v`, self)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestInheritedLeftOut") {
+		t.Fatalf("the exec'd test: %v\n%s", err, out)
+	}
+}
+
+// inheritedChild is TestInheritedLeftOut in the exec'd process: v is the
+// pid of the child it was handed.
+func inheritedChild(t *testing.T, v string) {
+	pid, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		(&os.Process{Pid: pid}).Kill()
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+	}()
+	if !slices.Contains(rawChildren(t, os.Getpid()), pid) {
+		t.Fatalf("the shell's sleep %d is not this process's child", pid)
+	}
+	if !slices.Contains(descendants(os.Getpid()), pid) {
+		t.Fatalf("before NoteInherited, the child %d is not among the descendants", pid)
 	}
 	NoteInherited()
-	t.Cleanup(func() {
-		inherited.Lock()
-		delete(inherited.pids, pid)
-		inherited.Unlock()
-	})
 	if !isInherited(pid) {
-		t.Fatalf("%d, a child before NoteInherited, is not inherited", pid)
+		t.Errorf("%d, a child before NoteInherited, is not inherited", pid)
 	}
 	if slices.Contains(descendants(os.Getpid()), pid) {
 		t.Errorf("the inherited child %d is listed among the descendants", pid)
