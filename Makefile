@@ -4,7 +4,7 @@ BIN       := bin
 LDFLAGS   := -s -w
 export CGO_ENABLED := 0
 
-.PHONY: help build install uninstall test test-deps test-go test-python test-node race bench lint generate demo clean fuzz
+.PHONY: help build install uninstall test test-short test-deps test-go test-python test-node race bench lint generate demo clean fuzz
 
 # Every target is listed here (the root package's TestMakeHelp checks it).
 help:
@@ -14,6 +14,7 @@ help:
 	@echo "make test-go         the Go tests only (units and end to end; after make test-deps)"
 	@echo "make test-python     the Python shim's tests only"
 	@echo "make test-node       the Node shim's tests only"
+	@echo "make test-short      the Go unit tests alone (go test -short: no end-to-end, eBPF or long tests; no build)"
 	@echo "make race            the concurrent packages' tests under the race detector (cgo on for it alone)"
 	@echo "make build           build bin/dal-exec, bin/dal-exec-full, bin/dal-sandbox-init and bin/dald"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install the four binaries into DESTDIR/PREFIX/bin"
@@ -72,6 +73,12 @@ test-python:
 test-node:
 	@echo "make test: the Node shim's tests"
 	node --test internal/shim/node/test/
+
+# The Go unit tests alone: under -short the end-to-end tests (e2e/), those
+# that load eBPF programs and the long ones skip, each saying why
+# (testing.Short()). Nothing to build first. make test runs everything.
+test-short:
+	$(GO) test -short -count=1 ./...
 
 # The race detector needs cgo, which the rest of the build leaves off: on
 # for this target alone. The packages whose goroutines share state.

@@ -204,6 +204,9 @@ func rssKiB(t *testing.T) int64 {
 // memory stays under the limits' bound while flooded and returns after.
 // Server and client share this process; both are measured.
 func TestFloodedSessionMemoryReturns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods a session with gigabytes of frames (10 s, minutes under -race): skipped under -short (testing.Short())")
+	}
 	srv := startWith(t, Limits{})
 	debug.FreeOSMemory()
 	heap0, rss0, held0 := heapInUse(), rssKiB(t), runtimeHeld()
