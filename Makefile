@@ -19,7 +19,7 @@ help:
 	@echo "make build           build bin/dal-exec, bin/dal-exec-full, bin/dal-sandbox-init and bin/dald"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install the four binaries into DESTDIR/PREFIX/bin"
 	@echo "make uninstall       remove them again (same PREFIX and DESTDIR)"
-	@echo "make lint            gofmt, goimports (pinned, installed into bin/tools), go vet, CGO-free build"
+	@echo "make lint            gofmt, goimports and staticcheck (pinned, installed into bin/tools), go vet, CGO-free build"
 	@echo "make generate        rebuild the eBPF object, syscall tables and vDSO (clang-14, llvm-14, gcc)"
 	@echo "make fuzz [FUZZTIME=10s] [FUZZ=regexp]  run every fuzz target for FUZZTIME each"
 	@echo "make bench           run the benchmarks and regenerate bench/out/report.md and docs/benchmarks.md"
@@ -101,14 +101,23 @@ test-deps:
 GOIMPORTS_VERSION := v0.52.0
 GOIMPORTS         := $(BIN)/tools/goimports-$(GOIMPORTS_VERSION)/goimports
 
-lint: $(GOIMPORTS)
+# staticcheck (unused code, deprecated calls, suspect arguments), pinned and
+# installed the same way.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+lint: $(GOIMPORTS) $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@out=$$($(GOIMPORTS) -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "goimports would change (see $(GOIMPORTS) -d FILE):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 	CGO_ENABLED=0 $(GO) build ./...
 
 $(GOIMPORTS):
 	GOBIN=$(CURDIR)/$(dir $(GOIMPORTS)) $(GO) install golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # Rebuilds the committed eBPF object, its Go bindings and the syscall tables
 # (needs clang-14 and llvm-14: scripts/test-deps.sh --generate, or apt-get

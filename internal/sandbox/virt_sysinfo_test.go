@@ -167,6 +167,7 @@ func buildGoSysinfo(t *testing.T) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "gosysinfo")
+	//lint:ignore SA1019 the go tool of the toolchain that built this test, as in virt_vdso_test.go.
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")

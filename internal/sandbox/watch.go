@@ -121,10 +121,6 @@ func (b *bpf) load(off uint32) {
 	b.prog = append(b.prog, unix.SockFilter{Code: bpfLdAbsW, K: off})
 }
 
-func (b *bpf) alu(op uint16, k uint32) {
-	b.prog = append(b.prog, unix.SockFilter{Code: unix.BPF_ALU | op | unix.BPF_K, K: k})
-}
-
 func (b *bpf) ret(k uint32) {
 	b.prog = append(b.prog, unix.SockFilter{Code: bpfRetK, K: k})
 }
