@@ -4,7 +4,7 @@ BIN       := bin
 LDFLAGS   := -s -w
 export CGO_ENABLED := 0
 
-.PHONY: help build install uninstall test test-deps test-go test-python test-node bench lint generate demo clean fuzz
+.PHONY: help build install uninstall test test-short test-deps test-go test-python test-node race bench lint generate demo clean fuzz
 
 # Every target is listed here (the root package's TestMakeHelp checks it).
 help:
@@ -14,10 +14,12 @@ help:
 	@echo "make test-go         the Go tests only (units and end to end; after make test-deps)"
 	@echo "make test-python     the Python shim's tests only"
 	@echo "make test-node       the Node shim's tests only"
+	@echo "make test-short      the Go unit tests alone (go test -short: no end-to-end, eBPF or long tests; no build)"
+	@echo "make race            the concurrent packages' tests under the race detector (cgo on for it alone)"
 	@echo "make build           build bin/dal-exec, bin/dal-exec-full, bin/dal-sandbox-init and bin/dald"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  install the four binaries into DESTDIR/PREFIX/bin"
 	@echo "make uninstall       remove them again (same PREFIX and DESTDIR)"
-	@echo "make lint            gofmt, goimports (pinned, installed into bin/tools), go vet, CGO-free build"
+	@echo "make lint            gofmt, goimports and staticcheck (pinned, installed into bin/tools), go vet, CGO-free build"
 	@echo "make generate        rebuild the eBPF object, syscall tables and vDSO (clang-14, llvm-14, gcc)"
 	@echo "make fuzz [FUZZTIME=10s] [FUZZ=regexp]  run every fuzz target for FUZZTIME each"
 	@echo "make bench           run the benchmarks and regenerate bench/out/report.md and docs/benchmarks.md"
@@ -72,6 +74,19 @@ test-node:
 	@echo "make test: the Node shim's tests"
 	node --test internal/shim/node/test/
 
+# The Go unit tests alone: under -short the end-to-end tests (e2e/), those
+# that load eBPF programs and the long ones skip, each saying why
+# (testing.Short()). Nothing to build first. make test runs everything.
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# The race detector needs cgo, which the rest of the build leaves off: on
+# for this target alone. The packages whose goroutines share state.
+RACE_PKGS := ./internal/sysvirt ./internal/sandbox ./internal/daemon ./internal/netcap ./internal/runner ./internal/policy/...
+
+race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(RACE_PKGS)
+
 # What the tests need beyond Go: Debian packages (installed when run as
 # root; otherwise the exact apt-get command is printed and make stops) and
 # the npm packages of the end-to-end tests (locally, pinned by their
@@ -86,14 +101,23 @@ test-deps:
 GOIMPORTS_VERSION := v0.52.0
 GOIMPORTS         := $(BIN)/tools/goimports-$(GOIMPORTS_VERSION)/goimports
 
-lint: $(GOIMPORTS)
+# staticcheck (unused code, deprecated calls, suspect arguments), pinned and
+# installed the same way.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+lint: $(GOIMPORTS) $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@out=$$($(GOIMPORTS) -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "goimports would change (see $(GOIMPORTS) -d FILE):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 	CGO_ENABLED=0 $(GO) build ./...
 
 $(GOIMPORTS):
 	GOBIN=$(CURDIR)/$(dir $(GOIMPORTS)) $(GO) install golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # Rebuilds the committed eBPF object, its Go bindings and the syscall tables
 # (needs clang-14 and llvm-14: scripts/test-deps.sh --generate, or apt-get

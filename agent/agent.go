@@ -69,10 +69,9 @@ type state struct {
 	kinds  []byte
 	values []int64
 
-	realReads    atomic.Int64
-	roundTrips   atomic.Int64
-	childCounter atomic.Int64
-	closed       atomic.Bool
+	realReads  atomic.Int64
+	roundTrips atomic.Int64
+	closed     atomic.Bool
 }
 
 var (

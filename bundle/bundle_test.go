@@ -121,6 +121,9 @@ func bundleFiles(t *testing.T, dir string) []string {
 // TestEveryByteFlip: changing any byte of any file is detected, and the
 // error names that file.
 func TestEveryByteFlip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("verifies a bundle once for every byte of it flipped (over a minute): skipped under -short (testing.Short())")
+	}
 	t.Parallel()
 	src := filepath.Join(t.TempDir(), "run")
 	makeBundle(t, src)

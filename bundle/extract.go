@@ -138,16 +138,15 @@ type extractor struct {
 	read     *countingReader // compressed bytes read
 	avail    int64           // bytes that may be written; -1: unknown
 
-	files     int    // non-directory entries so far
-	manifest  bool   // an entry named manifest.json was seen
-	prefix    string // "" or "D/": where manifest.json was, when it came first
-	early     bool   // manifest.json came first: prefix is known
-	listed    map[string]entryKind
-	replays   int
-	skipped   int
-	warnings  []string
-	buf       []byte
-	ratioNote string
+	files    int    // non-directory entries so far
+	manifest bool   // an entry named manifest.json was seen
+	prefix   string // "" or "D/": where manifest.json was, when it came first
+	early    bool   // manifest.json came first: prefix is known
+	listed   map[string]entryKind
+	replays  int
+	skipped  int
+	warnings []string
+	buf      []byte
 }
 
 // extract unpacks archive (of packing p) into the empty directory dst.
@@ -451,7 +450,7 @@ func formatBytes(n int64) string {
 // powers of 1024 too), or a plain number of bytes.
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
-	num := strings.TrimRight(t, "KMGTiBkmgtib ")
+	num := strings.TrimRight(t, "KMGTBkmgtib ")
 	unit := strings.ToUpper(strings.TrimSpace(t[len(num):]))
 	shift := map[string]uint{"": 0, "B": 0, "K": 10, "KB": 10, "KIB": 10, "M": 20, "MB": 20, "MIB": 20,
 		"G": 30, "GB": 30, "GIB": 30, "T": 40, "TB": 40, "TIB": 40}

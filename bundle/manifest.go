@@ -179,8 +179,6 @@ var schemaJSON []byte
 // validated against (the file docs/schema/execution-snapshot.schema.json).
 func SchemaJSON() []byte { return bytes.Clone(schemaJSON) }
 
-const schemaURL = "https://github.com/dal-runtime/dal/docs/schema/execution-snapshot.schema.json"
-
 // ValidateManifest checks manifest JSON against the execution-snapshot
 // schema. The error names the first offending location, e.g.
 // "at /config/execution_mode: value must be one of ...".

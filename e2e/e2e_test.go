@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -34,6 +35,11 @@ var bin struct{ exec, full, sidecar, dald, goagent, goclient string }
 const binDirEnv = "DAL_E2E_BIN_DIR"
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: every test skipped under -short (testing.Short()): they build dal's binaries and run them end to end (make test runs them)")
+		os.Exit(0)
+	}
 	dir, given := os.Getenv(binDirEnv), true
 	if dir == "" {
 		given = false

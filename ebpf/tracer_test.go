@@ -31,8 +31,18 @@ var nextSession atomic.Uint32
 
 func newSession() uint32 { return 1000 + nextSession.Add(1) }
 
+// skipShort skips a test that loads eBPF programs into the kernel under
+// go test -short (make test-short): the unit tests' tier.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("loads eBPF programs into the kernel: skipped under -short (testing.Short())")
+	}
+}
+
 func openTracer(t testing.TB, opts Options) *Tracer {
 	t.Helper()
+	skipShort(t)
 	tr, err := Open(opts)
 	if err != nil {
 		t.Fatalf("boundary tracer unavailable (these tests need root and a kernel with BTF): %v", err)
@@ -658,6 +668,7 @@ func TestOpenUnprivileged(t *testing.T) {
 		fmt.Println(ue.Reason)
 		os.Exit(0)
 	}
+	skipShort(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,9 @@ import (
 // TestPrometheusScrapes runs a real Prometheus server against a real
 // metrics endpoint and asks Prometheus' query API for what it scraped.
 func TestPrometheusScrapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a Prometheus server end to end: skipped under -short (testing.Short())")
+	}
 	t.Parallel()
 	m := New(Options{GoCollector: true, ProcessCollector: true})
 	m.SessionStarted()

@@ -14,6 +14,9 @@ import (
 // temporary DESTDIR with PREFIX=/usr (building into a temporary directory,
 // not the shared bin/), runs what it installed, and uninstalls it.
 func TestMakeInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and installs the four binaries with make (over a minute): skipped under -short (testing.Short())")
+	}
 	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {

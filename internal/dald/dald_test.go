@@ -114,6 +114,9 @@ func scrapedAttached(t *testing.T, addr string) string {
 // session's trace.start to its end, and status, /metrics and a real
 // Prometheus scraping it say so.
 func TestTracerAttachedOnlyWithTracedSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("attaches the eBPF tracer: skipped under -short (testing.Short())")
+	}
 	sock, addr, _ := startDald(t)
 	if attached(t, sock) {
 		t.Error("status: hooks attached before any session")

@@ -38,12 +38,16 @@ type rawUpstream struct {
 func newRawUpstream(t *testing.T, respond func(conn, req int, r *http.Request) (string, bool)) *rawUpstream {
 	t.Helper()
 	u := &rawUpstream{l: listen(t), hungUp: make(chan int, 16)}
+	// The accept loop is in wg too, so that its Adds never race with
+	// Cleanup's Wait on a zero count.
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		u.l.Close()
 		wg.Wait()
 	})
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for {
 			c, err := u.l.Accept()
 			if err != nil {

@@ -23,12 +23,11 @@ import (
 func TestReports(t *testing.T) {
 	t.Parallel()
 	type env struct {
-		t         *testing.T
-		rg        *rig
-		proxy     string // explicit listener
-		mirror    string // transparent listener for dst
-		dst       string
-		tlsClient func(c net.Conn, cfg *tls.Config) error
+		t      *testing.T
+		rg     *rig
+		proxy  string // explicit listener
+		mirror string // transparent listener for dst
+		dst    string
 	}
 	handshake := func(c net.Conn, cfg *tls.Config) error {
 		tc := tls.Client(c, cfg)

@@ -68,10 +68,10 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 		b.SyscallLayer = v
 		// The layer serves every process from env.json's seed and
 		// epoch: captured unless something escaped it.
-		layerClock = in.virtCfg.Clock && v.Escapes["clock"] == 0 && v.Escapes["sleep"] == 0 && v.Escapes["timer"] == 0 && v.Escapes["stall"] == 0 && v.Unpatched == 0
-		layerRandom = in.virtCfg.Random && v.Escapes["random"] == 0 && v.Unpatched == 0
+		layerClock = in.virtCfg.Clock && v.Escapes[sysvirt.Clock] == 0 && v.Escapes[sysvirt.Sleep] == 0 && v.Escapes[sysvirt.Timer] == 0 && v.Escapes[sysvirt.Stall] == 0 && v.Unpatched == 0
+		layerRandom = in.virtCfg.Random && v.Escapes[sysvirt.Random] == 0 && v.Unpatched == 0
 		if in.virtCfg.Clock {
-			cat(ebpf.Clock).Shim += v.Served["clock"]
+			cat(ebpf.Clock).Shim += v.Served[sysvirt.Clock]
 			cat(ebpf.Clock).Captured = layerClock
 			cat(ebpf.Clock).Record = "env.json"
 		}
@@ -81,16 +81,16 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 		if in.virtCfg.Clock && in.virtCfg.Random && !in.virtCfg.NoVDSO {
 			how = "dal's vDSO took the kernel's place in %d program(s): it and dal's syscall layer served %d clock reads and %d getrandom calls (syscall_layer; a Go runtime's monitor thread's reads are served, not counted)"
 		}
-		b.NotObservable = []string{fmt.Sprintf(how, v.Processes, v.Served["clock"], v.Served["random"])}
+		b.NotObservable = []string{fmt.Sprintf(how, v.Processes, v.Served[sysvirt.Clock], v.Served[sysvirt.Random])}
 		if in.virtCfg.Random {
-			cat(ebpf.Random).Shim += v.Served["random"]
+			cat(ebpf.Random).Shim += v.Served[sysvirt.Random]
 			cat(ebpf.Random).Captured = layerRandom
 			cat(ebpf.Random).Record = "env.json"
 		}
-		for _, k := range []string{"clock", "sleep", "timer", "stall", "random"} {
+		for _, k := range []sysvirt.Category{sysvirt.Clock, sysvirt.Sleep, sysvirt.Timer, sysvirt.Stall, sysvirt.Random} {
 			if n := v.Escapes[k]; n > 0 {
 				c := string(ebpf.Clock)
-				if k == "random" {
+				if k == sysvirt.Random {
 					c = string(ebpf.Random)
 				}
 				b.Escapes = append(b.Escapes, boundary.Escape{Category: c,

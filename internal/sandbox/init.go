@@ -178,7 +178,6 @@ func runInit(arg string) int {
 	w := newWatcher(denied, sp.Quiet, sp.Network)
 	var rules []sysvirt.Rule
 	if sp.Virtual.Enabled() {
-		w.virt = sysvirt.New(sp.Virtual)
 		rules = sysvirt.Rules(sp.Virtual)
 	}
 	if err := w.readMounts(); err != nil {
@@ -207,6 +206,11 @@ func runInit(arg string) int {
 	listener, err := installFilter(filterFor{network: sp.Network, policy: sp.Policy, writes: !sp.Direct}, rules)
 	if err != nil {
 		return fail(err)
+	}
+	if sp.Virtual.Enabled() {
+		// The parent set StartNS, so New reads no clock: this thread is
+		// under the filter now, and nothing serves it until w.serve runs.
+		w.virt = sysvirt.New(sp.Virtual, listener)
 	}
 	go w.serve(listener)
 	if sp.Gate {

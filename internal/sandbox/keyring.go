@@ -25,9 +25,6 @@ const afVsock = 40
 // socketcallSocket is socketcall's SYS_SOCKET (linux/net.h).
 const socketcallSocket = 1
 
-// noSyscall is a number no system call has.
-const noSyscall = 0xffffffff
-
 // kernelSharingFilter builds the program.
 func kernelSharingFilter() []unix.SockFilter {
 	b := &bpf{labels: map[string]int{}}

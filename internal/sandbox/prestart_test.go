@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dal-runtime/dal/internal/sysvirt"
 	"golang.org/x/sys/unix"
 )
 
@@ -213,7 +214,7 @@ func TestPrestartBeforeStaging(t *testing.T) {
 		t.Errorf("the agent of an init started before its staging directory saw\n%s\nCommand's saw\n%s", out.String(), want.stdout)
 	}
 	counts, ok, err := Virtualized(cfg)
-	if err != nil || !ok || counts.Served["random"] == 0 && counts.Served["clock"] == 0 {
+	if err != nil || !ok || counts.Served[sysvirt.Random] == 0 && counts.Served[sysvirt.Clock] == 0 {
 		t.Errorf("the syscall layer's counts in the staging directory: %+v, %v, %v", counts, ok, err)
 	}
 

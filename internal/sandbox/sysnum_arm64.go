@@ -19,3 +19,6 @@ const (
 	compatSocket     = 281
 	compatSocketcall = noSyscall
 )
+
+// noSyscall is a number no system call has.
+const noSyscall = 0xffffffff

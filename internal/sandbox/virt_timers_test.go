@@ -272,7 +272,7 @@ func buildTimers(t testing.TB) string {
 func strictScript(t *testing.T, bin, script string) result {
 	t.Helper()
 	r, c := layerScript(t, strictLayer, bin, script)
-	if n := c.Escapes["timer"]; n > 0 {
+	if n := c.Escapes[sysvirt.Timer]; n > 0 {
 		t.Errorf("%s: %d timer(s) fired on the real clock", script, n)
 	}
 	return r
@@ -373,7 +373,7 @@ func TestVirtTimersBusyLoopBackstop(t *testing.T) {
 	t.Parallel()
 	bin := buildTimers(t)
 	r, c := layerScript(t, strictLayer, bin, bin+" busy")
-	if r.code != 0 || !strings.Contains(r.stdout, "fired=1") || c.Escapes["timer"] != 1 {
+	if r.code != 0 || !strings.Contains(r.stdout, "fired=1") || c.Escapes[sysvirt.Timer] != 1 {
 		t.Fatalf("busy loop with alarm(1): exit %d, stdout %q, escapes %v", r.code, r.stdout, c.Escapes)
 	}
 }
@@ -384,7 +384,7 @@ func TestVirtTimersSeededStayReal(t *testing.T) {
 	t.Parallel()
 	bin := buildTimers(t)
 	r, c := layerScript(t, sysvirt.Config{Random: true, Seed: 1}, bin, bin+" alarm-sleep")
-	if r.code != 0 || !strings.Contains(r.stdout, "fired=1 alarm left=0") || c.Served["timer"] != 0 {
+	if r.code != 0 || !strings.Contains(r.stdout, "fired=1 alarm left=0") || c.Served[sysvirt.Timer] != 0 {
 		t.Fatalf("seeded alarm-sleep: exit %d, stdout %q, served %v", r.code, r.stdout, c.Served)
 	}
 }
@@ -398,7 +398,7 @@ func TestVirtTimersThreadedAbsolute(t *testing.T) {
 	t.Parallel()
 	bin := buildTimers(t)
 	r, c := layerScript(t, strictLayer, bin, bin+" threaded-abs")
-	if r.code != 0 || r.stdout != "sigwaitinfo=1\n" || c.Escapes["timer"] != 1 {
+	if r.code != 0 || r.stdout != "sigwaitinfo=1\n" || c.Escapes[sysvirt.Timer] != 1 {
 		t.Fatalf("threaded absolute timer: exit %d, stdout %q, escapes %v", r.code, r.stdout, c.Escapes)
 	}
 }

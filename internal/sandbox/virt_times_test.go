@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/dal-runtime/dal/internal/sysvirt"
 )
 
 // timesSource prints times(2)'s return value around a 2 s sleep, and
@@ -75,8 +77,8 @@ func TestVirtTimes(t *testing.T) {
 			if a.code != 0 || a.stdout != b.stdout || a.stdout != c.want {
 				t.Fatalf("two strict runs of %s: exit %d, stdout\n%s\nthen\n%s\nwant %q, stderr %s", c.name, a.code, a.stdout, b.stdout, c.want, a.stderr)
 			}
-			if ca.Escapes["clock"] != 0 || ca.Real["cpu_clock"] == 0 {
-				t.Errorf("counts: %d clock escapes, %d real CPU times", ca.Escapes["clock"], ca.Real["cpu_clock"])
+			if ca.Escapes[sysvirt.Clock] != 0 || ca.Real[sysvirt.CPUClock] == 0 {
+				t.Errorf("counts: %d clock escapes, %d real CPU times", ca.Escapes[sysvirt.Clock], ca.Real[sysvirt.CPUClock])
 			}
 		})
 	}
@@ -140,7 +142,7 @@ change -1 refused
 	if a.code != 0 || a.stdout != b.stdout || a.stdout != want {
 		t.Fatalf("two strict runs: exit %d, stdout\n%s\nthen\n%s\nwant\n%s\nstderr %s", a.code, a.stdout, b.stdout, want, a.stderr)
 	}
-	if c.Calls["adjtimex"] != 1 || c.Calls["clock_adjtime"] != 2 || c.Real["clock_adjust"] != 1 || c.Escapes["clock"] != 0 {
+	if c.Calls["adjtimex"] != 1 || c.Calls["clock_adjtime"] != 2 || c.Real[sysvirt.ClockAdjust] != 1 || c.Escapes[sysvirt.Clock] != 0 {
 		t.Errorf("counts: calls %v, real %v, escapes %v", c.Calls, c.Real, c.Escapes)
 	}
 }

@@ -45,6 +45,7 @@ func TestVirtVDSODrawsTheSupervisorsStream(t *testing.T) {
 	// The go tool of the toolchain that built this test, not one on PATH:
 	// the rootless run (e2e/rootless_test.go) has only /usr/local/bin,
 	// /usr/bin and /bin there.
+	//lint:ignore SA1019 the build's GOROOT is what is wanted: the test runs where it was built.
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")

@@ -121,10 +121,6 @@ func (b *bpf) load(off uint32) {
 	b.prog = append(b.prog, unix.SockFilter{Code: bpfLdAbsW, K: off})
 }
 
-func (b *bpf) alu(op uint16, k uint32) {
-	b.prog = append(b.prog, unix.SockFilter{Code: unix.BPF_ALU | op | unix.BPF_K, K: k})
-}
-
 func (b *bpf) ret(k uint32) {
 	b.prog = append(b.prog, unix.SockFilter{Code: bpfRetK, K: k})
 }
@@ -212,7 +208,9 @@ func filter(on filterFor, virt []sysvirt.Rule) []unix.SockFilter {
 	}
 
 	b.label("native")
-	virtRules(b, virt)
+	// The syscall layer's calls first: its rules end in their own
+	// returns, so no jump leaves them.
+	b.prog = append(b.prog, sysvirt.Filter(virt)...)
 	b.load(offNr)
 	for _, c := range always {
 		b.jump(bpfJeqK, uint32(c.nr), "notify", "")
@@ -236,54 +234,6 @@ func filter(on filterFor, virt []sysvirt.Rule) []unix.SockFilter {
 	b.label("deny")
 	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
 	return b.assemble()
-}
-
-// virtRules hands the syscall layer's calls to the listener. Each rule
-// ends in its own returns, so its jumps stay within it and any number of
-// rules fits (the longest, a CondIn of n values, jumps n+2 ahead).
-func virtRules(b *bpf, rules []sysvirt.Rule) {
-	for i, r := range rules {
-		next := fmt.Sprintf("virt%d", i+1)
-		notify, allow := next+"-notify", next+"-allow"
-		b.load(offNr)
-		b.jump(bpfJeqK, uint32(r.Nr), "", next)
-		switch r.Cond {
-		case sysvirt.CondAlways:
-			// on to notify
-		case sysvirt.CondPositive:
-			b.load(uint32(offArgs + 8*r.Arg))
-			b.jump(bpfJeqK, 0, allow, "")
-			b.jump(bpfJsetK, 0x80000000, allow, notify)
-		case sysvirt.CondNonNull:
-			b.load(uint32(offArgs + 8*r.Arg))
-			b.jump(bpfJeqK, 0, "", notify)
-			b.load(uint32(offArgs + 8*r.Arg + 4))
-			b.jump(bpfJeqK, 0, allow, notify)
-		case sysvirt.CondIn:
-			b.load(uint32(offArgs + 8*r.Arg))
-			for _, v := range r.In {
-				b.jump(bpfJeqK, v, notify, "")
-			}
-			b.jump(bpfJeqK, 0, allow, allow)
-		case sysvirt.CondFutex:
-			b.load(uint32(offArgs + 8*1))
-			b.alu(unix.BPF_AND, 0x7f)
-			for _, v := range r.In {
-				b.jump(bpfJeqK, v, next+"-timed", "")
-			}
-			b.jump(bpfJeqK, 0, allow, allow)
-			b.label(next + "-timed")
-			b.load(uint32(offArgs + 8*3))
-			b.jump(bpfJeqK, 0, "", notify)
-			b.load(uint32(offArgs + 8*3 + 4))
-			b.jump(bpfJeqK, 0, allow, notify)
-		}
-		b.label(notify)
-		b.ret(unix.SECCOMP_RET_USER_NOTIF)
-		b.label(allow)
-		b.ret(unix.SECCOMP_RET_ALLOW)
-		b.label(next)
-	}
 }
 
 // refuseIoctls checks an ioctl's request against refusedIoctls. Its
@@ -429,7 +379,7 @@ func (w *watcher) serve(fd int) {
 			}
 			return
 		}
-		if w.virt != nil && w.virt.Handle(fd, &n) {
+		if w.virt != nil && w.virt.Handle(&n) {
 			continue
 		}
 		if w.policy != nil && isExec(n.Nr) {

@@ -222,6 +222,9 @@ func BenchmarkShowLargeBundleChromium(b *testing.B) {
 // stdout here) stays small: the logs and bodies are cut. No time is
 // asserted; the benchmarks measure.
 func TestLargeBundlePageIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and renders a large bundle (20 s): skipped under -short (testing.Short())")
+	}
 	t.Parallel()
 	out, err := writeLargeBundle(filepath.Join(t.TempDir(), "large"), 8)
 	if err != nil {

@@ -62,7 +62,7 @@ func (s *Supervisor) adjtimex(n *Notif, addr uint64) {
 	}
 	if tx.Modes != 0 && tx.Modes != adjOffsetSSRead {
 		s.mu.Lock()
-		s.real("clock_adjust")
+		s.real(ClockAdjust)
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
 		return

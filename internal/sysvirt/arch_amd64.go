@@ -7,59 +7,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysTime is time(2), which only older ABIs have.
-const sysTime = unix.SYS_TIME
-
-// waitLegacy serves poll and select, which only older ABIs have.
-func (s *Supervisor) waitLegacy(n *Notif) bool {
-	w := &waitCall{n: n, pid: int(n.Pid), epoll: -1}
-	switch int(n.Nr) {
-	case unix.SYS_POLL:
-		w.timeout = msTimeout(n.Args[2])
-		s.servePoll(w, n.Args[0], n.Args[1], 0, false)
-	case unix.SYS_ALARM:
-		s.setitimer(n, true)
-	case unix.SYS_SELECT:
-		tv := n.Args[4]
-		if tv == 0 {
-			Continue(s.fd, n.ID)
-			return true
-		}
-		var b [16]byte
-		if ReadMem(w.pid, tv, b[:]) != nil {
-			Continue(s.fd, n.ID)
-			return true
-		}
-		sec, usec := int64(binary.LittleEndian.Uint64(b[0:])), int64(binary.LittleEndian.Uint64(b[8:]))
-		if sec < 0 || usec < 0 || usec >= 1e6 {
-			Continue(s.fd, n.ID)
-			return true
-		}
-		w.timeout = sec*1e9 + usec*1e3
-		s.serveSelect(w, int(n.Args[0]), n.Args[1], n.Args[2], n.Args[3], tv, false)
-	default:
-		return false
-	}
-	return true
-}
-
-// legacyNotified are the calls of this ABI beyond [Notified]'s.
-var legacyNotified = []int{unix.SYS_TIME, unix.SYS_ALARM}
-
-// legacyTimed are poll and select: (nr, index of an int timeout in ms, or
-// -1 for a pointer).
-var legacyTimed = [][2]int{{unix.SYS_POLL, 2}, {unix.SYS_SELECT, -1}, {unix.SYS_EPOLL_WAIT, 3}}
-
-const sysEpollWait = unix.SYS_EPOLL_WAIT
-
+// The calls only older ABIs have: the table's rows and the blocked
+// calls a timer's signal can end (timers.go) name them by these.
 const (
-	sysPoll   = unix.SYS_POLL
-	sysSelect = unix.SYS_SELECT
-)
-
-const (
-	sysAlarm = unix.SYS_ALARM
-	sysPause = unix.SYS_PAUSE
+	sysTime      = unix.SYS_TIME
+	sysAlarm     = unix.SYS_ALARM
+	sysPoll      = unix.SYS_POLL
+	sysSelect    = unix.SYS_SELECT
+	sysEpollWait = unix.SYS_EPOLL_WAIT
+	sysPause     = unix.SYS_PAUSE
 )
 
 // fsBase reads the FS base of task tid, stopped under ptrace.

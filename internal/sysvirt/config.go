@@ -50,6 +50,35 @@ func (c Config) stallLimit() time.Duration {
 // Enabled reports whether c serves anything.
 func (c Config) Enabled() bool { return c.Clock || c.Random }
 
+// Category is what a served call serves: the keys of [Counts].Served and
+// Escapes, and the table's category column.
+type Category string
+
+const (
+	Clock     Category = "clock"      // clock reads (and sysinfo's uptime, times, adjtimex)
+	Sleep     Category = "sleep"      // nanosleep, clock_nanosleep
+	Wait      Category = "wait"       // timed waits: poll, select, epoll, rt_sigtimedwait
+	Random    Category = "random"     // getrandom
+	AtRandom  Category = "at_random"  // the AT_RANDOM bytes of an exec
+	Deadline  Category = "deadline"   // an absolute deadline translated to the real clock
+	Timer     Category = "timer"      // a timer call answered, or a timer fired on the virtual clock
+	FileTimes Category = "file_times" // the stat family's file times
+	Stall     Category = "stall"      // a timed wait expired on real time, its I/O outstanding at the stall limit (an escape)
+)
+
+// Reason is why a call ran on real time: the keys of [Counts].Real.
+type Reason string
+
+const (
+	CPUClock        Reason = "cpu_clock"        // a CPU-time clock read
+	OtherClock      Reason = "other_clock"      // a clock the layer does not serve
+	SleepThreaded   Reason = "sleep_threaded"   // a sleep of a process with threads
+	WaitSigmask     Reason = "wait_sigmask"     // a wait whose signal mask a timer's signal could end
+	WaitOutstanding Reason = "wait_outstanding" // held in real time until its I/O was ready or its process could jump: t never moved with latency
+	CPUTimer        Reason = "cpu_timer"        // a POSIX timer on a CPU-time clock
+	ClockAdjust     Reason = "clock_adjust"     // adjtimex or clock_adjtime asked to change the clock: the kernel's to refuse or do
+)
+
 // Counts is what a supervisor served and what it let through, by
 // category, for the whole process tree.
 type Counts struct {
@@ -58,24 +87,19 @@ type Counts struct {
 	// vector could not be edited (their vDSO reads escape).
 	Processes int `json:"processes"`
 	Unpatched int `json:"unpatched,omitempty"`
-	// Served counts calls answered from the streams: "clock", "sleep",
-	// "wait", "random", "at_random", "deadline" (a translated absolute
-	// deadline), "timer" (a timer call answered, or a timer fired on the
-	// virtual clock).
-	Served map[string]int64 `json:"served,omitempty"`
+	// Served counts calls answered from the streams, by category
+	// (Timer: a timer call answered, or a timer fired on the virtual
+	// clock).
+	Served map[Category]int64 `json:"served,omitempty"`
 	// Real counts calls that ran on real time or real randomness, by
-	// reason: "cpu_clock", "sleep_threaded", "wait_sigmask",
-	// "wait_outstanding" (held in real time until its I/O was ready or
-	// its process could jump: t never moved with latency), "other_clock", "cpu_timer" (a POSIX timer on a CPU-time
-	// clock), "clock_adjust" (adjtimex or clock_adjtime asked to change
-	// the clock: the kernel's to refuse or do).
-	Real map[string]int64 `json:"real,omitempty"`
+	// reason.
+	Real map[Reason]int64 `json:"real,omitempty"`
 	// Escapes are calls that returned real clock or random values where a
-	// virtual one was due, "timer": timers that fired on the real clock,
-	// and "stall": timed waits that expired because their I/O was still
+	// virtual one was due, Timer: timers that fired on the real clock,
+	// and Stall: timed waits that expired because their I/O was still
 	// outstanding at the stall limit (real time decided what the agent
 	// saw); any makes the category uncaptured.
-	Escapes map[string]int64 `json:"escapes,omitempty"`
+	Escapes map[Category]int64 `json:"escapes,omitempty"`
 	// Calls counts, by system call name, the calls the supervisor answered
 	// itself: they never reached the kernel's syscall entry, where the
 	// eBPF tracer counts, and are added to its counts.
@@ -90,9 +114,9 @@ type Counts struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-func (c *Counts) add(m *map[string]int64, k string, n int64) {
+func add[K ~string](m *map[K]int64, k K, n int64) {
 	if *m == nil {
-		*m = map[string]int64{}
+		*m = map[K]int64{}
 	}
 	(*m)[k] += n
 }

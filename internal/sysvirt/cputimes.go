@@ -33,7 +33,7 @@ func (s *Supervisor) times(n *Notif) {
 	v := s.now(p, int(n.Pid), 'm', true)
 	tgid := p.tgid
 	if n.Args[0] != 0 {
-		s.real("cpu_clock")
+		s.real(CPUClock)
 	}
 	s.mu.Unlock()
 	if buf := n.Args[0]; buf != 0 {

@@ -28,7 +28,10 @@
 // installed, which hands them to the supervisor (seccomp user
 // notification). The supervisor answers from the process's stream and
 // writes results into the caller's memory (process_vm_writev); everything
-// else runs at the cost of the filter alone.
+// else runs at the cost of the filter alone. Each call served is one row
+// of table.go (number, name, filter rule, handler, category): the
+// filter's rules and their BPF ([Rules], [Filter]), [Supervisor.Handle]'s
+// dispatch and the names counted in [Counts] are derived from it.
 //
 // # dal's vDSO (strict mode)
 //

@@ -75,7 +75,7 @@ func (s *Supervisor) pageReads(p *proc, tid int) int64 {
 // countPage counts the vDSO's reads up to v as served. Callers hold mu.
 func (s *Supervisor) countPage(p *proc, v uint64) {
 	if v > p.seen {
-		s.counts.add(&s.counts.Served, "clock", int64(v-p.seen))
+		add(&s.counts.Served, Clock, int64(v-p.seen))
 		p.seen = v
 	}
 }
@@ -137,7 +137,7 @@ func (s *Supervisor) newImage(pid int, kernelEhdr uint64, in *injected) (uint64,
 	page, calls, err := mapVDSO(pid, kernelEhdr, header, in)
 	s.mu.Lock()
 	for _, nr := range calls {
-		s.counts.add(&s.counts.Injected, callName(nr), 1)
+		add(&s.counts.Injected, callName(nr), 1)
 	}
 	if err == nil {
 		p.page = page

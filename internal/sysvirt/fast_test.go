@@ -26,7 +26,7 @@ func traced(t *testing.T, cfg Config, argv ...string) (string, Counts) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	s := New(cfg)
+	s := New(cfg, -1)
 	done := make(chan int)
 	go func() {
 		runtime.LockOSThread()
@@ -95,7 +95,7 @@ func TestVDSOServesCAndStaticC(t *testing.T) {
 			t.Errorf("static=%v: got\n%s\nwant\n%s", static, got, want)
 		}
 		// Reads counted at exits: the child's 1, the new image's 4.
-		if n := counts.Served["clock"]; n < 9 {
+		if n := counts.Served[Clock]; n < 9 {
 			t.Errorf("static=%v: %d clock reads counted as served, want at least 9 (%+v)", static, n, counts)
 		}
 		if counts.Unpatched != 0 || len(counts.Escapes) != 0 {
@@ -130,7 +130,7 @@ func TestVDSOServesGo(t *testing.T) {
 	if want := strconv.FormatInt(testCfg.EpochNS/1e9, 10) + " true true\n"; got != want {
 		t.Errorf("goclock printed %q, want %q", got, want)
 	}
-	if n := counts.Served["clock"]; n < 1000 {
+	if n := counts.Served[Clock]; n < 1000 {
 		t.Errorf("%d clock reads counted as served, want at least the loop's 1,000", n)
 	}
 }

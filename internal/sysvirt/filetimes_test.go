@@ -20,7 +20,7 @@ func fileAt(ino uint64, ns int64) unix.Statx_t {
 var testStart = time.Now().UnixNano() - 3600e9
 
 func newTestSupervisor() *Supervisor {
-	s := New(Config{Clock: true, EpochNS: 1767225600e9, QuantumNS: 1000, StartNS: testStart})
+	s := New(Config{Clock: true, EpochNS: 1767225600e9, QuantumNS: 1000, StartNS: testStart}, -1)
 	s.files.agent = testStart
 	return s
 }

@@ -1,6 +1,7 @@
 package sysvirt
 
 import (
+	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -32,117 +33,154 @@ const (
 var virtualClocks = []uint32{clockRealtime, clockMonotonic, clockMonotonicRaw, clockRealtimeCoarse,
 	clockMonotonicCoarse, clockBoottime, clockRealtimeAlarm, clockBoottimeAlarm, clockTAI}
 
-// Rules are the filter rules for cfg.
+// Rules are the filter rules for cfg: the rows of the table cfg turns on
+// that this architecture has, in the table's order.
 func Rules(cfg Config) []Rule {
 	var r []Rule
-	if cfg.Clock {
-		r = append(r,
-			Rule{Nr: unix.SYS_CLOCK_GETTIME, Cond: CondIn, Arg: 0, In: virtualClocks},
-			Rule{Nr: unix.SYS_GETTIMEOFDAY},
-			Rule{Nr: unix.SYS_NANOSLEEP},
-			Rule{Nr: unix.SYS_CLOCK_NANOSLEEP, Cond: CondIn, Arg: 0, In: virtualClocks},
-			Rule{Nr: unix.SYS_EPOLL_PWAIT, Cond: CondPositive, Arg: 3},
-			Rule{Nr: unix.SYS_EPOLL_PWAIT2, Cond: CondNonNull, Arg: 3},
-			Rule{Nr: unix.SYS_PPOLL, Cond: CondNonNull, Arg: 2},
-			Rule{Nr: unix.SYS_PSELECT6, Cond: CondNonNull, Arg: 4},
-			Rule{Nr: unix.SYS_FUTEX, Cond: CondFutex, In: []uint32{futexWaitBitset, futexLockPI, futexLockPI2, futexWaitRequeuePI}},
-			Rule{Nr: unix.SYS_FUTEX_WAITV, Cond: CondNonNull, Arg: 3},
-			// Timers on the virtual clock, and the timed wait for a
-			// signal (timers.go). setitimer and getitimer of the
-			// CPU-time timers come too, and run as the kernel would.
-			Rule{Nr: unix.SYS_SETITIMER},
-			Rule{Nr: unix.SYS_GETITIMER},
-			Rule{Nr: unix.SYS_TIMER_SETTIME},
-			Rule{Nr: unix.SYS_TIMER_GETTIME},
-			Rule{Nr: unix.SYS_TIMER_DELETE},
-			Rule{Nr: unix.SYS_TIMERFD_SETTIME},
-			Rule{Nr: unix.SYS_TIMERFD_GETTIME},
-			Rule{Nr: unix.SYS_RT_SIGTIMEDWAIT},
-			// sysinfo's uptime, times' return value and adjtimex's
-			// time are clocks (sysinfo.go, cputimes.go, adjtimex.go).
-			Rule{Nr: unix.SYS_SYSINFO},
-			Rule{Nr: unix.SYS_TIMES},
-			Rule{Nr: unix.SYS_ADJTIMEX},
-			Rule{Nr: unix.SYS_CLOCK_ADJTIME, Cond: CondIn, Arg: 0, In: []uint32{clockRealtime}},
-		)
-		r = append(r, statRules()...)
-		for _, nr := range legacyNotified {
-			r = append(r, Rule{Nr: nr})
+	for i := range table {
+		c := &table[i]
+		if c.nr >= 0 && c.enabled(cfg) {
+			r = append(r, Rule{Nr: c.nr, Cond: c.when.cond, Arg: c.when.arg, In: c.when.in})
 		}
-		for _, t := range legacyTimed {
-			if t[1] >= 0 {
-				r = append(r, Rule{Nr: t[0], Cond: CondPositive, Arg: t[1]})
-			} else {
-				r = append(r, Rule{Nr: t[0], Cond: CondNonNull, Arg: 4})
-			}
-		}
-	}
-	if cfg.Random {
-		r = append(r, Rule{Nr: unix.SYS_GETRANDOM})
 	}
 	return r
 }
 
-// callName names the calls the supervisor answers.
+// callName names call nr for [Counts]: a served call by its row, and the
+// calls the supervisor makes a process run to map dal's vDSO (fast.go).
 func callName(nr int) string {
+	if c := served(int32(nr)); c != nil && nr == c.nr {
+		return c.name
+	}
 	switch nr {
-	case unix.SYS_CLOCK_GETTIME:
-		return "clock_gettime"
-	case unix.SYS_GETTIMEOFDAY:
-		return "gettimeofday"
-	case sysTime:
-		return "time"
-	case unix.SYS_GETRANDOM:
-		return "getrandom"
-	case unix.SYS_NANOSLEEP:
-		return "nanosleep"
-	case unix.SYS_CLOCK_NANOSLEEP:
-		return "clock_nanosleep"
-	case unix.SYS_PPOLL:
-		return "ppoll"
-	case unix.SYS_PSELECT6:
-		return "pselect6"
-	case unix.SYS_EPOLL_PWAIT:
-		return "epoll_pwait"
-	case unix.SYS_EPOLL_PWAIT2:
-		return "epoll_pwait2"
-	case sysEpollWait:
-		return "epoll_wait"
-	case sysPoll:
-		return "poll"
-	case sysSelect:
-		return "select"
 	case unix.SYS_MMAP:
 		return "mmap"
 	case unix.SYS_MPROTECT:
 		return "mprotect"
-	case unix.SYS_SETITIMER:
-		return "setitimer"
-	case unix.SYS_GETITIMER:
-		return "getitimer"
-	case unix.SYS_TIMER_SETTIME:
-		return "timer_settime"
-	case unix.SYS_TIMER_GETTIME:
-		return "timer_gettime"
-	case unix.SYS_TIMERFD_SETTIME:
-		return "timerfd_settime"
-	case unix.SYS_TIMERFD_GETTIME:
-		return "timerfd_gettime"
-	case unix.SYS_RT_SIGTIMEDWAIT:
-		return "rt_sigtimedwait"
-	case sysAlarm:
-		return "alarm"
-	case unix.SYS_SYSINFO:
-		return "sysinfo"
-	case unix.SYS_TIMES:
-		return "times"
-	case unix.SYS_ADJTIMEX:
-		return "adjtimex"
-	case unix.SYS_CLOCK_ADJTIME:
-		return "clock_adjtime"
-	}
-	if s := statName(nr); s != "" {
-		return s
 	}
 	return "syscall_" + strconv.Itoa(nr)
+}
+
+// Classic BPF, as seccomp runs it on struct seccomp_data.
+const (
+	bpfLdAbsW = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	bpfJeqK   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	bpfJsetK  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	bpfRetK   = unix.BPF_RET | unix.BPF_K
+
+	offNr   = 0
+	offArgs = 16 // args[i] at 16+8i; the low half first (little endian)
+)
+
+// Filter is the classic BPF that hands the calls of rules to the listener,
+// for a seccomp filter to run on the native ABI's calls (its architecture
+// checked before). Each rule's instructions end in their own returns
+// (notify, allow) and jump only within them, so any number of rules fits
+// (the longest, a CondIn of n values, jumps n+2 ahead); a call no rule
+// takes runs on past the last instruction.
+func Filter(rules []Rule) []unix.SockFilter {
+	var prog []unix.SockFilter
+	for _, r := range rules {
+		prog = append(prog, r.program()...)
+	}
+	return prog
+}
+
+// program is r's part of [Filter].
+func (r Rule) program() []unix.SockFilter {
+	b := &bpf{labels: map[string]int{}}
+	arg := func(i int) uint32 { return uint32(offArgs + 8*i) }
+	b.load(offNr)
+	b.jump(bpfJeqK, uint32(r.Nr), "", "next")
+	switch r.Cond {
+	case CondAlways:
+		// on to notify
+	case CondPositive:
+		b.load(arg(r.Arg))
+		b.jump(bpfJeqK, 0, "allow", "")
+		b.jump(bpfJsetK, 0x80000000, "allow", "notify")
+	case CondNonNull:
+		b.load(arg(r.Arg))
+		b.jump(bpfJeqK, 0, "", "notify")
+		b.load(arg(r.Arg) + 4)
+		b.jump(bpfJeqK, 0, "allow", "notify")
+	case CondIn:
+		b.load(arg(r.Arg))
+		for _, v := range r.In {
+			b.jump(bpfJeqK, v, "notify", "")
+		}
+		b.jump(bpfJeqK, 0, "allow", "allow")
+	case CondFutex:
+		b.load(arg(1))
+		b.alu(unix.BPF_AND, 0x7f)
+		for _, v := range r.In {
+			b.jump(bpfJeqK, v, "timed", "")
+		}
+		b.jump(bpfJeqK, 0, "allow", "allow")
+		b.label("timed")
+		b.load(arg(3))
+		b.jump(bpfJeqK, 0, "", "notify")
+		b.load(arg(3) + 4)
+		b.jump(bpfJeqK, 0, "allow", "notify")
+	default:
+		panic(fmt.Sprintf("sysvirt: rule for call %d has no condition %d", r.Nr, r.Cond))
+	}
+	b.label("notify")
+	b.ret(unix.SECCOMP_RET_USER_NOTIF)
+	b.label("allow")
+	b.ret(unix.SECCOMP_RET_ALLOW)
+	b.label("next")
+	return b.assemble()
+}
+
+// bpf assembles one rule's instructions; its jumps name labels, forward
+// only, within the rule.
+type bpf struct {
+	prog   []unix.SockFilter
+	labels map[string]int
+	fixups []bpfFixup
+}
+
+type bpfFixup struct {
+	pc     int
+	jt, jf string // "" = the next instruction
+}
+
+func (b *bpf) label(name string) { b.labels[name] = len(b.prog) }
+
+func (b *bpf) load(off uint32) {
+	b.prog = append(b.prog, unix.SockFilter{Code: bpfLdAbsW, K: off})
+}
+
+func (b *bpf) alu(op uint16, k uint32) {
+	b.prog = append(b.prog, unix.SockFilter{Code: unix.BPF_ALU | op | unix.BPF_K, K: k})
+}
+
+func (b *bpf) ret(k uint32) {
+	b.prog = append(b.prog, unix.SockFilter{Code: bpfRetK, K: k})
+}
+
+func (b *bpf) jump(code uint16, k uint32, jt, jf string) {
+	b.fixups = append(b.fixups, bpfFixup{pc: len(b.prog), jt: jt, jf: jf})
+	b.prog = append(b.prog, unix.SockFilter{Code: code, K: k})
+}
+
+// assemble resolves the jumps. It panics on one longer than 255
+// instructions (an 8-bit offset): a CondIn or CondFutex rule of more
+// than 250 values.
+func (b *bpf) assemble() []unix.SockFilter {
+	rel := func(pc int, l string) uint8 {
+		if l == "" {
+			return 0
+		}
+		t, ok := b.labels[l]
+		if !ok || t <= pc || t-pc-1 > 255 {
+			panic("sysvirt: bad seccomp jump to " + l)
+		}
+		return uint8(t - pc - 1)
+	}
+	for _, f := range b.fixups {
+		b.prog[f.pc].Jt, b.prog[f.pc].Jf = rel(f.pc, f.jt), rel(f.pc, f.jf)
+	}
+	return b.prog
 }

@@ -79,7 +79,7 @@ func (s *Supervisor) fail(n *Notif, errno unix.Errno) {
 
 func (s *Supervisor) answered(n *Notif) {
 	s.mu.Lock()
-	s.counts.add(&s.counts.Calls, callName(int(n.Nr)), 1)
+	add(&s.counts.Calls, callName(int(n.Nr)), 1)
 	s.mu.Unlock()
 }
 

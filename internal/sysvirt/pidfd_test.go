@@ -60,7 +60,7 @@ func startHolder(t *testing.T) *holder {
 	if err := os.WriteFile(script, []byte(fdHolder), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &holder{s: New(testCfg), trace: make(chan int, 1)}
+	h := &holder{s: New(testCfg, -1), trace: make(chan int, 1)}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()

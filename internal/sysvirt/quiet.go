@@ -91,7 +91,7 @@ func (s *Supervisor) quietSleep(p *proc, tid int) {
 	}
 	p.stallSince = now
 	s.setBase(p, tid, p.base+stallStep)
-	s.escaped("clock")
+	s.escaped(Clock)
 	s.counts.note("a Go program ran a second without reading its clock: dal moved the clock 10 ms so its runtime could preempt it (its clock values from there are not reproducible)")
 }
 

@@ -8,8 +8,6 @@ const (
 	sysLstat = unix.SYS_LSTAT
 )
 
-var legacyStat = []int{unix.SYS_STAT, unix.SYS_LSTAT}
-
 // statOf is the struct stat the kernel makes of st (cp_new_stat).
 func statOf(st *unix.Statx_t) unix.Stat_t {
 	return unix.Stat_t{

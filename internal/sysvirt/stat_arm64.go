@@ -7,8 +7,6 @@ const (
 	sysLstat = -11
 )
 
-var legacyStat []int
-
 // statOf is the struct stat the kernel makes of st (cp_new_stat).
 func statOf(st *unix.Statx_t) unix.Stat_t {
 	return unix.Stat_t{

@@ -32,36 +32,6 @@ import (
 // mu. Its own calls (the tracer's thread, for /proc) run as the kernel
 // would.
 
-// statRules are the filter rules for the stat family, and for the calls
-// that change how a process resolves paths (statview.go).
-func statRules() []Rule {
-	r := []Rule{{Nr: unix.SYS_NEWFSTATAT}, {Nr: unix.SYS_FSTAT}, {Nr: unix.SYS_STATX}}
-	for _, nr := range legacyStat {
-		r = append(r, Rule{Nr: nr})
-	}
-	for _, nr := range viewCalls {
-		r = append(r, Rule{Nr: nr})
-	}
-	return r
-}
-
-// statName names the stat family's calls for [callName].
-func statName(nr int) string {
-	switch nr {
-	case unix.SYS_NEWFSTATAT:
-		return "newfstatat"
-	case unix.SYS_FSTAT:
-		return "fstat"
-	case unix.SYS_STATX:
-		return "statx"
-	case sysStat:
-		return "stat"
-	case sysLstat:
-		return "lstat"
-	}
-	return ""
-}
-
 // statCall is one call of the stat family, decoded.
 type statCall struct {
 	dirfd int32
@@ -126,7 +96,7 @@ func (s *Supervisor) stat(n *Notif) {
 	if !ok {
 		if escape != "" {
 			s.mu.Lock()
-			s.escaped("clock")
+			s.escaped(Clock)
 			s.counts.note("%s", escape)
 			s.mu.Unlock()
 		}
@@ -138,7 +108,7 @@ func (s *Supervisor) stat(n *Notif) {
 	}
 	s.mu.Lock()
 	s.rewrite(p, tid, &st)
-	s.served("file_times")
+	s.served(FileTimes)
 	s.mu.Unlock()
 	if c.mask&unix.STATX_BTIME == 0 {
 		st.Mask &^= unix.STATX_BTIME
@@ -164,7 +134,7 @@ func (s *Supervisor) stat(n *Notif) {
 func (s *Supervisor) stranger(n *Notif) {
 	if tgidOf(int(n.Pid)) != os.Getpid() {
 		s.mu.Lock()
-		s.escaped("clock")
+		s.escaped(Clock)
 		s.counts.note("a process dal was not tracing called stat: it got real file times")
 		s.mu.Unlock()
 	}

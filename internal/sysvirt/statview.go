@@ -23,9 +23,6 @@ import (
 // processor forever (doc.go). No call of the agent's own exec path may be
 // handed to the supervisor for the same reason.
 
-// viewCalls are the calls that change how a process resolves paths.
-var viewCalls = []int{unix.SYS_CHROOT, unix.SYS_UNSHARE, unix.SYS_SETNS, unix.SYS_PIVOT_ROOT}
-
 // callerView is what a stat knows of its caller's view, copied under mu.
 type callerView struct {
 	p     *proc

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,10 @@ import (
 // [Supervisor.Handle], called for every seccomp notification.
 type Supervisor struct {
 	cfg Config
-	fd  int // the seccomp listener, set by Handle
+	// fd is the seccomp listener the supervisor answers on, set by New
+	// and never changed: the waiter's and the sleeps' goroutines read it
+	// while Handle runs.
+	fd int
 
 	killedBy unix.Signal // set by Trace: the signal that killed the agent
 
@@ -98,8 +102,11 @@ type proc struct {
 	stallSince time.Time
 }
 
-// New returns a supervisor for cfg.
-func New(cfg Config) *Supervisor {
+// New returns a supervisor for cfg that answers on seccomp listener fd
+// (-1 for one that only traces). The caller keeps ownership of fd and
+// keeps it open for as long as the supervisor runs. With cfg.StartNS set,
+// New makes no system call (a caller under its own filter must set it).
+func New(cfg Config, fd int) *Supervisor {
 	if cfg.QuantumNS < 0 {
 		cfg.QuantumNS = 0
 	}
@@ -107,7 +114,7 @@ func New(cfg Config) *Supervisor {
 	if start == 0 {
 		start = StartNow()
 	}
-	return &Supervisor{cfg: cfg, fd: -1, procs: map[int]*proc{}, threads: map[int]int{}, files: newFileTimes(start)}
+	return &Supervisor{cfg: cfg, fd: fd, procs: map[int]*proc{}, threads: map[int]int{}, files: newFileTimes(start)}
 }
 
 // Counts returns what was served so far.
@@ -115,29 +122,18 @@ func (s *Supervisor) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.counts
-	c.Served = cloneMap(c.Served)
-	c.Real = cloneMap(c.Real)
-	c.Escapes = cloneMap(c.Escapes)
-	c.Calls = cloneMap(c.Calls)
-	c.Injected = cloneMap(c.Injected)
+	c.Served = maps.Clone(c.Served)
+	c.Real = maps.Clone(c.Real)
+	c.Escapes = maps.Clone(c.Escapes)
+	c.Calls = maps.Clone(c.Calls)
+	c.Injected = maps.Clone(c.Injected)
 	c.Notes = append([]string(nil), c.Notes...)
 	return c
 }
 
-func cloneMap(m map[string]int64) map[string]int64 {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]int64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func (s *Supervisor) served(k string)  { s.counts.add(&s.counts.Served, k, 1) }
-func (s *Supervisor) real(k string)    { s.counts.add(&s.counts.Real, k, 1) }
-func (s *Supervisor) escaped(k string) { s.counts.add(&s.counts.Escapes, k, 1) }
+func (s *Supervisor) served(k Category)  { add(&s.counts.Served, k, 1) }
+func (s *Supervisor) real(k Reason)      { add(&s.counts.Real, k, 1) }
+func (s *Supervisor) escaped(k Category) { add(&s.counts.Escapes, k, 1) }
 
 // newProc registers thread-group tgid under stream name. Callers hold mu.
 func (s *Supervisor) newProc(tgid int, stream string) *proc {
@@ -234,65 +230,18 @@ func realNow(k byte) int64 {
 	return ts.Nano()
 }
 
-// Handle answers notification n on listener fd if it is one of the
-// supervisor's calls, and reports whether it was.
-func (s *Supervisor) Handle(fd int, n *Notif) bool {
-	s.fd = fd
+// Handle answers notification n, received on the supervisor's listener,
+// if it is one of the supervisor's calls (a row of its table), and
+// reports whether it was.
+func (s *Supervisor) Handle(n *Notif) bool {
 	if s.restarted(n) {
 		return true
 	}
-	switch int(n.Nr) {
-	case unix.SYS_CLOCK_GETTIME:
-		s.clockGettime(n)
-	case unix.SYS_GETTIMEOFDAY:
-		s.gettimeofday(n)
-	case sysTime:
-		s.time(n)
-	case unix.SYS_GETRANDOM:
-		s.getrandom(n)
-	case unix.SYS_NANOSLEEP:
-		s.sleep(n, clockMonotonic, 0, n.Args[0], n.Args[1])
-	case unix.SYS_CLOCK_NANOSLEEP:
-		s.sleep(n, int32(n.Args[0]), int(n.Args[1]), n.Args[2], n.Args[3])
-	case unix.SYS_SETITIMER:
-		s.setitimer(n, false)
-	case unix.SYS_GETITIMER:
-		s.getitimer(n)
-	case unix.SYS_TIMER_SETTIME:
-		s.timerSettime(n)
-	case unix.SYS_TIMER_GETTIME:
-		s.timerGettime(n, timerPOSIX)
-	case unix.SYS_TIMER_DELETE:
-		s.timerDelete(n)
-	case unix.SYS_TIMERFD_SETTIME:
-		s.timerfdSettime(n)
-	case unix.SYS_TIMERFD_GETTIME:
-		s.timerGettime(n, timerFD)
-	case unix.SYS_RT_SIGTIMEDWAIT:
-		s.sigwait(n)
-	case unix.SYS_SYSINFO:
-		s.sysinfo(n)
-	case unix.SYS_TIMES:
-		s.times(n)
-	case unix.SYS_ADJTIMEX:
-		s.adjtimex(n, n.Args[0])
-	case unix.SYS_CLOCK_ADJTIME:
-		s.adjtimex(n, n.Args[1])
-	case unix.SYS_FUTEX:
-		s.futex(n)
-	case unix.SYS_FUTEX_WAITV:
-		s.futexWaitv(n)
-	case unix.SYS_PPOLL, unix.SYS_PSELECT6, unix.SYS_EPOLL_PWAIT, unix.SYS_EPOLL_PWAIT2, sysEpollWait:
-		s.wait(n)
-	case unix.SYS_NEWFSTATAT, unix.SYS_FSTAT, unix.SYS_STATX, sysStat, sysLstat:
-		s.stat(n)
-	case unix.SYS_CHROOT, unix.SYS_UNSHARE, unix.SYS_SETNS, unix.SYS_PIVOT_ROOT:
-		s.viewChange(n)
-	default:
-		if !s.waitLegacy(n) {
-			return false
-		}
+	c := served(n.Nr)
+	if c == nil {
+		return false
 	}
+	c.handle(s, n)
 	return true
 }
 
@@ -314,11 +263,11 @@ func (s *Supervisor) readClock(n *Notif, k byte) (int64, bool) {
 	defer s.mu.Unlock()
 	p := s.caller(n)
 	if p == nil || !s.cfg.Clock {
-		s.escaped("clock")
+		s.escaped(Clock)
 		Continue(s.fd, n.ID)
 		return 0, false
 	}
-	s.served("clock")
+	s.served(Clock)
 	return s.now(p, int(n.Pid), k, true), true
 }
 
@@ -343,9 +292,9 @@ func (s *Supervisor) clockGettime(n *Notif) {
 		// filter is no reason to serve the others.
 		s.mu.Lock()
 		if id == clockProcessCPU || id == clockThreadCPU || id < 0 {
-			s.real("cpu_clock")
+			s.real(CPUClock)
 		} else {
-			s.real("other_clock")
+			s.real(OtherClock)
 		}
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
@@ -402,14 +351,14 @@ func (s *Supervisor) getrandom(n *Notif) {
 	s.mu.Lock()
 	p := s.caller(n)
 	if p == nil || !s.cfg.Random {
-		s.escaped("random")
+		s.escaped(Random)
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
 		return
 	}
 	size = min(size, maxRandom)
 	b := s.rng(p).Bytes(int(size))
-	s.served("random")
+	s.served(Random)
 	if s.fromVDSO(p, n) {
 		s.refill(p, int(n.Pid))
 	}
@@ -441,9 +390,9 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 	p := s.caller(n)
 	if k == 0 || p == nil || !s.cfg.Clock {
 		if k == 0 {
-			s.real("other_clock")
+			s.real(OtherClock)
 		} else {
-			s.escaped("sleep")
+			s.escaped(Sleep)
 		}
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
@@ -460,7 +409,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 		d -= s.now(p, int(n.Pid), k, false)
 	}
 	if d <= 0 {
-		s.served("sleep")
+		s.served(Sleep)
 		s.mu.Unlock()
 		s.reply(n, 0)
 		return
@@ -471,7 +420,7 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 		st, _ := readSigState(tid)
 		end := s.nowT(p, tid) + d
 		woken, send := s.advance(p, tid, d, signalWakes(st, st.blk))
-		s.served("sleep")
+		s.served(Sleep)
 		if woken != nil {
 			if flags&unix.TIMER_ABSTIME == 0 && rem != 0 {
 				writeMem(tid, rem, putTimespec(end-woken.deadline))
@@ -486,12 +435,12 @@ func (s *Supervisor) sleep(n *Notif, id int32, flags int, req, rem uint64) {
 	}
 	if p.threads <= 1 {
 		s.setBase(p, int(n.Pid), p.base+d)
-		s.served("sleep")
+		s.served(Sleep)
 		s.mu.Unlock()
 		s.reply(n, 0)
 		return
 	}
-	s.real("sleep_threaded")
+	s.real(SleepThreaded)
 	s.quietSleep(p, int(n.Pid))
 	s.mu.Unlock()
 	fd, id2 := s.fd, n.ID
@@ -568,7 +517,7 @@ func (s *Supervisor) translate(n *Notif, k byte, addr uint64) {
 		return
 	}
 	left := abs - s.now(p, int(n.Pid), k, false)
-	s.served("deadline")
+	s.served(Deadline)
 	s.mu.Unlock()
 	if Valid(s.fd, n.ID) {
 		writeMem(int(n.Pid), addr, putTimespec(realNow(k)+max(left, 0)))

@@ -85,11 +85,11 @@ func (s *Supervisor) clockCaller(n *Notif) *proc {
 	s.mu.Lock()
 	p := s.caller(n)
 	if p == nil || !s.cfg.Clock {
-		s.escaped("clock")
+		s.escaped(Clock)
 		s.mu.Unlock()
 		Continue(s.fd, n.ID)
 		return nil
 	}
-	s.served("clock")
+	s.served(Clock)
 	return p
 }

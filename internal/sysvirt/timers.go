@@ -328,7 +328,7 @@ func (s *Supervisor) backstopFire(p *proc, t *vtimer, gen uint64) {
 		return
 	}
 	s.jumpTo(p, p.tgid, t.deadline)
-	s.escaped("timer")
+	s.escaped(Timer)
 	s.counts.note("a timer expired while its process was busy or waiting for outstanding I/O: it fired on the real clock")
 	s.fire(p, t, 1)
 	s.deliver(p, t, 1)
@@ -457,7 +457,7 @@ func (s *Supervisor) advance(p *proc, tid int, span int64, wakes func(*vtimer) b
 		}
 		s.fire(p, t, count)
 		s.deliver(p, t, count)
-		s.served("timer")
+		s.served(Timer)
 	}
 	if woken == nil {
 		if span >= 0 {
@@ -467,7 +467,7 @@ func (s *Supervisor) advance(p *proc, tid int, span int64, wakes func(*vtimer) b
 	}
 	s.jumpTo(p, tid, woken.deadline)
 	s.fire(p, woken, 1)
-	s.served("timer")
+	s.served(Timer)
 	gen := woken.gen
 	return woken, func() {
 		s.mu.Lock()
@@ -739,7 +739,7 @@ func (s *Supervisor) setitimer(n *Notif, alarm bool) {
 		}
 		s.arm(p, t, now, now+value, interval)
 	}
-	s.served("timer")
+	s.served(Timer)
 	s.mu.Unlock()
 	if alarm {
 		// Seconds left, rounded to the nearest (at least 1 when armed).
@@ -841,7 +841,7 @@ func (s *Supervisor) timerSettime(n *Notif) {
 			// Not a timer (the kernel says EINVAL) or a CPU-time one: real.
 			if ok {
 				s.mu.Lock()
-				s.real("cpu_timer")
+				s.real(CPUTimer)
 				s.mu.Unlock()
 			}
 			Continue(s.fd, n.ID)
@@ -908,7 +908,7 @@ func (s *Supervisor) settime(n *Notif, p *proc, desc *vtimer, k byte, abs bool, 
 				count += (now - deadline) / interval
 			}
 			s.fire(p, t, count)
-			s.served("timer")
+			s.served(Timer)
 			due = func() {
 				s.mu.Lock()
 				defer s.mu.Unlock()
@@ -916,7 +916,7 @@ func (s *Supervisor) settime(n *Notif, p *proc, desc *vtimer, k byte, abs bool, 
 			}
 		}
 	}
-	s.served("timer")
+	s.served(Timer)
 	s.mu.Unlock()
 	if !s.put(n, old, putPair(oi, ov, false)) {
 		return
@@ -1086,7 +1086,7 @@ func (s *Supervisor) sigwait(n *Notif) {
 			Continue(s.fd, n.ID) // a wait no timer ends: the kernel's
 			return
 		}
-		s.served("wait")
+		s.served(Wait)
 		s.mu.Unlock()
 		s.fail(n, unix.EAGAIN) // sigtimedwait timed out
 		return

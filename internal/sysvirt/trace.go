@@ -508,7 +508,7 @@ func (s *Supervisor) patchAuxv(pid int, stream string, k int, in *injected) erro
 					return err
 				}
 				s.mu.Lock()
-				s.served("at_random")
+				s.served(AtRandom)
 				s.mu.Unlock()
 			}
 		}

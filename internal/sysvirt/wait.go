@@ -517,7 +517,7 @@ func blocked(tgid, caller, helper int, decided func(tid int) bool) bool {
 // expire answers w as timed out and moves p's clock by its timeout; a
 // timer due before then ends it instead: a timerfd it waits on is ready,
 // a signal interrupts it.
-func (s *Supervisor) expire(w *waitCall, p *proc, count string) {
+func (s *Supervisor) expire(w *waitCall, p *proc, count Category) {
 	if !Valid(s.fd, w.n.ID) {
 		return
 	}

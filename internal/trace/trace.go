@@ -5,7 +5,6 @@ package trace
 
 import (
 	"errors"
-	"sync"
 
 	"github.com/dal-runtime/dal/ebpf"
 	"github.com/dal-runtime/dal/internal/wire"
@@ -14,9 +13,6 @@ import (
 // Tracer is an open boundary tracer. It implements daemon.Tracer.
 type Tracer struct {
 	t *ebpf.Tracer
-
-	mu        sync.Mutex
-	lastDrops uint64
 }
 
 // Open loads and attaches the tracer. When it cannot (not root, no BTF, a

@@ -57,8 +57,6 @@ func (d *differ) add(what, rec, got string) {
 	}
 }
 
-func (d *differ) full() bool { return len(d.out) >= maxDiffs }
-
 // multi compares name → values maps.
 func (d *differ) multi(prefix string, rec, got map[string][]string) {
 	names := make([]string, 0, len(rec)+len(got))

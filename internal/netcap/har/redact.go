@@ -114,11 +114,6 @@ func (r *Redactor) header(name string) bool {
 	return r.headers[n] || r.field(n)
 }
 
-func isCookieHeader(name string) bool {
-	n := strings.ToLower(name)
-	return n == "cookie" || n == "set-cookie"
-}
-
 // redaction collects what was redacted in one entry: the places, and the
 // credential values, to be replaced wherever else they appear.
 type redaction struct {
