@@ -511,6 +511,7 @@ class Runtime:
             t = threads()
             t.scheduler(clock, timers)
             t.patch_threading(m, clock)
+            t.patch_os(os)
 
         def on_futures(m):
             m.time = threads().virtual_time_module(clock)
@@ -519,6 +520,8 @@ class Runtime:
         hooks["concurrent.futures._base"] = on_futures
         hooks["socket"] = lambda m: threads().patch_socket(m)
         hooks["selectors"] = lambda m: threads().patch_selectors(m, clock)
+        hooks["select"] = lambda m: threads().patch_select(m, clock)
+        hooks["multiprocessing.synchronize"] = lambda m: threads().patch_mp_synchronize(m, clock)
         hooks["subprocess"] = lambda m: (keep_real_time(m), threads().patch_subprocess(m, clock), spawner.patch_subprocess(m))
 
     def fork_child(self):
