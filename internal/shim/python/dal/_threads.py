@@ -216,8 +216,9 @@ class Scheduler:
         blocking point while others were runnable: a busy loop waiting for
         another thread, or a blocking call dal does not know. Never hang:
         the next thread runs beside it. mu held."""
-        say_once("threads-stuck", "%s held the turn %d s while other threads waited for it: "
-                 "threads now run beside it, so this process's thread order is no longer deterministic" % (_describe(self.current), STUCK))
+        who, what = _describe(self.current)
+        say_once("threads-stuck", "%s held the turn %d s while other threads waited for it%s: "
+                 "threads now run beside it, so this process's thread order is no longer deterministic" % (who, STUCK, what))
         unserved("clock/thread order (a thread held the turn %d s)" % STUCK)
         self.current = None
         if not self.runq and self.back:
@@ -407,9 +408,9 @@ _SYSCALLS = {
 
 
 def _describe(t):
-    """One phrase for a thread that holds the turn: its name, where its
-    Python code is, and what the kernel says it does (computing, or
-    blocked in which system call)."""
+    """Who a thread that holds the turn is (its name), and where its Python
+    code is and what the kernel says it does (computing, or blocked in
+    which system call), as ", at FILE:LINE (FUNCTION), ..."."""
     import sys
     import threading
     ident = t.ident if t is not None else None
@@ -419,7 +420,7 @@ def _describe(t):
     frame = sys._current_frames().get(ident) if ident is not None else None
     if frame is not None:
         code = frame.f_code
-        where = " at %s:%d (%s)" % (code.co_filename, frame.f_lineno, code.co_name)
+        where = ", at %s:%d (%s)" % (code.co_filename, frame.f_lineno, code.co_name)
     doing = ""
     if t is not None and t.tid is not None:
         try:
@@ -432,10 +433,10 @@ def _describe(t):
                     nr = f.read().split()[0].decode()
                 import os
                 name = _SYSCALLS.get(os.uname().machine, {}).get(int(nr)) if nr.isdigit() else None
-                doing = ", blocked in the system call %s, which dal does not know" % (name or "number " + nr)
+                doing = ", blocked in the system call %s, which dal does not wrap" % (name or "number " + nr)
         except (OSError, ValueError, IndexError):
             pass
-    return who + where + doing
+    return who, where + doing
 
 
 def _ns(secs):
