@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runTimes runs `dal-exec run --seed seed -- argv` n times, each in a fresh
@@ -90,4 +92,47 @@ func TestPythonStuckThreadIsReported(t *testing.T) {
 			t.Errorf("stderr does not say %q:\n%s", w, r.stderr)
 		}
 	}
+}
+
+// BenchmarkPythonThreadPoolIO: a Python agent with a 4-thread pool doing
+// I/O (testdata/pools/io_pool.py: 400 HTTP requests to a local server in a
+// child process, a file written and read back per response) under `dal-exec
+// run` in strict mode, where its threads take turns, against `dal-exec run
+// --mode default` (the same guard rails, no shim, no syscall layer). Each
+// iteration runs both, interleaved; start-up (a run of `python3 -c pass`
+// each way) is subtracted. Issue 36's target: at most 1.3x.
+//
+//	go test ./e2e -run '^$' -bench PythonThreadPoolIO -benchtime 5x
+func BenchmarkPythonThreadPoolIO(b *testing.B) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if out, err := exec.Command(python, "-c", "import sys; print(sys.executable)").Output(); err == nil {
+		python = strings.TrimSpace(string(out))
+	}
+	agent, err := filepath.Abs("testdata/pools/io_pool.py")
+	if err != nil {
+		b.Fatal(err)
+	}
+	timed := func(mode string, argv ...string) time.Duration {
+		args := append([]string{"run", "--mode", mode, "--"}, argv...)
+		cmd := exec.Command(bin.exec, args...)
+		cmd.Dir = b.TempDir()
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		d := time.Since(start)
+		if err != nil {
+			b.Fatalf("dal-exec %v: %v\n%s", args, err, out)
+		}
+		return d
+	}
+	var plain, strict time.Duration
+	for b.Loop() {
+		plain += max(timed("default", python, agent)-timed("default", python, "-c", "pass"), 0)
+		strict += max(timed("strict", python, agent)-timed("strict", python, "-c", "pass"), 0)
+	}
+	b.ReportMetric(float64(plain.Milliseconds())/float64(b.N), "default-ms")
+	b.ReportMetric(float64(strict.Milliseconds())/float64(b.N), "strict-ms")
+	b.ReportMetric(float64(strict)/float64(plain), "x-default")
 }

@@ -17,6 +17,7 @@ to come back first).
 import _thread
 from collections import deque
 from os import fstat as _fstat, get_blocking as _get_blocking
+from select import POLLIN as _POLLIN, POLLOUT as _POLLOUT, poll as _poll
 from stat import S_ISCHR as _S_ISCHR, S_ISFIFO as _S_ISFIFO, S_ISSOCK as _S_ISSOCK
 from heapq import heappop, heappush
 
@@ -117,15 +118,21 @@ class Scheduler:
 
     def _handoff(self):
         """The baton is free (current is None): give it to the next
-        runnable thread, or let the idler decide. mu held."""
+        runnable thread, else to those back from real calls (an idle
+        point, in the order they were started), or let the idler decide.
+        mu held."""
+        if not self.runq and self.back:
+            self.back.sort(key=_seq)
+            self.runq.extend(self.back)
+            del self.back[:]
         if self.runq:
             t = self.runq.popleft()
             self.current = t
             self.io_waited = 0.0
             self.switches += 1
             t.gate.release()
-        else:
-            self._ring()
+        elif self._live_timer():
+            self._ring()  # nothing runs: the idler jumps to the timer (or waits for I/O first)
 
     def _ring(self):
         if not self.idler:
@@ -151,6 +158,8 @@ class Scheduler:
             if t.pokeable and t.woken is None and t is not self.current and t not in self.runq:
                 t.pokeable = False
                 self._wake(t, True)
+                if self.current is None:
+                    self._handoff()
 
     def block(self, me, deadline=None):
         """me waits until _wake (True) or its virtual deadline, an offset
@@ -307,6 +316,13 @@ class Scheduler:
             if not me.passive:
                 self.outside -= 1
             me.passive = False
+            if self.current is None and not self.runq and not self.back:
+                # an idle point already, and nobody else came back: the
+                # baton is ours without the idler's round
+                self.current = me
+                self.io_waited = 0.0
+                self.switches += 1
+                return
             self.back.append(me)
             if self.current is None:
                 self._ring()
@@ -372,6 +388,7 @@ class Scheduler:
             del t.joiners[:]
             if self.current is t:
                 self.current = None
+            if self.current is None:
                 self._handoff()
 
     def join(self, t, timeout):
@@ -662,16 +679,42 @@ def patch_socket(sock):
     S = sock.socket
     if getattr(S, "_dal", False):
         return
-    call = _call
     for name in ("accept", "connect", "recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg", "send", "sendall", "sendto"):
         o = getattr(S, name, None)
         if o is None:
             continue
 
-        def wrap(self, *args, _o=o, _passive=name == "accept", **kwargs):
-            if self.gettimeout() == 0.0:  # non-blocking: it never waits
+        def wrap(self, *args, _o=o, _passive=name == "accept", _reads=name.startswith("recv"), _sends=name.startswith("send"), **kwargs):
+            s = _sched
+            if s is None or self.gettimeout() == 0.0:  # non-blocking: it never waits
                 return _o(self, *args, **kwargs)
-            return call(_o, self, *args, _passive=_passive, **kwargs)
+            if (s.live <= 1 and not s.outside and not s.back or _reads and _ready(self.fileno())
+                    or _sends and _small(args) and _ready(self.fileno(), _POLLOUT)):
+                return _o(self, *args, **kwargs)
+            return s.call(_o, self, *args, _passive=_passive, **kwargs)
+        wrap.__name__ = name
+        wrap.__doc__ = o.__doc__
+        setattr(S, name, wrap)
+    S._dal = True
+
+
+def patch_ssl(ssl):
+    """A TLS socket reads and writes in C, not through the socket methods:
+    its read (unless a record is buffered or data waits), write and
+    handshake give the baton away while they wait."""
+    S = ssl.SSLSocket
+    if getattr(S, "_dal", False):
+        return
+    for name in ("read", "write", "do_handshake"):
+        o = getattr(S, name)
+
+        def wrap(self, *args, _o=o, _reads=name == "read", **kwargs):
+            s = _sched
+            if s is None or self.gettimeout() == 0.0 or s.live <= 1 and not s.outside and not s.back:
+                return _o(self, *args, **kwargs)
+            if _reads and (self._sslobj is None or self._sslobj.pending() or _ready(self.fileno())):
+                return _o(self, *args, **kwargs)
+            return s.call(_o, self, *args, **kwargs)
         wrap.__name__ = name
         wrap.__doc__ = o.__doc__
         setattr(S, name, wrap)
@@ -727,6 +770,31 @@ def _may_block(fd):
         return True
 
 
+def _ready(fd, events=_POLLIN):
+    """Whether fd is ready for events now (for reading: data, end of file
+    or an error waiting): a read then returns at once and keeps the baton,
+    saving two hand-offs."""
+    try:
+        p = _poll()
+        p.register(fd, events)
+        return bool(p.poll(0))
+    except (OSError, ValueError, TypeError, OverflowError):
+        return False
+
+
+#: A send of at most this many bytes to a socket ready for writing keeps
+#: the baton: the kernel takes it at once (a writable socket has at least
+#: a third of its buffer free, never below 16 KiB on Linux's defaults).
+SMALL_SEND = 4096
+
+
+def _small(args):
+    try:
+        return len(memoryview(args[0])) <= SMALL_SEND
+    except (IndexError, TypeError):
+        return False
+
+
 def patch_os(os_mod):
     """os.read/readv/write/writev on a blocking pipe, socket, FIFO or
     terminal, and os.wait/waitpid/wait3/wait4/waitid without WNOHANG,
@@ -737,10 +805,10 @@ def patch_os(os_mod):
         return
     nohang = getattr(os_mod, "WNOHANG", 1)
 
-    def fd_call(o):
+    def fd_call(o, reads):
         def f(fd, *args):
             s = _sched
-            if s.live <= 1 and not s.outside and not s.back or not _may_block(fd):
+            if s.live <= 1 and not s.outside and not s.back or not _may_block(fd) or reads and _ready(fd):
                 return o(fd, *args)
             return s.call(o, fd, *args)
         return f
@@ -760,7 +828,7 @@ def patch_os(os_mod):
     for name in ("read", "readv", "write", "writev"):
         o = getattr(os_mod, name, None)
         if o is not None:
-            wrapped[name] = fd_call(o)
+            wrapped[name] = fd_call(o, name.startswith("read"))
     for name, at in (("wait", 99), ("waitpid", 1), ("wait3", 0), ("wait4", 1), ("waitid", 2)):
         o = getattr(os_mod, name, None)
         if o is not None:
