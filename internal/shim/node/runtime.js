@@ -362,13 +362,14 @@ function installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, 
 
 // ---------------------------------------------------------------- process times
 
-// CPU time and uptime. Strict mode: CPU time is the part of the virtual
-// clock that reads made (sleeps and timer jumps are not CPU time), a read;
-// process.cpuUsage reports it as user time, process.resourceUsage as
-// userCPUTime with every other field 0 (memory, faults and context switches
-// vary from run to run); os.uptime is the virtual monotonic clock in
-// seconds. Other modes: they stay real, and each call is reported as
-// unserved (a replay cannot give them back).
+// CPU time and uptime. CPU-time clocks and resource usage are real in
+// every mode, as the syscall layer leaves them for every other program
+// (clock(), times()'s CPU fields, CLOCK_PROCESS_CPUTIME_ID): they measure
+// the work the process did, not time, and no clock can give them back.
+// Each call of process.cpuUsage and process.resourceUsage is counted
+// ("cpu_clock/process.cpuUsage": the exit report's unserved, syscalls.json's
+// real). os.uptime is a clock: the virtual monotonic clock in seconds in
+// strict mode, real and reported as unserved otherwise.
 function installProcessTimes(state, hooks) {
   const clock = state.clock;
   const nativeCpu = process.cpuUsage;
@@ -376,24 +377,12 @@ function installProcessTimes(state, hooks) {
   const strict = state.mode === 'strict';
   const note = (what) => state.note(`clock/${what}`);
   process.cpuUsage = function cpuUsage(prev) {
-    if (!strict) {
-      note('process.cpuUsage');
-      return nativeCpu.call(process, prev);
-    }
-    const user = clock.cpuUs();
-    if (prev === undefined) return { user, system: 0 };
-    if (prev === null || typeof prev !== 'object' || typeof prev.user !== 'number' || typeof prev.system !== 'number') return nativeCpu.call(process, prev); // Node's own error
-    return { user: user - prev.user, system: -prev.system };
+    state.note('cpu_clock/process.cpuUsage');
+    return nativeCpu.call(process, prev);
   };
   process.resourceUsage = function resourceUsage() {
-    if (!strict) {
-      note('process.resourceUsage');
-      return nativeRusage.call(process);
-    }
-    const out = nativeRusage.call(process);
-    for (const k of Object.keys(out)) out[k] = 0;
-    out.userCPUTime = clock.cpuUs();
-    return out;
+    state.note('cpu_clock/process.resourceUsage');
+    return nativeRusage.call(process);
   };
   hooks.after('os', () => {
     const os = require('os');
