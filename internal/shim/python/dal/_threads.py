@@ -143,13 +143,17 @@ class Scheduler:
             self.bell.release()
 
     def _wake(self, t, value):
-        """t becomes runnable. mu held."""
+        """t becomes runnable (and runs, if nobody holds the baton: the
+        waker runs beside the turns, a thread dal did not start or one the
+        watchdog let go). mu held."""
         t.woken = value
         e = t.entry
         if e is not None:
             e[3] = False
             t.entry = None
         self.runq.append(t)
+        if self.current is None:
+            self._handoff()
 
     def poke(self, t):
         """End t's pokeable wait (call_soon_threadsafe from another thread
@@ -158,8 +162,6 @@ class Scheduler:
             if t.pokeable and t.woken is None and t is not self.current and t not in self.runq:
                 t.pokeable = False
                 self._wake(t, True)
-                if self.current is None:
-                    self._handoff()
 
     def block(self, me, deadline=None):
         """me waits until _wake (True) or its virtual deadline, an offset
@@ -247,9 +249,9 @@ class Scheduler:
     def _idle_step(self):
         """What to do when nobody holds the baton. Returns the wall seconds
         to wait for a thread to come back (None: until rung). mu held."""
-        if self.current is not None or self.runq:
+        if self.current is not None:
             return None
-        if self.back:
+        if self.runq or self.back:
             self.back.sort(key=_seq)
             self.runq.extend(self.back)
             del self.back[:]
@@ -383,11 +385,11 @@ class Scheduler:
             t.finished = True
             self.live -= 1
             self.by_ident.pop(_get_ident(), None)
+            if self.current is t:
+                self.current = None
             for j in t.joiners:
                 self._wake(j, True)
             del t.joiners[:]
-            if self.current is t:
-                self.current = None
             if self.current is None:
                 self._handoff()
 
