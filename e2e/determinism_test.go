@@ -376,6 +376,16 @@ func TestShimmedRuntimesAreDeterministic(t *testing.T) {
 					t.Errorf("syscalls.json does not list the RSA key pair as an escape:\n%s", b)
 				}
 			}},
+		{name: "node-workers", argv: []string{"node", filepath.Join(data, "workers.js")},
+			want: []string{"worker1_stream", "worker2_stream", "worker3_stream", "worker3_draw", "main_now"},
+			check: func(t *testing.T, v map[string]string) {
+				for k, stream := range map[string]string{"1": "0.1", "2": "0.2", "3": "0.2.1"} {
+					if v["worker"+k+"_stream"] != stream || v["worker"+k+"_timers"] != "a@10,b@10,d@20,c@30" || v["worker"+k+"_now"] != strconv.Itoa(epochSeconds*1000+50) {
+						t.Errorf("worker %s: stream %q, timers %q, now %q: want stream %s, timers in (deadline, registration) order, its own clock from the epoch",
+							k, v["worker"+k+"_stream"], v["worker"+k+"_timers"], v["worker"+k+"_now"], stream)
+					}
+				}
+			}},
 		{name: "go-agent-timers", argv: []string{goagent},
 			want: []string{"order", "ticks", "elapsed", "now", "rand"},
 			check: func(t *testing.T, v map[string]string) {
