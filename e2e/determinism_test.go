@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -332,18 +333,38 @@ func TestShimmedRuntimesAreDeterministic(t *testing.T) {
 		{name: "python-threads", argv: []string{python, filepath.Join(data, "threads.py")},
 			want: []string{"waited", "timers", "pool_order", "pool_draws", "interleaving", "process_time", "rusage", "os_times", "tempfile", "elapsed"},
 			check: func(t *testing.T, v map[string]string) {
-				want := map[string]string{"waited": "0.500001", "timers": "bcda", "pool_order": "2 1 0 3 4 5", "interleaving": "012012012"}
+				want := map[string]string{"waited": "0.500001", "timers": "bcda", "pool_order": "2 1 0 3 4 5", "interleaving": "012012012",
+					"process_time": "True", "rusage": "True True"}
 				for name, w := range want {
 					if v[name] != w {
 						t.Errorf("%s = %q, want %q", name, v[name], w)
 					}
 				}
+				if !strings.HasPrefix(v["os_times"], "True ") {
+					t.Errorf("os_times = %q: CPU time is not the real one", v["os_times"])
+				}
+			},
+			checkBundle: func(t *testing.T, bundle string) {
+				var b struct {
+					Real map[string]int64 `json:"real"`
+				}
+				raw, err := os.ReadFile(filepath.Join(bundle, "syscalls.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal(raw, &b); err != nil {
+					t.Fatal(err)
+				}
+				// CPU time is real by rule, as the syscall layer leaves it
+				if b.Real["cpu_clock/time.process_time_ns"] != 1 || b.Real["cpu_clock/resource.getrusage"] != 2 || b.Real["cpu_clock/os.times"] != 1 {
+					t.Errorf("syscalls.json's real = %v, want process_time_ns 1, getrusage 2, os.times 1", b.Real)
+				}
 			}},
 		{name: "node-sources", argv: []string{"node", filepath.Join(data, "node.js")},
 			want: []string{"subtle_aes", "subtle_ecdsa", "ed25519", "webcrypto_values", "webcrypto_uuid", "uptime", "cpu_usage", "resource_usage"},
 			check: func(t *testing.T, v map[string]string) {
-				if v["uptime"] != "3" || !strings.HasSuffix(v["resource_usage"], " 0 0") {
-					t.Errorf("uptime %q, resource usage %q: not virtual", v["uptime"], v["resource_usage"])
+				if v["uptime"] != "3" || v["cpu_usage"] != "true" || v["resource_usage"] != "true" {
+					t.Errorf("uptime %q (virtual), CPU usage real %q, resource usage real %q", v["uptime"], v["cpu_usage"], v["resource_usage"])
 				}
 			},
 			checkBundle: func(t *testing.T, bundle string) {
@@ -353,6 +374,16 @@ func TestShimmedRuntimesAreDeterministic(t *testing.T) {
 				}
 				if !strings.Contains(string(b), "called crypto.generateKeyPair(rsa) 1 time(s): the shim does not serve it") {
 					t.Errorf("syscalls.json does not list the RSA key pair as an escape:\n%s", b)
+				}
+			}},
+		{name: "node-workers", argv: []string{"node", filepath.Join(data, "workers.js")},
+			want: []string{"worker1_stream", "worker2_stream", "worker3_stream", "worker3_draw", "main_now"},
+			check: func(t *testing.T, v map[string]string) {
+				for k, stream := range map[string]string{"1": "0.1", "2": "0.2", "3": "0.2.1"} {
+					if v["worker"+k+"_stream"] != stream || v["worker"+k+"_timers"] != "a@10,b@10,d@20,c@30" || v["worker"+k+"_now"] != strconv.Itoa(epochSeconds*1000+50) {
+						t.Errorf("worker %s: stream %q, timers %q, now %q: want stream %s, timers in (deadline, registration) order, its own clock from the epoch",
+							k, v["worker"+k+"_stream"], v["worker"+k+"_timers"], v["worker"+k+"_now"], stream)
+					}
 				}
 			}},
 		{name: "go-agent-timers", argv: []string{goagent},

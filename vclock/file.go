@@ -37,7 +37,8 @@ type StreamLog struct {
 	Timers   [][2]int64       `json:"timers"`          // [deadline offset ns, registration seq] in firing order
 	Draws    map[string]int64 `json:"draws,omitempty"` // bytes drawn per source
 	// Unserved counts calls of clock and random APIs the shim left real,
-	// by "<category>/<api>" (category clock or random).
+	// by "<category>/<api>" (category clock or random; cpu_clock for the
+	// CPU-time clocks and resource usage, real by rule).
 	Unserved map[string]int64 `json:"unserved,omitempty"`
 	// Logged holds, in logged mode, the real random bytes drawn per
 	// source, in draw order.

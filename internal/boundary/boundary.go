@@ -38,6 +38,12 @@ type Boundary struct {
 	// Python or Node.
 	Unshimmed      int      `json:"unshimmed"`
 	UnshimmedFiles []string `json:"unshimmed_files,omitempty"`
+	// Real counts, by "<reason>/<api>", what the shims left real by rule
+	// rather than for want of a way to serve it: "cpu_clock" (CPU-time
+	// clocks and resource usage, which measure work, not time: real in
+	// every language, as syscall_layer.real counts them for every other
+	// program). Not escapes: the category stays captured.
+	Real map[string]int64 `json:"real,omitempty"`
 	// SyscallLayer is what the syscall layer (package sysvirt) served every
 	// process of the tree, shimmed or not; absent when it was off (logged
 	// and default modes) or left no count.

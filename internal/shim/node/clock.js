@@ -71,12 +71,6 @@ function strictClock({ epochNs, monoNs, quantumNs }) {
       c.reads++;
       return epochNs + BigInt(c.t += q);
     },
-    // cpuUs is the virtual CPU time in µs: the part of t reads made. A read.
-    cpuUs() {
-      c.reads++;
-      c.t += q;
-      return Math.floor((c.t - c.sleepNs) / 1000);
-    },
     // sleep advances virtual time by ns without a clock read.
     sleep(ns) {
       c.t += ns;

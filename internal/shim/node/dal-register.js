@@ -67,7 +67,12 @@
       isMainThread = true; // no worker_threads: the main thread
     }
   }
-  if (!isMainThread) return; // the main thread reports worker threads (see runtime.js)
+  if (!isMainThread) {
+    // A worker runs the shim when the thread that made it reserved its
+    // stream (runtime.js's patchWorkers); else that thread reports it.
+    if (process.env.DAL_WORKER !== '1') return;
+    delete process.env.DAL_WORKER;
+  }
 
   try {
     shimRequire(fs, __dirname)('./runtime.js').start(say, KEY, module.constructor);

@@ -145,6 +145,7 @@ function start(say, KEY, Module) {
     installProcessTimes(state, hooks);
     installRandom(state, hooks, { native, call, post, drift });
     patchSpawn(call, say);
+    patchWorkers(hooks, call, note, say, stream);
     if (mode === 'strict') {
       // The connect request of the dald connection is the shim's own, not the agent's I/O.
       const ignore = (name) => name === 'PipeConnectWrap' && client.connecting;
@@ -196,13 +197,6 @@ function start(say, KEY, Module) {
     client.close();
   }
   if (virtualized) {
-    // Worker threads preload this file too, but only the main thread is
-    // virtualized: say so once, when the first worker starts.
-    process.on('worker', () => {
-      note('clock/worker_threads');
-      note('random/worker_threads');
-      say(`node pid ${process.pid} (stream ${stream}) started a worker thread: the shim does not serve worker threads (they read the process's clock, randomness and native timers: dal's syscall layer's in a strict run, record or replay, else real ones)`);
-    });
     process.on('exit', onExit);
     // Stay the last 'exit' listener, so reads in the agent's own exit
     // handlers are logged and counted.
@@ -368,13 +362,14 @@ function installClock(state, { native, epochNs, monoNs, quantumNs, batch, call, 
 
 // ---------------------------------------------------------------- process times
 
-// CPU time and uptime. Strict mode: CPU time is the part of the virtual
-// clock that reads made (sleeps and timer jumps are not CPU time), a read;
-// process.cpuUsage reports it as user time, process.resourceUsage as
-// userCPUTime with every other field 0 (memory, faults and context switches
-// vary from run to run); os.uptime is the virtual monotonic clock in
-// seconds. Other modes: they stay real, and each call is reported as
-// unserved (a replay cannot give them back).
+// CPU time and uptime. CPU-time clocks and resource usage are real in
+// every mode, as the syscall layer leaves them for every other program
+// (clock(), times()'s CPU fields, CLOCK_PROCESS_CPUTIME_ID): they measure
+// the work the process did, not time, and no clock can give them back.
+// Each call of process.cpuUsage and process.resourceUsage is counted
+// ("cpu_clock/process.cpuUsage": the exit report's unserved, syscalls.json's
+// real). os.uptime is a clock: the virtual monotonic clock in seconds in
+// strict mode, real and reported as unserved otherwise.
 function installProcessTimes(state, hooks) {
   const clock = state.clock;
   const nativeCpu = process.cpuUsage;
@@ -382,24 +377,12 @@ function installProcessTimes(state, hooks) {
   const strict = state.mode === 'strict';
   const note = (what) => state.note(`clock/${what}`);
   process.cpuUsage = function cpuUsage(prev) {
-    if (!strict) {
-      note('process.cpuUsage');
-      return nativeCpu.call(process, prev);
-    }
-    const user = clock.cpuUs();
-    if (prev === undefined) return { user, system: 0 };
-    if (prev === null || typeof prev !== 'object' || typeof prev.user !== 'number' || typeof prev.system !== 'number') return nativeCpu.call(process, prev); // Node's own error
-    return { user: user - prev.user, system: -prev.system };
+    state.note('cpu_clock/process.cpuUsage');
+    return nativeCpu.call(process, prev);
   };
   process.resourceUsage = function resourceUsage() {
-    if (!strict) {
-      note('process.resourceUsage');
-      return nativeRusage.call(process);
-    }
-    const out = nativeRusage.call(process);
-    for (const k of Object.keys(out)) out[k] = 0;
-    out.userCPUTime = clock.cpuUs();
-    return out;
+    state.note('cpu_clock/process.resourceUsage');
+    return nativeRusage.call(process);
   };
   hooks.after('os', () => {
     const os = require('os');
@@ -671,6 +654,51 @@ function patchSpawn(call, say) {
     nameChild(options);
     return originalSpawn.call(this, options);
   };
+}
+
+// patchWorkers names every worker thread as a child process is named: the
+// thread that creates it reserves the next child name of its own stream
+// with spawn (creation order, counted together with its child processes:
+// stream 0's first worker or child is 0.1, the next 0.2; a worker's worker
+// is 0.1.1), and hands it over in the worker's environment (DAL_STREAM,
+// with DAL_WORKER=1 to tell dal-register.js that the name is reserved).
+// The worker says hello as that stream and is served as a process is: its
+// own virtual clock from the epoch, its randomness labelled
+// "<name>/node.Math.random", its own timers and exit report. A worker
+// created with env: SHARE_ENV has no environment of its own to carry the
+// name: it runs unserved (counted, said once).
+function patchWorkers(hooks, call, note, say, stream) {
+  hooks.after('worker_threads', () => {
+    const wt = require('worker_threads');
+    const Native = wt.Worker;
+    if (typeof Native !== 'function' || Native.dalWorker) return;
+    const PROPAGATE = ['DAL_SOCKET', 'DAL_SESSION', 'DAL_SESSION_TOKEN', 'DAL_SESSION_TOKEN_FILE', 'NODE_OPTIONS'];
+    class Worker extends Native {
+      constructor(filename, options) {
+        const opts = options === undefined || options === null ? {} : Object.assign({}, options);
+        if (opts.env === wt.SHARE_ENV) {
+          note('clock/worker_threads(SHARE_ENV)');
+          note('random/worker_threads(SHARE_ENV)');
+          say(`node pid ${process.pid} (stream ${stream}) started a worker thread with env: SHARE_ENV: the shim cannot name it, so it reads the process's clock, randomness and native timers (dal's syscall layer's in a strict run, record or replay, else real ones)`);
+        } else if (opts.env === undefined || opts.env === null || typeof opts.env === 'object') {
+          const reply = call('spawn', {});
+          if (reply && reply.child !== undefined && reply.child !== null) {
+            const env = Object.assign({}, opts.env === undefined || opts.env === null ? process.env : opts.env);
+            for (const name of PROPAGATE) {
+              if (env[name] === undefined && process.env[name] !== undefined) env[name] = process.env[name];
+            }
+            env.DAL_STREAM = String(reply.child);
+            env.DAL_WORKER = '1';
+            opts.env = env;
+          }
+        }
+        super(filename, opts);
+      }
+    }
+    Object.defineProperty(Worker, 'name', { value: 'Worker' });
+    Object.defineProperty(Worker, 'dalWorker', { value: true });
+    wt.Worker = Worker;
+  });
 }
 
 function setPair(pairs, name, value) {

@@ -107,11 +107,3 @@ test('replay reports a read of the wrong kind once and stays deterministic', () 
   assert.deepStrictEqual(seq(a), seq(b));
   assert.strictEqual(drifts.filter((d) => /monotonic, the recording has realtime/.test(d)).length, 2); // once per clock
 });
-
-test('strict CPU time is what reads made of t, sleeps excluded', () => {
-  const c = strictClock({ epochNs: 0n, monoNs: 1e9, quantumNs: 1000 });
-  c.monoNs();
-  c.sleep(5e9);
-  assert.strictEqual(c.cpuUs(), 2); // two reads of 1 µs; the 5 s sleep is not CPU time
-  assert.strictEqual(c.reads, 2);
-});

@@ -163,16 +163,48 @@ await sleep(3000);
 await new Promise((resolve) => setTimeout(resolve, 1000));
 console.log(JSON.stringify({ slept: Math.round(performance.now() - t0), uuid: randomUUID() }));
 `,
-  // a worker thread (real clock, not the shim's), an RSA key pair, the
-  // process times, and whether the shim's files loaded with their cache
+  // a worker thread sharing the process's environment (which the shim
+  // cannot name), an RSA key pair, the process times, and whether the
+  // shim's files loaded with their cache
   'unserved.js': String.raw`
-const { Worker } = require('worker_threads');
+const { Worker, SHARE_ENV } = require('worker_threads');
 const crypto = require('crypto');
 crypto.generateKeyPairSync('rsa', { modulusLength: 512 });
-const w = new Worker('require("worker_threads").parentPort.postMessage([typeof globalThis[Symbol.for("dal")], Date.now() > Date.UTC(2026, 6, 1)])', { eval: true });
+const w = new Worker('require("worker_threads").parentPort.postMessage([typeof globalThis[Symbol.for("dal")], Date.now() > Date.UTC(2026, 6, 1)])', { eval: true, env: SHARE_ENV });
 w.on('message', (m) => {
   console.log(JSON.stringify({ worker: m, uptime: require('os').uptime(), cpu: process.cpuUsage(), rss: process.resourceUsage().maxRSS }));
 });
+`,
+  // two worker threads, each with timers of 30, 10, 10, 20 ms, its clock
+  // and draws; a worker of the second worker; then the main thread's
+  'workers.js': String.raw`
+const { Worker, isMainThread, parentPort, workerData } = require('worker_threads');
+const dal = globalThis[Symbol.for('dal')];
+function work(k) {
+  const order = [];
+  const t0 = Date.now();
+  for (const [name, d] of [['c', 30], ['a', 10], ['b', 10], ['d', 20]]) setTimeout(() => order.push(name + '@' + (Date.now() - t0)), d);
+  setTimeout(() => {
+    const r = { k, stream: dal && dal.stream(), now: Date.now(), perf: performance.now(), rand: [Math.random(), Math.random()], order: order.join(' ') };
+    if (k !== 2) return parentPort.postMessage([r]);
+    const inner = new Worker(__filename, { workerData: 3 });
+    inner.on('message', (m) => parentPort.postMessage([r, ...m]));
+  }, 50);
+}
+if (isMainThread) {
+  const got = [];
+  for (const k of [1, 2]) {
+    new Worker(__filename, { workerData: k }).on('message', (m) => {
+      got.push(...m);
+      if (got.length === 3) {
+        got.sort((a, b) => a.k - b.k);
+        console.log(JSON.stringify({ workers: got, main: { stream: dal && dal.stream(), now: Date.now(), rand: Math.random() } }));
+      }
+    });
+  }
+} else {
+  work(workerData);
+}
 `,
   // a CommonJS agent reaching the lazily patched builtins every other way:
   // what it loaded before its first line, Math.random taken before its
@@ -481,23 +513,44 @@ test('without dald the process runs unpatched and says so in one line', () => {
   assert.match(lines[0], /^dal: cannot use dald at .*no-dald.*: no dald socket .*runs unvirtualized$/);
 });
 
-test('worker threads and RSA keys are reported as unserved; process times are virtual', () => {
+test('worker threads get the shim: streams in creation order, their own clocks, draws and ordered timers', () => {
+  const a = ok(['--seed', '7'], [fixture('workers.js')]);
+  const b = ok(['--seed', '7'], [fixture('workers.js')]);
+  assert.strictEqual(a, b);
+  const out = JSON.parse(a);
+  assert.deepStrictEqual(out.workers.map((w) => [w.k, w.stream]), [[1, '0.1'], [2, '0.2'], [3, '0.2.1']]);
+  for (const w of out.workers) {
+    assert.strictEqual(w.order, 'a@10 b@10 d@20 c@30', `worker ${w.k}'s timers`);
+    assert.strictEqual(w.now, Date.UTC(2026, 0, 1) + 50, `worker ${w.k}'s clock starts at the epoch and its timer fired at 50 ms`);
+  }
+  assert.notStrictEqual(out.workers[0].rand[0], out.workers[1].rand[0], 'each worker has its own random stream');
+  assert.strictEqual(out.main.stream, '0');
+  const other = JSON.parse(ok(['--seed', '8'], [fixture('workers.js')]));
+  out.workers.forEach((w, i) => {
+    assert.notStrictEqual(other.workers[i].rand[0], w.rand[0], `worker ${w.k}'s draws follow the seed`);
+    assert.strictEqual(other.workers[i].now, w.now);
+  });
+});
+
+test('a worker sharing the environment and RSA keys are reported as unserved; CPU times are real and counted', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dal-node-'));
   try {
     const clock = path.join(dir, 'clock.json');
     const r = run(['--clock-out', clock], [fixture('unserved.js')]);
     assert.strictEqual(r.status, 0, r.stderr);
-    assert.match(r.stderr, /started a worker thread: the shim does not serve worker threads/);
+    assert.match(r.stderr, /started a worker thread with env: SHARE_ENV: the shim cannot name it/);
     const out = JSON.parse(r.stdout);
     // The shim leaves the worker alone, and says so; the syscall layer of
     // a strict run still gives it the virtual clock.
     assert.deepStrictEqual(out.worker, ['undefined', false]);
-    assert.strictEqual(out.rss, 0);
-    assert.strictEqual(out.cpu.system, 0);
+    // CPU time and resource usage are real (they measure work), as the
+    // syscall layer leaves C's clock() and times(): counted, not escapes
+    assert.ok(out.rss > 0 && out.cpu.user > 0, `resource usage ${out.rss} KiB, CPU ${JSON.stringify(out.cpu)}: not the real ones`);
     assert.ok(out.uptime >= 1 && out.uptime < 2, `os.uptime ${out.uptime} is not on the virtual monotonic clock`);
     const [stream] = JSON.parse(fs.readFileSync(clock, 'utf8')).streams;
     assert.deepStrictEqual(stream.unserved, {
-      'clock/worker_threads': 1, 'random/worker_threads': 1, 'random/crypto.generateKeyPair(rsa)': 1,
+      'clock/worker_threads(SHARE_ENV)': 1, 'random/worker_threads(SHARE_ENV)': 1, 'random/crypto.generateKeyPair(rsa)': 1,
+      'cpu_clock/process.cpuUsage': 1, 'cpu_clock/process.resourceUsage': 1,
     });
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

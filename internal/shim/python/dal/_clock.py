@@ -83,8 +83,6 @@ class _Clock:
     advanced = 0
     sleep = None
     advance = None
-    process_time = None     # CPU time: virtual in strict mode only
-    process_time_ns = None
 
     def __repr__(self):
         return "<dal clock>"
@@ -94,8 +92,8 @@ class _Clock:
             return self.time()
         if clk_id in _MONO_CLOCKS:
             return self.monotonic()
-        if clk_id in _CPU_CLOCKS and self.process_time is not None:
-            return self.process_time()
+        if clk_id in _CPU_CLOCKS:
+            unserved("cpu_clock/time.clock_gettime(%s)" % clk_id)  # real: see count_cpu_times
         if clk_id in _OTHER_WALL_CLOCKS:
             unserved("clock/time.clock_gettime(%s)" % clk_id)
             say_once("clk%s" % clk_id, "time.clock_gettime(%s) reads the real clock: only CLOCK_REALTIME and the monotonic clocks are virtualized" % clk_id)
@@ -106,8 +104,8 @@ class _Clock:
             return self.time_ns()
         if clk_id in _MONO_CLOCKS:
             return self.monotonic_ns()
-        if clk_id in _CPU_CLOCKS and self.process_time_ns is not None:
-            return self.process_time_ns()
+        if clk_id in _CPU_CLOCKS:
+            unserved("cpu_clock/time.clock_gettime_ns(%s)" % clk_id)  # real: see count_cpu_times
         if clk_id in _OTHER_WALL_CLOCKS:
             unserved("clock/time.clock_gettime(%s)" % clk_id)
             say_once("clk%s" % clk_id, "time.clock_gettime(%s) reads the real clock: only CLOCK_REALTIME and the monotonic clocks are virtualized" % clk_id)
@@ -141,8 +139,7 @@ class StrictClock(_Clock):
     cannot be derived from t, so the reads count themselves (reads_extra)."""
 
     __slots__ = ("epoch_ns", "mono_ns", "quantum_ns", "epoch_s", "mono_s", "quantum", "advanced", "reads_extra", "threads",
-                 "time", "time_ns", "monotonic", "monotonic_ns", "process_time", "process_time_ns",
-                 "mono_peek", "make_now", "_get", "_set")
+                 "time", "time_ns", "monotonic", "monotonic_ns", "mono_peek", "make_now", "_get", "_set")
 
     def __init__(self, epoch_ns, mono_ns, quantum_ns):
         self.epoch_ns = epoch_ns
@@ -222,18 +219,6 @@ def _strict_reads(clock, epoch_ns, mono_ns, q):
         t += q
         return mono_ns + _trunc(t)
 
-    def process_time():
-        """CPU time: the part of t that reads made (sleeps and idle jumps
-        are not CPU time). A read."""
-        nonlocal t
-        t += q
-        return (t - clock.advanced) * 1e-9
-
-    def process_time_ns(_bound=None):
-        nonlocal t
-        t += q
-        return _trunc(t - clock.advanced)
-
     def mono_peek():
         """The monotonic clock in seconds without a read (asyncio's
         loop.time, the stdlib's deadlines for waits)."""
@@ -288,12 +273,12 @@ def _strict_reads(clock, epoch_ns, mono_ns, q):
             return d
         return now
 
-    reads = (time, time_ns, monotonic, monotonic_ns, process_time, process_time_ns)
+    reads = (time, time_ns, monotonic, monotonic_ns)
     if q == 0:  # quantum 0: every read counts itself
         reads = tuple(_counting(clock, f) for f in reads)
-    clock.time, clock.time_ns, clock.monotonic, clock.monotonic_ns, clock.process_time, clock.process_time_ns = reads
+    clock.time, clock.time_ns, clock.monotonic, clock.monotonic_ns = reads
     clock.mono_peek, clock.make_now, clock._get, clock._set = mono_peek, (None if q == 0 else make_now), get, set
-    for f, like in zip(reads, (_o_time, _o_time_ns, _o_monotonic, _o_monotonic_ns, _o_process_time, _o_process_time_ns)):
+    for f, like in zip(reads, (_o_time, _o_time_ns, _o_monotonic, _o_monotonic_ns)):
         f.__name__ = f.__qualname__ = like.__name__
         f.__doc__ = like.__doc__
 
@@ -536,9 +521,6 @@ def patch(clock):
     T.perf_counter_ns = clock.monotonic_ns
     if clock.sleep is not None:
         T.sleep = clock.sleep
-    if clock.process_time is not None:
-        T.process_time = T.thread_time = clock.process_time
-        T.process_time_ns = T.thread_time_ns = clock.process_time_ns
     T.clock_gettime, T.clock_gettime_ns = clock.clock_gettime, clock.clock_gettime_ns
     T.localtime = clock.localtime
     T.gmtime = clock.gmtime
@@ -599,61 +581,46 @@ def keeping_real_time(real):
 
 
 # --------------------------------------------------------------------------
-# CPU time (strict mode): os.times and resource.getrusage report the
-# virtual CPU time (process_time: what reads made of t) and nothing else
-# that varies from run to run.
+# CPU time: real in every mode, counted.
 
-def patch_os_times(clock):
-    import os
-    o_times = os.times
-
-    def times():
-        cpu = round(clock.process_time(), 2)
-        return os.times_result((cpu, 0.0, 0.0, 0.0, round(clock.monotonic(), 2)))
-    times.__doc__ = o_times.__doc__
-    os.times = times
-
-
-def report_cpu_times():
-    """Seeded and logged modes: the CPU times stay real (a replay cannot
-    give them back); each call is counted as unserved. Returns the hook
-    for `resource`."""
+def count_cpu_times(clock, strict):
+    """CPU-time clocks and resource usage stay real in every mode, as the
+    syscall layer leaves them for every other program (C's clock(), the CPU
+    fields of times(), CLOCK_PROCESS_CPUTIME_ID): they measure the work the
+    process did, not time, and no clock can give them back. Each call of
+    time.process_time[_ns], thread_time[_ns], clock_gettime of a CPU-time
+    clock, os.times and resource.getrusage is counted as
+    "cpu_clock/<api>" (the exit report's unserved; syscalls.json's real,
+    not an escape). os.times().elapsed is a clock: in strict mode the
+    virtual monotonic clock (a read). Returns the hook for `resource`."""
     import os
     T = _timemod
 
     def counted(fn, name):
+        key = "cpu_clock/" + name
+
         def f(*args):
-            unserved("clock/" + name)
+            unserved(key)
             return fn(*args)
-        f.__name__ = fn.__name__
+        f.__name__ = f.__qualname__ = fn.__name__
         f.__doc__ = fn.__doc__
+        f._dal = True
         return f
     for name in ("process_time", "process_time_ns", "thread_time", "thread_time_ns"):
         setattr(T, name, counted(getattr(T, name), "time." + name))
-    os.times = counted(os.times, "os.times")
+    o_times = os.times
+    if strict:
+        def times():
+            unserved("cpu_clock/os.times")
+            r = o_times()
+            return os.times_result((r.user, r.system, r.children_user, r.children_system, round(clock.monotonic(), 2)))
+        times.__doc__ = o_times.__doc__
+        times._dal = True
+        os.times = times
+    else:
+        os.times = counted(o_times, "os.times")
 
     def hook(mod):
         if not getattr(mod.getrusage, "_dal", False):
             mod.getrusage = counted(mod.getrusage, "resource.getrusage")
-            mod.getrusage._dal = True
-    return hook
-
-
-def patch_resource(clock):
-    """A hook for `resource`: getrusage's ru_utime is the virtual CPU time
-    (RUSAGE_SELF and RUSAGE_THREAD; 0 for RUSAGE_CHILDREN, whose children
-    report their own); every counter (maxrss, faults, switches) is 0."""
-    def hook(mod):
-        orig = mod.getrusage
-        if getattr(orig, "_dal", False):
-            return
-        children = getattr(mod, "RUSAGE_CHILDREN", -1)
-
-        def getrusage(who):
-            orig(who)  # validates who as the real one does
-            cpu = 0.0 if who == children else clock.process_time()
-            return mod.struct_rusage((cpu,) + (0,) * 15)
-        getrusage.__doc__ = orig.__doc__
-        getrusage._dal = True
-        mod.getrusage = getrusage
     return hook

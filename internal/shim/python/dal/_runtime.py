@@ -96,45 +96,76 @@ Threads (strict mode; dal/_threads.py)
 Threads started by ``threading`` take turns: one runs Python code at a time
 and hands over only at a blocking point -- a contended ``Lock``, ``RLock``,
 ``Condition.wait``, ``Event.wait``, ``Semaphore``, ``Barrier``,
-``queue.get``, ``Thread.join``, ``time.sleep``, or a real blocking call
-(socket ``connect/accept/recv*/send*``, ``selectors`` ``select``,
-``Popen.wait/communicate``) -- to the next runnable thread, in the order
-threads became runnable. The GIL's switch interval decides nothing, so
+``queue.get``, ``Thread.join``, ``time.sleep``, or a real blocking call --
+to the next runnable thread, in the order threads became runnable. The real
+blocking calls: socket ``connect/accept/recv*/send*`` and TLS sockets'
+reads, writes and handshakes; ``os.read/readv/write/writev`` on a blocking
+pipe, socket, FIFO or terminal (multiprocessing's connections);
+``os.wait/waitpid/wait3/wait4/waitid`` without ``WNOHANG``
+(``Process.join``); ``select.select`` and ``selectors`` ``select``;
+multiprocessing's locks, semaphores, conditions and events (a contended
+acquire); ``Popen.wait/communicate``. A read with data already waiting and
+a send of at most 4 KiB to a socket ready for writing return at once and
+keep the turn. The GIL's switch interval decides nothing, so
 ``ThreadPoolExecutor``, ``as_completed`` and ``Timer`` orders are the same
-on every run. Every wait with a timeout is a virtual timer: when no thread
-can run, time jumps to the earliest deadline (ties in registration order)
-and the timers fired are reported with asyncio's. The outstanding-I/O rule
-holds: while a thread is out in a real blocking call, time jumps only after
-the deadline's distance has passed in wall time without it coming back; a
-thread that comes back waits for the next point where no thread runs, and
-threads that come back together run in the order they were started. A
-server's poll loop (select on listening sockets only, ``accept``) is not
-outstanding. ``Popen.wait/communicate(timeout)`` and a ``select`` that time
-out move virtual time by the timeout. ``queue.SimpleQueue`` is the
-pure-Python one (the C one would block the running thread in C).
+on every run, and so is ``multiprocessing.Pool``'s use of its threads.
+Every wait with a timeout is a virtual timer: when no thread can run, time
+jumps to the earliest deadline (ties in registration order) and the timers
+fired are reported with asyncio's. The outstanding-I/O rule holds: while a
+thread is out in a real blocking call, time jumps only after the deadline's
+distance has passed in wall time without it coming back; a thread that
+comes back waits for the next point where no thread runs, and threads that
+come back together run in the order they were started. Wall time is
+measured by the scheduler's own timed waits, which stay real under dal's
+syscall layer (every clock a process reads there is virtual). A server's
+poll loop (select on listening sockets only, ``accept``) is not
+outstanding. ``Popen.wait/communicate(timeout)``, a ``select`` and a
+multiprocessing acquire that time out move virtual time by the timeout.
+``queue.SimpleQueue`` is the pure-Python one (the C one would block the
+running thread in C).
 
 Limits: a thread that busy-waits for another (``while not flag: pass``) or
-blocks in a call dal does not know (``os.read`` on a pipe another thread
-writes) while others are runnable would hold everyone: after 5 s of wall
-time the others run beside it, said once on stderr, and the order is no
-longer deterministic. Threads not started by ``threading`` (``_thread``, C
+blocks in a call dal does not wrap (a raw ``_thread`` lock, ``select.poll``
+or ``epoll`` objects used directly, a C extension's blocking call) while
+others are runnable would hold everyone: the scheduler's watchdog (a thread
+of its own, from the second thread on) notices after 5 s of wall time, says
+once on stderr which thread held the turn, where its Python code was and
+what the kernel says it was doing (computing, or blocked in which system
+call), counts it unserved (``clock/thread order``: an escape), and lets the
+others run beside it: the order is no longer deterministic. Which thread
+comes back first from real I/O depends on the I/O (a thread that comes back
+waits for an idle point, but whether it is back by then is the I/O's
+timing): clock reads and draws made by threads racing on real I/O are
+ordered by it. Threads not started by ``threading`` (``_thread``, C
 extensions) run beside the turns until they first block. An in-process
 server answering a client thread makes the client's wait outstanding I/O, so
 the server's own sleeps take wall time (bounded, never a hang).
-``multiprocessing``, ``socketserver`` deadlines, socket timeouts,
-``select.select``, ``signal.alarm``/``setitimer`` and file timestamps are
-real.
+``multiprocessing`` deadlines, ``socketserver`` deadlines, socket timeouts,
+``signal.alarm``/``setitimer`` and file timestamps are real. Which
+multiprocessing worker process takes which task is the kernel's decision
+(the workers race for the task queue): a pool's results are the same on
+every run, what a task reads from its worker's own state (its draws, its
+pid) is not.
 
-CPU time (strict mode): ``time.process_time[_ns]``, ``thread_time[_ns]``,
-``clock_gettime(CLOCK_PROCESS_CPUTIME_ID/CLOCK_THREAD_CPUTIME_ID)`` are the
-part of the virtual clock that reads made (sleeps and jumps excluded; a
-read); ``os.times()`` reports it as user time, with the virtual monotonic
-clock as elapsed; ``resource.getrusage`` reports it as ``ru_utime``
-(``RUSAGE_CHILDREN``: 0) and 0 for every counter (maxrss, faults,
-switches), which vary from run to run. In seeded and logged modes they
-stay real and each call is counted as unserved (the exit report's
-``unserved``, escapes in syscalls.json), as are clock_gettime of
-CLOCK_TAI, asyncio loops that are not dal's and uvloop.
+``threading.get_ident()`` and ``_thread.get_ident()`` are the C library's
+thread handle (the thread's stack address): they vary with stack reuse and
+address-space layout, so use them as keys (what the stdlib does), never as
+values to print. Giving them deterministic values would break code that
+hands them back to C: ``signal.pthread_kill``, ``sys._current_frames()``'s
+keys, ``PyThreadState_SetAsyncExc``. ``threading.get_native_id()`` is the
+kernel's thread id: in a strict run's pid namespace it follows the order in
+which the whole tree creates processes and threads.
+
+CPU time (every mode): CPU-time clocks and resource usage are real, as dal's
+syscall layer leaves them for every other program (C's ``clock()``, the CPU
+fields of ``times()``, ``CLOCK_PROCESS_CPUTIME_ID``): they measure the work
+the process did, not time. Each call of ``time.process_time[_ns]``,
+``thread_time[_ns]``, ``clock_gettime`` of a CPU-time clock, ``os.times``
+and ``resource.getrusage`` is counted as ``cpu_clock/<api>`` in the exit
+report's ``unserved`` (syscalls.json lists them under ``real``, not as
+escapes). ``os.times().elapsed`` is a clock: the virtual monotonic clock in
+strict mode. clock_gettime of CLOCK_TAI, asyncio loops that are not dal's
+and uvloop are real and counted as unserved clock reads (escapes).
 
 Spawn naming
 ------------
@@ -487,20 +518,17 @@ class Runtime:
                 hooks[name] = lambda m: (keep_real_time(m), spawner.patch_subprocess(m))
             else:
                 hooks[name] = keep_real_time
+        hooks["resource"] = _clock.count_cpu_times(clock, s.mode == "strict")
         if s.mode == "strict":
             self.patch_strict(clock, hooks, spawner, keep_real_time)
-        else:
-            hooks["resource"] = _clock.report_cpu_times()
         if s.mode == "strict" or s.replay:
             hooks["asyncio"] = lambda m: _lazy_eventloop().patch(m, clock, self.timers, s.mode == "strict")
         _install_hooks(hooks)
         atexit.register(self.at_exit)
 
     def patch_strict(self, clock, hooks, spawner, keep_real_time):
-        """Strict mode's CPU times, and threads on the virtual clock
-        (dal._threads, imported with threading)."""
-        _clock.patch_os_times(clock)
-        hooks["resource"] = _clock.patch_resource(clock)
+        """Threads on the virtual clock (dal._threads, imported with
+        threading)."""
         timers = self.timers
 
         def threads():
@@ -511,6 +539,7 @@ class Runtime:
             t = threads()
             t.scheduler(clock, timers)
             t.patch_threading(m, clock)
+            t.patch_os(os)
 
         def on_futures(m):
             m.time = threads().virtual_time_module(clock)
@@ -518,7 +547,10 @@ class Runtime:
         hooks["queue"] = lambda m: threads().patch_queue(m, clock)
         hooks["concurrent.futures._base"] = on_futures
         hooks["socket"] = lambda m: threads().patch_socket(m)
+        hooks["ssl"] = lambda m: threads().patch_ssl(m)
         hooks["selectors"] = lambda m: threads().patch_selectors(m, clock)
+        hooks["select"] = lambda m: threads().patch_select(m, clock)
+        hooks["multiprocessing.synchronize"] = lambda m: threads().patch_mp_synchronize(m, clock)
         hooks["subprocess"] = lambda m: (keep_real_time(m), threads().patch_subprocess(m, clock), spawner.patch_subprocess(m))
 
     def fork_child(self):

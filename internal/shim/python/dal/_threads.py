@@ -16,23 +16,30 @@ to come back first).
 
 import _thread
 from collections import deque
+from os import fstat as _fstat, get_blocking as _get_blocking
+from select import POLLIN as _POLLIN, POLLOUT as _POLLOUT, poll as _poll
+from stat import S_ISCHR as _S_ISCHR, S_ISFIFO as _S_ISFIFO, S_ISSOCK as _S_ISSOCK
 from heapq import heappop, heappush
 
-from ._clock import _o_monotonic as _wall
-from ._say import say_once
+from ._say import say_once, unserved
 
 _get_ident = _thread.get_ident
+_get_native_id = _thread.get_native_id
 
 #: Wall seconds a thread may run while others are runnable before they are
-#: let run beside it (the watchdog: never hang).
+#: let run beside it (the watchdog: never hang), counted in the idler's
+#: timed waits of TICK seconds. Wall time is measured only by waits that
+#: expire: under dal's syscall layer every clock a process can read is
+#: virtual, while a timed wait of a multi-threaded process stays real.
 STUCK = 5
+TICK = 1.0
 
 
 class Task:
     """One thread under the scheduler. gate is held while the thread is
     parked; releasing it hands the thread the baton."""
 
-    __slots__ = ("seq", "gate", "woken", "entry", "finished", "joiners", "pokeable", "passive", "__weakref__")
+    __slots__ = ("seq", "gate", "woken", "entry", "finished", "joiners", "pokeable", "passive", "ident", "tid", "__weakref__")
 
     def __init__(self, seq):
         self.seq = seq
@@ -44,6 +51,8 @@ class Task:
         self.joiners = []
         self.pokeable = False  # an event loop's idle wait: poke() ends it
         self.passive = False   # out in a wait for connections only (not outstanding I/O)
+        self.ident = None      # _thread.get_ident() and the kernel's thread id, once it runs
+        self.tid = None
 
     def __repr__(self):
         return "<dal thread %d>" % self.seq
@@ -72,16 +81,22 @@ class Scheduler:
         self.back = []      # tasks back from a real blocking call, waiting for an idle point
         self.outside = 0    # tasks in a real blocking call
         self.live = 0
-        self.io_since = None
+        self.io_waited = 0.0  # wall seconds the idler waited for outstanding I/O since a thread last ran
         self.switches = 0   # batons handed over: the watchdog's sign of life
         me = self._new()
-        self.by_ident[_get_ident()] = me
+        self._bind(me)
         self.current = me
         self.live = 1
 
     def _new(self):
         self.nseq += 1
         return Task(self.nseq)
+
+    def _bind(self, t):
+        """t is the calling thread. mu held (or the only thread)."""
+        t.ident = _get_ident()
+        t.tid = _get_native_id()
+        self.by_ident[t.ident] = t
 
     # ------------------------------------------------------------ who runs
 
@@ -92,7 +107,7 @@ class Scheduler:
             # runs beside the baton until it first blocks
             with self.mu:
                 t = self._new()
-                self.by_ident[_get_ident()] = t
+                self._bind(t)
                 self.live += 1
         return t
 
@@ -103,15 +118,21 @@ class Scheduler:
 
     def _handoff(self):
         """The baton is free (current is None): give it to the next
-        runnable thread, or let the idler decide. mu held."""
+        runnable thread, else to those back from real calls (an idle
+        point, in the order they were started), or let the idler decide.
+        mu held."""
+        if not self.runq and self.back:
+            self.back.sort(key=_seq)
+            self.runq.extend(self.back)
+            del self.back[:]
         if self.runq:
             t = self.runq.popleft()
             self.current = t
-            self.io_since = None
+            self.io_waited = 0.0
             self.switches += 1
             t.gate.release()
-        else:
-            self._ring()
+        elif self._live_timer():
+            self._ring()  # nothing runs: the idler jumps to the timer (or waits for I/O first)
 
     def _ring(self):
         if not self.idler:
@@ -122,13 +143,17 @@ class Scheduler:
             self.bell.release()
 
     def _wake(self, t, value):
-        """t becomes runnable. mu held."""
+        """t becomes runnable (and runs, if nobody holds the baton: the
+        waker runs beside the turns, a thread dal did not start or one the
+        watchdog let go). mu held."""
         t.woken = value
         e = t.entry
         if e is not None:
             e[3] = False
             t.entry = None
         self.runq.append(t)
+        if self.current is None:
+            self._handoff()
 
     def poke(self, t):
         """End t's pokeable wait (call_soon_threadsafe from another thread
@@ -169,26 +194,32 @@ class Scheduler:
 
     def _idle_loop(self):
         mu = self.mu
-        seen, since = -1, 0.0
+        seen, ticks = -1, 0
         while True:
             mu.acquire()
             wait = self._idle_step()
+            io = wait is not None
             if wait is None and self.current is not None and self.live > 1:
                 # the watchdog: others could run, the holder has not let them
                 if not (self.runq or self.back or self._live_timer()):
                     seen = -1
                 elif self.switches != seen:
-                    seen, since = self.switches, _wall()
-                elif _wall() - since >= STUCK:
+                    seen, ticks = self.switches, 0
+                elif ticks * TICK >= STUCK:
                     self._unstick()
                     seen = -1
-                wait = STUCK / 5
+                wait = TICK
             self.listening = True
             mu.release()
             got = self.bell.acquire(True, -1 if wait is None else wait)
             with mu:
-                if not got and not self.listening:
-                    self.bell.acquire()  # rung right after the timeout
+                if not got:
+                    if not self.listening:
+                        self.bell.acquire()  # rung right after the timeout
+                    elif io:
+                        self.io_waited += wait
+                    else:
+                        ticks += 1
                 self.listening = False
 
     def _unstick(self):
@@ -196,8 +227,10 @@ class Scheduler:
         blocking point while others were runnable: a busy loop waiting for
         another thread, or a blocking call dal does not know. Never hang:
         the next thread runs beside it. mu held."""
-        say_once("threads-stuck", "a thread ran %d s without giving other threads a turn (a busy loop, or a blocking call dal does not know): "
-                 "threads now run beside it, so this process's thread order is no longer deterministic" % STUCK)
+        who, what = _describe(self.current)
+        say_once("threads-stuck", "%s held the turn %d s while other threads waited for it%s: "
+                 "threads now run beside it, so this process's thread order is no longer deterministic" % (who, STUCK, what))
+        unserved("clock/thread order (a thread held the turn %d s)" % STUCK)
         self.current = None
         if not self.runq and self.back:
             self.back.sort(key=_seq)
@@ -216,9 +249,9 @@ class Scheduler:
     def _idle_step(self):
         """What to do when nobody holds the baton. Returns the wall seconds
         to wait for a thread to come back (None: until rung). mu held."""
-        if self.current is not None or self.runq:
+        if self.current is not None:
             return None
-        if self.back:
+        if self.runq or self.back:
             self.back.sort(key=_seq)
             self.runq.extend(self.back)
             del self.back[:]
@@ -231,13 +264,10 @@ class Scheduler:
             return None
         deadline = heap[0][0]
         if self.outside:
-            now = _wall()
-            if self.io_since is None:
-                self.io_since = now
-            left = (deadline - self.clock.t) * 1e-9 - (now - self.io_since)
+            left = (deadline - self.clock.t) * 1e-9 - self.io_waited
             if left > 0:
                 return left
-        self.io_since = None
+        self.io_waited = 0.0
         self._fire(deadline)
         self._handoff()
         return None
@@ -288,6 +318,13 @@ class Scheduler:
             if not me.passive:
                 self.outside -= 1
             me.passive = False
+            if self.current is None and not self.runq and not self.back:
+                # an idle point already, and nobody else came back: the
+                # baton is ours without the idler's round
+                self.current = me
+                self.io_waited = 0.0
+                self.switches += 1
+                return
             self.back.append(me)
             if self.current is None:
                 self._ring()
@@ -322,6 +359,11 @@ class Scheduler:
             t = self._new()
             self.live += 1
             self.runq.append(t)
+            if not self.idler:
+                # the watchdog: from the second thread on, a holder that
+                # never gives the baton away is noticed
+                self.idler = True
+                _thread.start_new_thread(self._idle_loop, ())
         thread._dal_task = t
         return t
 
@@ -334,7 +376,7 @@ class Scheduler:
     def begin(self, t):
         """First thing in the new thread: wait for the baton."""
         with self.mu:
-            self.by_ident[_get_ident()] = t
+            self._bind(t)
         t.gate.acquire()
 
     def end(self, t):
@@ -343,11 +385,12 @@ class Scheduler:
             t.finished = True
             self.live -= 1
             self.by_ident.pop(_get_ident(), None)
+            if self.current is t:
+                self.current = None
             for j in t.joiners:
                 self._wake(j, True)
             del t.joiners[:]
-            if self.current is t:
-                self.current = None
+            if self.current is None:
                 self._handoff()
 
     def join(self, t, timeout):
@@ -370,6 +413,49 @@ class Scheduler:
 
 def _seq(t):
     return t.seq
+
+
+#: System call numbers a stuck thread is most likely blocked in, by machine.
+_SYSCALLS = {
+    "x86_64": {0: "read", 1: "write", 7: "poll", 19: "readv", 20: "writev", 23: "select", 34: "pause", 35: "nanosleep",
+               42: "connect", 43: "accept", 45: "recvfrom", 47: "recvmsg", 61: "wait4", 202: "futex", 230: "clock_nanosleep",
+               232: "epoll_wait", 247: "waitid", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 288: "accept4"},
+    "aarch64": {22: "epoll_pwait", 63: "read", 64: "write", 65: "readv", 66: "writev", 72: "pselect6", 73: "ppoll",
+                95: "waitid", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 202: "accept", 203: "connect",
+                207: "recvfrom", 212: "recvmsg", 242: "accept4", 260: "wait4"},
+}
+
+
+def _describe(t):
+    """Who a thread that holds the turn is (its name), and where its Python
+    code is and what the kernel says it does (computing, or blocked in
+    which system call), as ", at FILE:LINE (FUNCTION), ..."."""
+    import sys
+    import threading
+    ident = t.ident if t is not None else None
+    th = threading._active.get(ident) if ident is not None else None
+    who = "thread %r" % th.name if th is not None else "a thread"
+    where = ""
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    if frame is not None:
+        code = frame.f_code
+        where = ", at %s:%d (%s)" % (code.co_filename, frame.f_lineno, code.co_name)
+    doing = ""
+    if t is not None and t.tid is not None:
+        try:
+            with open("/proc/self/task/%d/stat" % t.tid, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0].decode()
+            if state == "R":
+                doing = ", computing without a blocking point (a busy loop?)"
+            else:
+                with open("/proc/self/task/%d/syscall" % t.tid, "rb") as f:
+                    nr = f.read().split()[0].decode()
+                import os
+                name = _SYSCALLS.get(os.uname().machine, {}).get(int(nr)) if nr.isdigit() else None
+                doing = ", blocked in the system call %s, which dal does not wrap" % (name or "number " + nr)
+        except (OSError, ValueError, IndexError):
+            pass
+    return who, where + doing
 
 
 def _ns(secs):
@@ -595,16 +681,42 @@ def patch_socket(sock):
     S = sock.socket
     if getattr(S, "_dal", False):
         return
-    call = _call
     for name in ("accept", "connect", "recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg", "send", "sendall", "sendto"):
         o = getattr(S, name, None)
         if o is None:
             continue
 
-        def wrap(self, *args, _o=o, _passive=name == "accept", **kwargs):
-            if self.gettimeout() == 0.0:  # non-blocking: it never waits
+        def wrap(self, *args, _o=o, _passive=name == "accept", _reads=name.startswith("recv"), _sends=name.startswith("send"), **kwargs):
+            s = _sched
+            if s is None or self.gettimeout() == 0.0:  # non-blocking: it never waits
                 return _o(self, *args, **kwargs)
-            return call(_o, self, *args, _passive=_passive, **kwargs)
+            if (s.live <= 1 and not s.outside and not s.back or _reads and _ready(self.fileno())
+                    or _sends and _small(args) and _ready(self.fileno(), _POLLOUT)):
+                return _o(self, *args, **kwargs)
+            return s.call(_o, self, *args, _passive=_passive, **kwargs)
+        wrap.__name__ = name
+        wrap.__doc__ = o.__doc__
+        setattr(S, name, wrap)
+    S._dal = True
+
+
+def patch_ssl(ssl):
+    """A TLS socket reads and writes in C, not through the socket methods:
+    its read (unless a record is buffered or data waits), write and
+    handshake give the baton away while they wait."""
+    S = ssl.SSLSocket
+    if getattr(S, "_dal", False):
+        return
+    for name in ("read", "write", "do_handshake"):
+        o = getattr(S, name)
+
+        def wrap(self, *args, _o=o, _reads=name == "read", **kwargs):
+            s = _sched
+            if s is None or self.gettimeout() == 0.0 or s.live <= 1 and not s.outside and not s.back:
+                return _o(self, *args, **kwargs)
+            if _reads and (self._sslobj is None or self._sslobj.pending() or _ready(self.fileno())):
+                return _o(self, *args, **kwargs)
+            return s.call(_o, self, *args, **kwargs)
         wrap.__name__ = name
         wrap.__doc__ = o.__doc__
         setattr(S, name, wrap)
@@ -639,6 +751,155 @@ def patch_subprocess(sp, clock):
         f.__doc__ = o.__doc__
         f._dal = True
     P.wait, P.communicate = wait, communicate
+
+
+# --------------------------------------------------------------------------
+# Blocking calls below the stdlib's classes: the baton never waits in them.
+
+def _may_block(fd):
+    """Whether a read or write on fd can wait: a blocking pipe, socket,
+    FIFO or terminal (regular files, directories and block devices never
+    wait on another thread or process)."""
+    try:
+        mode = _fstat(fd).st_mode
+    except (OSError, TypeError, ValueError, OverflowError):
+        return False  # the real call says what is wrong
+    if not (_S_ISFIFO(mode) or _S_ISSOCK(mode) or _S_ISCHR(mode)):
+        return False
+    try:
+        return _get_blocking(fd)
+    except OSError:
+        return True
+
+
+def _ready(fd, events=_POLLIN):
+    """Whether fd is ready for events now (for reading: data, end of file
+    or an error waiting): a read then returns at once and keeps the baton,
+    saving two hand-offs."""
+    try:
+        p = _poll()
+        p.register(fd, events)
+        return bool(p.poll(0))
+    except (OSError, ValueError, TypeError, OverflowError):
+        return False
+
+
+#: A send of at most this many bytes to a socket ready for writing keeps
+#: the baton: the kernel takes it at once (a writable socket has at least
+#: a third of its buffer free, never below 16 KiB on Linux's defaults).
+SMALL_SEND = 4096
+
+
+def _small(args):
+    try:
+        return len(memoryview(args[0])) <= SMALL_SEND
+    except (IndexError, TypeError):
+        return False
+
+
+def patch_os(os_mod):
+    """os.read/readv/write/writev on a blocking pipe, socket, FIFO or
+    terminal, and os.wait/waitpid/wait3/wait4/waitid without WNOHANG,
+    give the baton away while they wait (multiprocessing's connections and
+    Process.join use them). While no other thread could run they are the
+    real calls (one attribute test)."""
+    if getattr(os_mod.read, "_dal", False):
+        return
+    nohang = getattr(os_mod, "WNOHANG", 1)
+
+    def fd_call(o, reads):
+        def f(fd, *args):
+            s = _sched
+            if s.live <= 1 and not s.outside and not s.back or not _may_block(fd) or reads and _ready(fd):
+                return o(fd, *args)
+            return s.call(o, fd, *args)
+        return f
+
+    def wait_call(o, at):
+        def f(*args, **kwargs):
+            s = _sched
+            if s.live <= 1 and not s.outside and not s.back:
+                return o(*args, **kwargs)
+            opts = args[at] if len(args) > at else kwargs.get("options", 0)
+            if isinstance(opts, int) and opts & nohang:
+                return o(*args, **kwargs)
+            return s.call(o, *args, **kwargs)
+        return f
+
+    wrapped = {}
+    for name in ("read", "readv", "write", "writev"):
+        o = getattr(os_mod, name, None)
+        if o is not None:
+            wrapped[name] = fd_call(o, name.startswith("read"))
+    for name, at in (("wait", 99), ("waitpid", 1), ("wait3", 0), ("wait4", 1), ("waitid", 2)):
+        o = getattr(os_mod, name, None)
+        if o is not None:
+            wrapped[name] = wait_call(o, at)
+    for name, f in wrapped.items():
+        o = getattr(os_mod, name)
+        f.__name__ = f.__qualname__ = name
+        f.__doc__ = o.__doc__
+        f._dal = True
+        setattr(os_mod, name, f)
+
+
+def patch_select(sel, clock):
+    """select.select with a timeout other than 0 gives the baton away (a
+    real wait for I/O, outstanding); when it times out with nothing ready,
+    virtual time advances by the timeout, as a selector's does."""
+    o = sel.select
+    if getattr(o, "_dal", False):
+        return
+
+    def select(rlist, wlist, xlist, timeout=None):
+        if timeout is not None and timeout <= 0:
+            return o(rlist, wlist, xlist, timeout)
+        s = _sched
+        if s is None or s.live <= 1 and not s.outside and not s.back:
+            return o(rlist, wlist, xlist, timeout)
+        r = s.call(o, rlist, wlist, xlist, timeout)
+        if timeout is not None and not (r[0] or r[1] or r[2]):
+            clock.advance(_ns(timeout))
+        return r
+    select.__doc__ = o.__doc__
+    select._dal = True
+    sel.select = select
+
+
+def patch_mp_synchronize(ms, clock):
+    """multiprocessing's locks, semaphores, conditions and events wait on
+    semaphores shared with other processes, in C: a contended acquire
+    gives the baton away while it waits (real time: the holder is another
+    process); one that times out advances virtual time by the timeout."""
+    SL = ms.SemLock
+    if getattr(SL, "_dal", False):
+        return
+    o_make = SL._make_methods
+
+    def _make_methods(self):
+        o_make(self)
+        acq = self._semlock.acquire
+
+        def acquire(block=True, timeout=None):
+            if not block:
+                return acq(False)
+            if acq(False):
+                return True  # not contended: the baton stays
+            s = _sched
+            if s is None:
+                return acq(True, timeout)
+            got = s.call(acq, True, timeout)
+            if not got and timeout is not None and timeout > 0:
+                clock.advance(_ns(timeout))
+            return got
+        acquire.__doc__ = acq.__doc__
+        self.acquire = acquire
+
+    def __enter__(self):
+        return self.acquire()
+    SL._make_methods = _make_methods
+    SL.__enter__ = __enter__
+    SL._dal = True
 
 
 def _listening_only(selector):

@@ -17,7 +17,7 @@ from dal import _runtime
 EPOCH = 1767225600 * 10**9
 CHECKS = [("clock", "strict"), ("asyncio_order", "strict"), ("idle", "strict"), ("real_waits", "strict"),
           ("random", "strict"), ("seeded_ticks", "seeded"), ("foreign_loop", "strict"), ("child_env", "strict"), ("compat", "strict"), ("threads", "strict"), ("threads_again", "strict"),
-          ("asyncio_threads", "strict")]
+          ("asyncio_threads", "strict"), ("blocking_calls", "strict"), ("stuck", "strict")]
 
 
 class Offline(unittest.TestCase):
@@ -156,8 +156,25 @@ class Offline(unittest.TestCase):
         self.assertFalse(out["sem"])
         self.assertEqual(out["barrier"], ["t", "main"])
         self.assertEqual(out["popen_timeout_virtual"], 200)
-        self.assertEqual(out["cpu"], [True, True, 0, 0.0, 0.0])
-        self.assertTrue(out["process_time_is_reads"])
+        self.assertEqual(out["cpu"], [True, True, True, True])
+        self.assertTrue(out["elapsed_is_virtual"])
+        self.assertEqual(out["cpu_unserved"], {"cpu_clock/time.process_time_ns": 1, "cpu_clock/time.thread_time_ns": 1, "cpu_clock/resource.getrusage": 1,
+                                               "cpu_clock/time.clock_gettime_ns(2)": 1, "cpu_clock/os.times": 1})  # 2: CLOCK_PROCESS_CPUTIME_ID
+
+    def test_blocking_calls_hand_the_turn_over(self):
+        r = self.runs["blocking_calls"]
+        # the forked child has no dald to name it (offline): said once, and
+        # nothing else (no thread was stuck)
+        self.assertRegex(r.stderr, r"^dal: forked child \(pid \d+\) got no stream name from dald; [^\n]*\n$")
+        self.assertEqual(self.result("blocking_calls", stderr=r.stderr)["log"], [
+            "write@500", "read x@500", "write@750", "select 1@750", "drained y@750",
+            "release@850", "mp lock@850", "wake child@950", "waitpid 3@950"])
+
+    def test_a_stuck_thread_is_reported_and_the_others_run(self):
+        r = self.runs["stuck"]
+        self.assertTrue(self.result("stuck", stderr=r.stderr)["finished"])
+        self.assertRegex(r.stderr, r"^dal: thread 'MainThread' held the turn 5 s while other threads waited for it, at .*offline.py:\d+ \(check_stuck\), "
+                         r"blocked in the system call futex, which dal does not wrap: threads now run beside it, so this process's thread order is no longer deterministic\n$")
 
     def test_asyncio_and_threads_share_the_virtual_clock(self):
         # the loop, a to_thread worker's sleep and a Timer thread take turns
@@ -185,7 +202,7 @@ class Offline(unittest.TestCase):
         self.assertEqual(out["logged"][:2], [a, b | 1 << 63])  # realtime as is, monotonic marked
         self.assertEqual(len(out["logged"]), 3)
         self.assertEqual(out["stats"]["reads"], 3)
-        self.assertEqual(out["unserved"], {"clock/time.process_time": 1})
+        self.assertEqual(out["unserved"], {"cpu_clock/time.process_time": 1})
 
 
     def test_datetime_compatibility(self):

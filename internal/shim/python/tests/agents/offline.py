@@ -279,10 +279,14 @@ def check_threads():
     p.kill()
     p.wait()
     out["log"] = log
-    # CPU times are virtual
-    out["cpu"] = [time.process_time_ns() > 0, time.thread_time_ns() > 0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime, os.times().system]
-    out["process_time_is_reads"] = time.process_time_ns() < 10**9
+    # CPU times are real (they measure work), counted; os.times().elapsed
+    # is the virtual monotonic clock
+    from dal import _say
+    out["cpu"] = [time.process_time_ns() > 0, time.thread_time_ns() > 0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0,
+                  time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID) > 0]
+    mono = time.monotonic()
+    out["elapsed_is_virtual"] = abs(os.times().elapsed - mono) < 0.02
+    out["cpu_unserved"] = {k: v for k, v in _say.UNSERVED.items() if k.startswith("cpu_clock/")}
 
 
 def check_asyncio_threads():
@@ -413,6 +417,64 @@ def check_compat():
         pass
     s = Sub.now()
     out["subclass"] = [type(s).__name__, isinstance(now, Sub), s.year]
+
+
+def check_blocking_calls():
+    """Threads blocked in os.read, select.select, a multiprocessing lock
+    and os.waitpid hand the turn over: each would otherwise hold it while
+    the thread that unblocks it waits for it (the multiprocessing.Pool
+    hang)."""
+    import multiprocessing
+    import select
+    import threading
+    log = []
+    start = time.monotonic_ns()
+
+    def note(what):
+        log.append("%s@%d" % (what, (time.monotonic_ns() - start) // 1_000_000))
+
+    def pair(first, second):
+        ts = [threading.Thread(target=first), threading.Thread(target=second)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    r, w = os.pipe()
+    pair(lambda: note("read " + os.read(r, 10).decode()), lambda: (time.sleep(0.5), note("write"), os.write(w, b"x")))
+    pair(lambda: note("select %d" % len(select.select([r], [], [], 30)[0])), lambda: (time.sleep(0.25), note("write"), os.write(w, b"y")))
+    note("drained " + os.read(r, 10).decode())
+    lock = multiprocessing.Lock()
+    lock.acquire()
+
+    def locker():
+        with lock:
+            note("mp lock")
+    pair(locker, lambda: (time.sleep(0.1), note("release"), lock.release()))
+    pid = os.fork()
+    if pid == 0:
+        os.read(r, 1)  # until the parent writes
+        os._exit(3)
+    pair(lambda: note("waitpid %d" % os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])), lambda: (time.sleep(0.1), note("wake child"), os.write(w, b"z")))
+    out["log"] = log
+
+
+def check_stuck():
+    """A thread holding the turn blocked in a call dal does not wrap (a raw
+    C lock): the watchdog says so and lets the others run."""
+    import _thread
+    import threading
+    raw = _thread.allocate_lock()
+    raw.acquire()
+
+    def release_later():
+        time.sleep(1)
+        raw.release()
+    t = threading.Thread(target=release_later, name="releaser")
+    t.start()
+    raw.acquire()
+    t.join()
+    out["finished"] = True
 
 
 globals()["check_" + CHECK]()
