@@ -1,6 +1,10 @@
 package sysvirt
 
-import "golang.org/x/sys/unix"
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
 
 // What the sandbox made for the run, told apart from what the agent made
 // (filetimes.go), where the kernel's coarse timestamps cannot tell them
@@ -29,11 +33,10 @@ func (s *Supervisor) DalMade(inodes [][2]uint64) {
 	for _, i := range inodes {
 		f.dal[inodeID{i[0], i[1]}] = true
 	}
-	// The precise clock: what was written before now has a time at or
-	// before it, coarse or (multigrain timestamps, Linux 6.13) fine.
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_REALTIME, &ts)
-	f.dalUntil = ts.Nano()
+	if f.barrier == 0 {
+		f.barrier = stampBarrier()
+	}
+	f.dalUntil = f.barrier - 1
 }
 
 // AliasInode makes inode (dev, ino) show number as: the workspace's overlay
@@ -56,4 +59,48 @@ func (s *Supervisor) Outside(dev, ino uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.files.outside = inodeID{dev, ino}
+}
+
+// stampBarrier returns a time B such that every inode time the kernel gave
+// out before the call is before B and every one it gives out after is at
+// or after B: the line between what dal wrote and what the agent writes.
+// Neither clock draws it. The coarse clock lags what the kernel stamps
+// once Linux 6.13's multigrain timestamps hand out fine-grained times, and
+// the precise clock runs ahead of a coarse stamp made later in the same
+// tick: a write of the agent's then looked like dal's in one run and not
+// the next (a child's clock moved, and mktemp's name with it). So it asks
+// the file system: it changes a memfd's inode and reads the time it got,
+// t, then changes it again until the time given out is later than t — at
+// once with multigrain timestamps (a looked-at inode gets a fine-grained
+// time, and no later time is earlier), within a tick without them — and
+// returns t+1. It falls back on the coarse clock if memfd is refused.
+func stampBarrier() int64 {
+	fd, err := unix.MemfdCreate("dal-stamp", unix.MFD_CLOEXEC)
+	if err != nil {
+		return StartNow()
+	}
+	defer unix.Close(fd)
+	touch := func() (int64, bool) {
+		var st unix.Stat_t
+		if unix.Fchmod(fd, 0o600) != nil || unix.Fstat(fd, &st) != nil {
+			return 0, false
+		}
+		return st.Ctim.Nano(), true
+	}
+	t, ok := touch()
+	if !ok {
+		return StartNow()
+	}
+	// A tick is at most 10 ms (HZ=100); a second is far past any.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		next, ok := touch()
+		if !ok {
+			break
+		}
+		if next > t {
+			return t + 1
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return StartNow()
 }

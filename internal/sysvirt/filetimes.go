@@ -72,8 +72,11 @@ type fileTimes struct {
 	// as others (dalfiles.go).
 	dal      map[inodeID]bool
 	dalUntil int64
-	aliases  map[inodeID]uint64
-	outside  inodeID
+	// barrier is the line between inode times given out before the
+	// sandbox told what it made and after (stampBarrier); 0 until then.
+	barrier int64
+	aliases map[inodeID]uint64
+	outside inodeID
 }
 
 // fileValue is a time value of an inode; its birth time tells a reused

@@ -1,6 +1,8 @@
 package sysvirt
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -142,5 +144,34 @@ func TestFileTimesKeepOldFilesAndDalsOwn(t *testing.T) {
 	}
 	if m, ino := seeFile(s, p, fileAt(12, testStart+5e8)); m != s.cfg.EpochNS || ino != 12 {
 		t.Errorf("a file dal made shows %d, inode %d; want the run's start %d and its own number", m, ino, s.cfg.EpochNS)
+	}
+}
+
+// TestStampBarrierSeparatesWrites: what the file system stamped before the
+// barrier is before it, what it stamps after is at or after it — in the
+// same tick too, where neither clock draws the line (a precise clock read
+// runs ahead of a coarse stamp made after it).
+func TestStampBarrierSeparatesWrites(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctime := func(name string) int64 {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ctim.Nano()
+	}
+	for i := range 200 {
+		before := ctime("before")
+		b := stampBarrier()
+		after := ctime("after")
+		if before >= b || after < b {
+			t.Fatalf("round %d: stamped %d before and %d after a barrier at %d", i, before, after, b)
+		}
 	}
 }

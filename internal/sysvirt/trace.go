@@ -24,20 +24,29 @@ const traceOptions = unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEFORK | unix.PT
 // every other child, as the sandbox's init must.
 func (s *Supervisor) Trace(agent int) int {
 	s.tracer.Store(int32(unix.Gettid()))
-	// The agent's first image starts now (filetimes.go). Read on another
-	// thread: this one is under the filter, and the supervisor would
-	// answer its clock_gettime system call.
-	now := make(chan int64)
-	go func() { now <- StartNow() }()
-	agentStart := <-now
+	// The agent's first image starts now: what the file system stamps
+	// from here on is the run's (filetimes.go). Drawn on another thread
+	// when the sandbox has not: this one is under the filter, and the
+	// supervisor would answer its fstat.
+	s.mu.Lock()
+	barrier := s.files.barrier
+	s.mu.Unlock()
+	if barrier == 0 {
+		now := make(chan int64)
+		go func() { now <- stampBarrier() }()
+		barrier = <-now
+	}
 	s.mu.Lock()
 	s.newProc(agent, "0")
-	s.files.agent = max(s.files.start, agentStart)
+	s.files.agent = max(s.files.start, barrier)
 	s.mu.Unlock()
 	// Tasks whose first stop (the SIGSTOP every auto-attached task starts
 	// with) has not been seen yet.
 	fresh := map[int]bool{}
 	seen := map[int]bool{agent: true}
+	// Tasks named at their first stop whose parent's fork or clone
+	// event has not come yet: that event must not name them again.
+	early := map[int]bool{}
 	started := false
 	// Stops seen while dal injected calls into a task, for the loop.
 	var queued []stop
@@ -68,6 +77,9 @@ func (s *Supervisor) Trace(agent int) int {
 		}
 		if ws.Exited() || ws.Signaled() {
 			s.exited(pid)
+			// Its pid may come back as another task's.
+			delete(seen, pid)
+			delete(fresh, pid)
 			if pid == agent {
 				if ws.Signaled() {
 					s.killedBy = ws.Signal()
@@ -101,9 +113,16 @@ func (s *Supervisor) Trace(agent int) int {
 		case sig == unix.SIGTRAP && (ws.TrapCause() == unix.PTRACE_EVENT_FORK ||
 			ws.TrapCause() == unix.PTRACE_EVENT_VFORK || ws.TrapCause() == unix.PTRACE_EVENT_CLONE):
 			if child, err := unix.PtraceGetEventMsg(pid); err == nil {
-				s.spawned(pid, int(child), ws.TrapCause() == unix.PTRACE_EVENT_VFORK)
-				if !seen[int(child)] {
-					fresh[int(child)] = true
+				switch c := int(child); {
+				case early[c]:
+					// Named at its first stop; it may have ended
+					// since, and must not take a second stream.
+					delete(early, c)
+				default:
+					s.spawned(pid, c, ws.TrapCause() == unix.PTRACE_EVENT_VFORK)
+					if !seen[c] {
+						fresh[c] = true
+					}
 				}
 			}
 			unix.PtraceCont(pid, 0)
@@ -127,7 +146,9 @@ func (s *Supervisor) Trace(agent int) int {
 			// so it never runs unnamed (or on its parent's vDSO
 			// pages).
 			if !fresh[pid] {
-				s.spawnedEarly(pid)
+				if s.spawnedEarly(pid) {
+					early[pid] = true
+				}
 			}
 			delete(fresh, pid)
 			seen[pid] = true
@@ -166,15 +187,16 @@ type stop struct {
 // spawned names a new task of parent's: a thread joins its process, a
 // process gets the next child stream. vfork says the event was a vfork's.
 // It may run twice for a task (spawnedEarly): the second does nothing.
-func (s *Supervisor) spawned(parent, child int, vfork bool) {
+// It says whether child has a name now.
+func (s *Supervisor) spawned(parent, child int, vfork bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, known := s.threads[child]; known {
-		return
+		return true
 	}
 	p := s.lookup(parent)
 	if p == nil {
-		return
+		return false
 	}
 	if g := tgidOf(child); g == p.tgid {
 		if _, ok := s.threads[child]; !ok {
@@ -183,7 +205,7 @@ func (s *Supervisor) spawned(parent, child int, vfork bool) {
 			p.quietJoined(child)
 			s.spawnedView(p, nil, child)
 		}
-		return
+		return true
 	}
 	p.spawned++
 	// A point of the parent's own run, as its system calls are: its
@@ -199,19 +221,22 @@ func (s *Supervisor) spawned(parent, child int, vfork bool) {
 	c.base = p.base
 	s.forked(p, c, sharesMemory(parent, child, vfork))
 	s.spawnedView(p, c, child)
+	return true
 }
 
 // spawnedEarly names new task tid, stopped before its first instruction,
 // whose parent's event has not been seen yet: its parent is its thread
-// group's leader (a thread) or its parent process.
-func (s *Supervisor) spawnedEarly(tid int) {
+// group's leader (a thread) or its parent process. It says whether tid
+// has a name now.
+func (s *Supervisor) spawnedEarly(tid int) bool {
 	g, ppid := tgidOf(tid), parentOf(tid)
 	switch {
 	case g > 0 && g != tid:
-		s.spawned(g, tid, false)
+		return s.spawned(g, tid, false)
 	case ppid > 0:
-		s.spawned(ppid, tid, false)
+		return s.spawned(ppid, tid, false)
 	}
+	return false
 }
 
 // parentOf reads a task's parent process id from /proc; 0 when it is gone.
