@@ -64,7 +64,7 @@ test: build test-deps
 
 test-go:
 	@echo "make test: Go tests (go test ./..., most of make test's time; a line per package as it finishes)"
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 test-python:
 	@echo "make test: the Python shim's tests"
