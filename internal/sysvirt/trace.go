@@ -105,7 +105,7 @@ func (s *Supervisor) Trace(agent int) int {
 			}
 		case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXIT:
 			if s.holdExit(pid) {
-				held = append(held, heldExit{pid: pid, tries: settleTries})
+				held = append(held, s.hold(pid))
 				continue
 			}
 			s.exiting(pid)
@@ -299,15 +299,59 @@ func (s *Supervisor) exiting(tid int) {
 }
 
 // heldExit is a process stopped at its exit until its parent reaches a
-// wait, or tries runs out.
+// wait, or has run long enough without (holdCPU).
 type heldExit struct {
-	pid   int
-	tries int
+	pid, parent int
+	cpu         int64 // the parent's CPU time when the hold began (ns)
+	since       time.Time
 }
 
-// settleTries bounds how long an exit is held: that many looks, 50 µs
-// apart (100 ms).
-const settleTries = 2000
+// An exit is held until its parent has had holdCPU of CPU time without
+// settling — its own time, so a loaded machine, which leaves the parent
+// waiting for a CPU, does not end the hold early and hand the child's time
+// to it in one run and not the next — or, whatever the parent got,
+// holdWall has passed.
+const (
+	holdCPU  = 50 * time.Millisecond
+	holdWall = 10 * time.Second
+)
+
+// hold starts holding the exit of process pid.
+func (s *Supervisor) hold(pid int) heldExit {
+	s.mu.Lock()
+	h := heldExit{pid: pid, since: time.Now()}
+	if p := s.procs[pid]; p != nil {
+		h.parent = p.parent
+	}
+	s.mu.Unlock()
+	h.cpu = cpuTime(h.parent)
+	return h
+}
+
+// cpuTime is the CPU time process tgid's threads have had (ns), from
+// /proc/<tgid>/task/*/schedstat; 0 when it is gone.
+func cpuTime(tgid int) int64 {
+	if tgid == 0 {
+		return 0
+	}
+	dir := "/proc/" + strconv.Itoa(tgid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var sum int64
+	for _, e := range ents {
+		b, err := readFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if f := bytes.Fields(b); len(f) == 3 {
+			n, _ := strconv.ParseInt(string(f[0]), 10, 64)
+			sum += n
+		}
+	}
+	return sum
+}
 
 // holdExit reports whether process tid's exit, stopped at its first step,
 // should wait for its parent to reach a wait: its parent has one thread
@@ -336,18 +380,12 @@ func (s *Supervisor) holdExit(tid int) bool {
 func (s *Supervisor) release(held []heldExit) []heldExit {
 	kept := held[:0]
 	for _, h := range held {
-		s.mu.Lock()
-		parent := 0
-		if p := s.procs[h.pid]; p != nil {
-			parent = p.parent
-		}
-		s.mu.Unlock()
-		if h.tries <= 0 || parent == 0 || s.settled(parent) {
+		if h.parent == 0 || s.settled(h.parent) || time.Since(h.since) >= holdWall ||
+			cpuTime(h.parent)-h.cpu >= int64(holdCPU) {
 			s.exiting(h.pid)
 			unix.PtraceCont(h.pid, 0)
 			continue
 		}
-		h.tries--
 		kept = append(kept, h)
 	}
 	if len(kept) > 0 {
