@@ -25,9 +25,9 @@ import (
 //     refused (RESOLVE_NO_MAGICLINKS), and an answer that lands in /proc
 //     (where /proc/self names the supervisor) is not used. Both let the
 //     call run as the kernel would, with real times: a clock escape.
-//   - It has the caller's credentials: the sandbox's init forked the agent
-//     and both run without capabilities under no_new_privs, so its
-//     permission checks are the caller's.
+//   - It has the caller's permissions: the agent runs with the init's uid
+//     and no capabilities, and the walk runs without the capabilities
+//     that pass a permission check (callercaps.go).
 //
 // It never stats on the tracer's thread while holding mu: the tracer is
 // under the filter, and its stat would wait for a supervisor waiting for

@@ -1,9 +1,12 @@
 package sysvirt
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -101,4 +104,37 @@ func threadCPU() int64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
 	return ts.Nano()
+}
+
+// BenchmarkSIGSYSTrap measures what the in-process design of
+// docs/design.md §3.2 would pay a call: a trap into a SIGSYS handler
+// (SECCOMP_RET_TRAP) and back, alone (getppid answered by the handler)
+// and around a real newfstatat the handler makes (testdata/trapcost.c, a
+// C program built with gcc), each against the call made plainly.
+func BenchmarkSIGSYSTrap(b *testing.B) {
+	dir := b.TempDir()
+	prog := filepath.Join(dir, "trapcost")
+	if out, err := exec.Command("gcc", "-O2", "-o", prog, "testdata/trapcost.c").CombinedOutput(); err != nil {
+		b.Fatalf("gcc: %v\n%s", err, out)
+	}
+	sum := map[string]float64{}
+	for b.Loop() {
+		cmd := exec.Command(prog, "200000")
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("trapcost: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var name string
+			var ns float64
+			if _, err := fmt.Sscan(line, &name, &ns); err != nil {
+				b.Fatalf("trapcost printed %q: %v", line, err)
+			}
+			sum[name] += ns
+		}
+	}
+	for name, ns := range sum {
+		b.ReportMetric(ns/float64(b.N), name+"-ns/call")
+	}
 }
