@@ -94,6 +94,11 @@ func tenThousandFileRepo(b *testing.B) string {
 	}
 	for _, argv := range [][]string{
 		{"git", "init", "-q"},
+		// 10,000 loose objects would start an automatic gc in the
+		// background, still writing into .git while the benchmark runs
+		// (and when its directory is removed).
+		{"git", "config", "gc.auto", "0"},
+		{"git", "config", "maintenance.auto", "false"},
 		{"git", "add", "."},
 		{"git", "-c", "user.name=dal", "-c", "user.email=dal@example.com", "commit", "-q", "-m", "10,000 files"},
 	} {
