@@ -183,7 +183,8 @@ func TestStatAnswersForTheCaller(t *testing.T) {
 }
 
 // BenchmarkStatUnderTheLayer: a C loop looking at a file it made (stat of
-// a relative and of an absolute path, fstat), served by the supervisor
+// a relative and of an absolute path, fstatat of a name in a directory
+// descriptor, fstat), served by the supervisor
 // under `dal-exec record --mode strict`, against the same loop run
 // natively; each the best of three runs of 20,000 calls less the best of
 // three runs of none, per call.
@@ -220,7 +221,7 @@ func BenchmarkStatUnderTheLayer(b *testing.B) {
 		}
 		return float64(max(best(n)-best(0), 0)) / n
 	}
-	for _, op := range []string{"stat-rel", "stat-abs", "fstat"} {
+	for _, op := range []string{"stat-rel", "stat-abs", "stat-at", "fstat"} {
 		b.Run(op, func(b *testing.B) {
 			var native, layer float64
 			for b.Loop() {

@@ -371,6 +371,11 @@ func (w *watcher) readOnly(p string) bool {
 // serve answers notifications until the listener fails (the init exits
 // with the agent, so it never needs to stop).
 func (w *watcher) serve(fd int) {
+	if w.virt != nil {
+		// A thread of its own, whose walks for a caller's stat need no
+		// capset (sysvirt's callercaps.go).
+		defer w.virt.ServeThread()()
+	}
 	for {
 		var n seccompNotif
 		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); errno != 0 {

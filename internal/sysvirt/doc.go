@@ -148,11 +148,17 @@
 //     close, write the answer. The first draft (a /proc check of the
 //     caller's root and namespace at every call) took 36.5, 31.9 and 27.4
 //     µs in the same run. Walking without capabilities (callercaps.go: two
-//     capset calls around a path's walk) adds about 3 µs to a path stat
-//     (27.7 and 23.3 µs against 23.5–28.8 and 19–20 without, alternating
-//     runs on a loaded machine); fstat needs no walk. `python3 -c pass` (577 stats) takes 20 ms more
-//     under a strict record (156 ms against 136); `git status` in a small
-//     repository (119) stays within the noise (89–102 ms).
+//     capset calls around a path's walk) added about 3 µs to a path stat;
+//     the notification loop's own thread now drops the capabilities a
+//     walk could use for good, and needs none. A name in a directory
+//     descriptor (find, ls) is one statx that follows no link, not
+//     openat2's walk. The supervisor's work per stat, thread CPU time
+//     (BenchmarkStatWork, no round trip): a name in a directory descriptor
+//     3.0–3.5 µs (5.5–6.1 before), an absolute path 2.3–2.5 (3.9–6.9), a
+//     name in the working directory 5.5 (8.6–9.8: opening
+//     /proc/<tid>/cwd), fstat 1.7. The rest of a served stat is the round
+//     trip: two context switches, which is where perf puts most of a
+//     strict find's time (docs/design.md §3.2).
 //
 // # Streams
 //

@@ -35,7 +35,10 @@ type Supervisor struct {
 	files   *fileTimes
 	// tracer is the thread id of the tracer's thread, whose stats run
 	// as the kernel would (statcall.go).
-	tracer   atomic.Int32
+	tracer atomic.Int32
+	// walker is the thread id of the serve thread, whose effective
+	// capabilities let no walk past a permission check (callercaps.go).
+	walker   atomic.Int32
 	selfOnce sync.Once
 	selfView selfView
 	// restarts are the calls a timer's signal interrupted, by thread

@@ -94,5 +94,65 @@ func layerBench(tmp string) []bench.Figure {
 		f.Value, f.Verdict = fmt.Sprintf("%.2fx run without the layer", f.Ratio), verdict(f.Ratio <= 1.5)
 		figs = append(figs, f)
 	}
+	return append(figs, toolFigures(e2e)...)
+}
+
+// toolFigures are the stat family's cost per call and the tools agents
+// run (issue 37), each strict against `--mode default` and bare, measured
+// in the same run (e2e's BenchmarkStatUnderTheLayer and
+// BenchmarkToolsUnderTheLayer).
+func toolFigures(e2e string) []bench.Figure {
+	const name = "syscall layer: tools"
+	var figs []bench.Figure
+	stat, err := runBench(e2e, "e2e", "^BenchmarkStatUnderTheLayer$", "1x", 1)
+	if err != nil {
+		figs = append(figs, notMeasured("syscall layer: stat family", err))
+	}
+	for _, c := range []struct{ sub, what string }{
+		{"stat-at", "fstatat of a name in a directory descriptor (find, ls)"},
+		{"stat-rel", "stat of a path relative to the working directory (git)"},
+		{"stat-abs", "stat of an absolute path (Python's imports)"},
+		{"fstat", "fstat"},
+	} {
+		b := "BenchmarkStatUnderTheLayer/" + c.sub
+		layer, native := stat.values(b, "layer-ns/call"), stat.values(b, "native-ns/call")
+		if len(layer) == 0 || len(native) == 0 {
+			continue
+		}
+		added := layer.Median() - native.Median()
+		f := bench.Figure{Name: "syscall layer: " + c.what + ", strict record", Cost: bench.CostTime,
+			Value:    fmt.Sprintf("%.1f µs added a call", added/1000),
+			Baseline: fmt.Sprintf("native %.1f µs", native.Median()/1000),
+			Detail:   fmt.Sprintf("a C loop of 20,000 calls on a file it made, the best of 3 runs less the best of 3 of none; under the layer %.1f µs", layer.Median()/1000),
+			Target:   "at most 1.5 µs added", Verdict: verdict(added <= 1500)}
+		f.SetRatios(bench.Div(layer, native))
+		figs = append(figs, f)
+	}
+	tools, err := runBench(e2e, "e2e", "^BenchmarkToolsUnderTheLayer$", "5x", 1)
+	if err != nil {
+		figs = append(figs, notMeasured(name, err))
+	}
+	for _, c := range []struct {
+		sub, what string
+		target    float64
+	}{
+		{"find", "`find /usr/lib -type f | wc -l`", 1.3},
+		{"grep", "`grep -rl zstd /usr/share/doc`", 1.3},
+		{"git_status", "`git status` in a repository of 10,000 files", 1.3},
+		{"python", "`python3 -c pass` start-up", 1.5},
+	} {
+		b := "BenchmarkToolsUnderTheLayer/" + c.sub
+		x, strict, plain, bare := tools.values(b, "x-default"), tools.values(b, "strict-ms"), tools.values(b, "default-ms"), tools.values(b, "bare-ms")
+		if len(x) == 0 {
+			continue
+		}
+		f := bench.Figure{Name: "syscall layer: " + c.what + ", strict `dal-exec run`", Cost: bench.CostTime,
+			Baseline: fmt.Sprintf("`dal-exec run --mode default` %.0f ms, bare %.0f ms", plain.Median(), bare.Median()),
+			Detail:   fmt.Sprintf("medians of 5 rounds, bare, default and strict interleaved in each; strict %.0f ms, %.2fx bare", strict.Median(), tools.values(b, "x-bare").Median()),
+			Target:   fmt.Sprintf("at most %.1fx default", c.target)}
+		f.SetRatios(x)
+		f.Value, f.Verdict = fmt.Sprintf("%.2fx default", f.Ratio), verdict(f.Ratio <= c.target)
+		figs = append(figs, f)
+	}
 	return figs
 }

@@ -1,5 +1,7 @@
 // Makes a file, then looks at it n times: statloop OP N, OP one of
-// stat-rel (stat of a relative path), stat-abs (an absolute one) and fstat.
+// stat-rel (stat of a relative path), stat-abs (an absolute one), stat-at
+// (fstatat of a name in a directory descriptor, as find and ls make) and
+// fstat.
 // For BenchmarkStatUnderTheLayer: a run with N=0 is the baseline.
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,7 +12,7 @@
 
 int main(int argc, char **argv) {
 	if (argc != 3) {
-		fprintf(stderr, "usage: statloop stat-rel|stat-abs|fstat N\n");
+		fprintf(stderr, "usage: statloop stat-rel|stat-abs|stat-at|fstat N\n");
 		return 2;
 	}
 	const char *op = argv[1];
@@ -26,12 +28,19 @@ int main(int argc, char **argv) {
 		return 1;
 	}
 	strcat(abs, "/statloop.txt");
+	int dir = open(".", O_RDONLY | O_DIRECTORY);
+	if (dir < 0) {
+		perror(".");
+		return 1;
+	}
 	struct stat st;
 	long sum = 0;
 	for (long i = 0; i < n; i++) {
 		int rc;
 		if (!strcmp(op, "fstat"))
 			rc = fstat(fd, &st);
+		else if (!strcmp(op, "stat-at"))
+			rc = fstatat(dir, "statloop.txt", &st, AT_SYMLINK_NOFOLLOW);
 		else if (!strcmp(op, "stat-abs"))
 			rc = stat(abs, &st);
 		else
