@@ -38,6 +38,9 @@ func (cfg Config) checkDirect() error {
 			return fmt.Errorf("the mount target %s is not below the run directory %q: a direct sandbox shows dal's files only there", m.Target, cfg.RunDir)
 		}
 	}
+	if err := cfg.checkBinds(); err != nil {
+		return err
+	}
 	return checkSockets(nil, cfg.SocketsAt)
 }
 
@@ -78,12 +81,19 @@ func mountDirectFixed(sp *spec) error {
 	return seedProcRandom(sp.Virtual.Seed)
 }
 
-// mountDirectRun makes the run directory's tmpfs and what shows in it.
+// mountDirectRun makes the run directory's tmpfs and what shows in it,
+// and the private homes with what shows through them (home.go).
 func mountDirectRun(sp *spec) error {
 	atts, err := shown(sp)
 	if err != nil {
 		return err
 	}
+	more, err := bindAll(sp)
+	if err != nil {
+		closeAttaches(atts)
+		return err
+	}
+	atts = append(atts, more...)
 	if sp.RunDir != "" {
 		if err := mountRunDir(sp.RunDir); err != nil {
 			closeAttaches(atts)
@@ -92,7 +102,10 @@ func mountDirectRun(sp *spec) error {
 	}
 	// Below the run directory's fresh tmpfs: nothing there but what the
 	// init made.
-	return attachAll(atts)
+	if err := attachAll(atts); err != nil {
+		return err
+	}
+	return finishHomes(sp)
 }
 
 // mountRunDir covers the host directory dir with a fresh tmpfs (mode
@@ -162,6 +175,17 @@ func seedHostDevices(seed uint64) error {
 		if err != nil {
 			return fmt.Errorf("sandbox: show the seeded /dev/%s: %v", name, err)
 		}
+	}
+	return nil
+}
+
+// Outside returns nil, or when the calling process runs in a sandbox of
+// dal's ([Inside]) the sentence that says a sandbox cannot start there.
+// A command that needs one checks it before anything else: in a sandbox
+// the caller's home, where dal keeps its key, is hidden.
+func Outside() error {
+	if Inside() {
+		return errors.New("dal's sandbox cannot start inside another (this is a dal-exec run, record or replay's agent, and the kernel lets one seccomp supervisor watch a process): start dal-exec outside it")
 	}
 	return nil
 }
