@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/dal-runtime/dal/internal/seccompbpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,36 +28,36 @@ const socketcallSocket = 1
 
 // kernelSharingFilter builds the program.
 func kernelSharingFilter() []unix.SockFilter {
-	b := &bpf{labels: map[string]int{}}
-	b.load(offArch)
-	b.jump(bpfJeqK, auditArch, "native", "")
-	b.jump(bpfJeqK, compatArch, "", "allow")
-	b.load(offNr)
+	b := seccompbpf.New()
+	b.Load(seccompbpf.OffArch)
+	b.Jump(seccompbpf.JeqK, auditArch, "native", "")
+	b.Jump(seccompbpf.JeqK, compatArch, "", "allow")
+	b.Load(seccompbpf.OffNr)
 	for _, nr := range compatKeyCalls {
-		b.jump(bpfJeqK, nr, "deny", "")
+		b.Jump(seccompbpf.JeqK, nr, "deny", "")
 	}
-	b.jump(bpfJeqK, compatSocketcall, "", "compat-socket")
-	b.load(offArgs)
-	b.jump(bpfJeqK, socketcallSocket, "deny", "allow")
-	b.label("compat-socket")
-	b.jump(bpfJeqK, compatSocket, "", "allow")
-	b.load(offArgs)
-	b.jump(bpfJeqK, afVsock, "deny", "allow")
+	b.Jump(seccompbpf.JeqK, compatSocketcall, "", "compat-socket")
+	b.Load(seccompbpf.OffArgs)
+	b.Jump(seccompbpf.JeqK, socketcallSocket, "deny", "allow")
+	b.Label("compat-socket")
+	b.Jump(seccompbpf.JeqK, compatSocket, "", "allow")
+	b.Load(seccompbpf.OffArgs)
+	b.Jump(seccompbpf.JeqK, afVsock, "deny", "allow")
 
-	b.label("native")
-	b.load(offNr)
+	b.Label("native")
+	b.Load(seccompbpf.OffNr)
 	for _, nr := range []uint32{unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_KEYCTL} {
-		b.jump(bpfJeqK, nr, "deny", "")
+		b.Jump(seccompbpf.JeqK, nr, "deny", "")
 	}
-	b.jump(bpfJeqK, unix.SYS_SOCKET, "", "allow")
+	b.Jump(seccompbpf.JeqK, unix.SYS_SOCKET, "", "allow")
 	// The family is an int: its low half alone, as the kernel reads it.
-	b.load(offArgs)
-	b.jump(bpfJeqK, afVsock, "deny", "allow")
-	b.label("allow")
-	b.ret(unix.SECCOMP_RET_ALLOW)
-	b.label("deny")
-	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
-	return b.assemble()
+	b.Load(seccompbpf.OffArgs)
+	b.Jump(seccompbpf.JeqK, afVsock, "deny", "allow")
+	b.Label("allow")
+	b.Ret(unix.SECCOMP_RET_ALLOW)
+	b.Label("deny")
+	b.Ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	return b.Assemble()
 }
 
 // refuseKernelSharing installs the kernel-sharing filter on the calling
