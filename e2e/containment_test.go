@@ -6,6 +6,8 @@ package e2e
 // unprivileged user (nobody through setpriv when the suite is root).
 
 import (
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -413,5 +415,70 @@ exec head -c 2000000 /dev/zero > big2`
 		if r.code != 2 || !strings.Contains(r.stderr, bad[0]) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 			t.Errorf("%v: exit %d %q, want one sentence naming the flag, exit 2", bad, r.code, r.stderr)
 		}
+	}
+}
+
+// TestRunHasItsOwnTmp: a run's agent, pid 100 in every run, has a /tmp of
+// its own over the host's: it reads what the host keeps there, but a file
+// it makes there by its pid (as a JVM's /tmp/hsperfdata_USER/100) neither
+// reaches the host's /tmp nor meets the next run's; what it writes in its
+// working directory under /tmp reaches the host, and a service of the
+// host's listening on a socket in /tmp still answers. As root and
+// unprivileged.
+func TestRunHasItsOwnTmp(t *testing.T) {
+	t.Parallel()
+	suiteIsRoot(t)
+	for _, u := range users {
+		t.Run(u.name, func(t *testing.T) {
+			t.Parallel()
+			home, _, _ := hostileHome(t, u.unprivileged)
+			ws := t.TempDir()
+			if u.unprivileged {
+				ws = userMkdir(t, userDir(t), "ws")
+			}
+			shared := t.TempDir()
+			if u.unprivileged {
+				shared = userMkdir(t, userDir(t), "shared")
+			}
+			if err := os.WriteFile(filepath.Join(shared, "input"), []byte("named\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// A service of the host's listening in /tmp, as an ssh agent.
+			sock := filepath.Join(shared, "agent.sock")
+			ln, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			os.Chmod(sock, 0o777)
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					io.WriteString(c, "service\n")
+					c.Close()
+				}
+			}()
+			probe := filepath.Join("/tmp", "dal-e2e-pid-"+filepath.Base(ws)+"-"+u.name)
+			script := `set -C; echo "$$" > ` + probe + `-$$ && echo made; cat ` + shared + `/input; echo ws > in-ws
+/usr/bin/python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(s.recv(64).decode(), end="")' ` + sock
+			for i := range 2 {
+				r := dalAs(t, u.unprivileged, home, "/usr/bin:/bin", ws, []string{"DAL_KEY=" + filepath.Join(userDir(t), "k")},
+					"run", "--", "sh", "-c", script)
+				if r.code != 0 || r.stdout != "made\nnamed\nservice\n" {
+					t.Fatalf("run %d: exit %d\n%s\n%s", i, r.code, r.stdout, r.stderr)
+				}
+				if _, err := os.Stat(probe + "-100"); err == nil {
+					os.Remove(probe + "-100")
+					t.Fatalf("run %d: the agent's /tmp file reached the host's /tmp", i)
+				}
+				if b, _ := os.ReadFile(filepath.Join(ws, "in-ws")); string(b) != "ws\n" {
+					t.Errorf("run %d: the working directory under /tmp: %q", i, b)
+				}
+				os.Remove(filepath.Join(ws, "in-ws"))
+			}
+		})
 	}
 }

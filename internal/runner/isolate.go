@@ -264,7 +264,10 @@ func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox, need []
 		if err := runDir(); err != nil {
 			fmt.Fprintf(log, "dal: %v; dal's files keep their paths in %s, which differ from run to run\n", err, tmp)
 		} else {
-			cfg.RunDir = RunDir
+			// The agent's own /tmp, over the host's: two runs' JVMs
+			// (each pid 100) would share /tmp/hsperfdata_USER/100 in
+			// the host's.
+			cfg.RunDir, cfg.PrivateTmp = RunDir, true
 			var err error
 			if env, err = showRunFiles(env, cfg, tmp, embedded, spec.ClockOut != ""); err != nil {
 				return Wrapped{}, err

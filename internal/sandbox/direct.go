@@ -94,6 +94,13 @@ func mountDirectRun(sp *spec) error {
 		return err
 	}
 	atts = append(atts, more...)
+	if sp.PrivateTmp {
+		atts = append(atts, tmpSockets(sp)...)
+		if err := mountDirectTmp(sp); err != nil {
+			closeAttaches(atts)
+			return err
+		}
+	}
 	if sp.RunDir != "" {
 		if err := mountRunDir(sp.RunDir); err != nil {
 			closeAttaches(atts)
@@ -106,6 +113,111 @@ func mountDirectRun(sp *spec) error {
 		return err
 	}
 	return finishHomes(sp)
+}
+
+// mountDirectTmp gives the agent a /tmp of its own: an overlay whose lower
+// layer is the host's /tmp and whose upper layer is a fresh tmpfs (sized
+// by the limits). The agent reads what the host keeps there, as a run on
+// the host's files does, but what it writes stays in the run: two runs'
+// agents, both pid 100, no longer meet there (a JVM's
+// /tmp/hsperfdata_USER/100). What must reach the host (the working
+// directory, --bind, the sockets of tmpSockets) is attached over it
+// afterwards. The run directory,
+// when under /tmp, is made in it.
+func mountDirectTmp(sp *spec) error {
+	up, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("sandbox: a private /tmp: %v", err)
+	}
+	defer unix.Close(up)
+	opts := [][2]string{{"mode", "0700"}}
+	if size := sp.Limits.tmpfsSize(); size != "" {
+		opts = append(opts, [2]string{"size", strings.TrimPrefix(size, ",size=")})
+	}
+	for _, kv := range opts {
+		if err := unix.FsconfigSetString(up, kv[0], kv[1]); err != nil {
+			return fmt.Errorf("sandbox: a private /tmp: %v", fsError(up, err))
+		}
+	}
+	if err := unix.FsconfigCreate(up); err != nil {
+		return fmt.Errorf("sandbox: a private /tmp: %v", fsError(up, err))
+	}
+	layers, err := unix.Fsmount(up, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("sandbox: a private /tmp: %v", err)
+	}
+	defer unix.Close(layers)
+	// The overlay's root takes the upper directory's owner and mode:
+	// /tmp's, sticky and open to all.
+	if err := unix.Mkdirat(layers, "upper", 0o700); err != nil {
+		return fmt.Errorf("sandbox: a private /tmp: %v", err)
+	}
+	if err := unix.Fchmodat(layers, "upper", 0o1777, 0); err != nil {
+		return fmt.Errorf("sandbox: a private /tmp: %v", err)
+	}
+	if err := unix.Mkdirat(layers, "work", 0o700); err != nil {
+		return fmt.Errorf("sandbox: a private /tmp: %v", err)
+	}
+	ov, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("sandbox: a private /tmp needs overlayfs: %v", err)
+	}
+	defer unix.Close(ov)
+	at := fmt.Sprintf("/proc/self/fd/%d/", layers)
+	for _, kv := range [][2]string{{"lowerdir", "/tmp"}, {"upperdir", at + "upper"}, {"workdir", at + "work"}} {
+		if err := unix.FsconfigSetString(ov, kv[0], kv[1]); err != nil {
+			return fmt.Errorf("sandbox: a private /tmp over the host's: %s: %v", kv[0], fsError(ov, err))
+		}
+	}
+	if sp.Rootless {
+		if err := unix.FsconfigSetFlag(ov, "userxattr"); err != nil {
+			return fmt.Errorf("sandbox: a private /tmp: overlay option userxattr: %v", fsError(ov, err))
+		}
+	}
+	if err := unix.FsconfigCreate(ov); err != nil {
+		return fmt.Errorf("sandbox: a private /tmp over the host's: %v", fsError(ov, err))
+	}
+	mfd, err := unix.Fsmount(ov, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("sandbox: a private /tmp: %v", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, "/tmp", unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("sandbox: mount a private /tmp: %v", err)
+	}
+	if sp.RunDir != "" && within(sp.RunDir, "/tmp") {
+		if err := os.MkdirAll(sp.RunDir, 0o755); err != nil {
+			return fmt.Errorf("sandbox: the run directory in the private /tmp: %v", unwrapPath(err))
+		}
+	}
+	return nil
+}
+
+// tmpSockets takes detached mounts of the Unix sockets bound under the
+// host's /tmp (an ssh agent's, a dald's session socket), to show them over
+// the private /tmp at their own paths: a connect reaches a socket only
+// through its own inode, never through an overlay's. Those under a hidden
+// home or a secret stay hidden, those under the run directory (another
+// run's, in its own mount namespace) are not this run's; one that is gone
+// or not a socket is left out.
+func tmpSockets(sp *spec) []attach {
+	f, err := os.Open("/proc/self/net/unix") // the host's network namespace: a direct sandbox shares it
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	paths, _ := parseUnixTable(f)
+	var atts []attach
+	for _, p := range paths {
+		if !within(p, "/tmp") || (sp.RunDir != "" && within(p, sp.RunDir)) || slices.ContainsFunc(sp.Hidden, func(h string) bool { return within(p, h) }) ||
+			slices.ContainsFunc(sp.Secrets, func(s string) bool { return within(p, s) }) {
+			continue
+		}
+		if a, err := bindSocket(p); err == nil {
+			atts = append(atts, a)
+		}
+	}
+	return atts
 }
 
 // mountRunDir covers the host directory dir with a fresh tmpfs (mode

@@ -27,6 +27,9 @@ import (
 //   - in a direct sandbox, the agent's working directory, read-write, as
 //     the run would have it.
 //
+// A direct sandbox's private /tmp shows the host's, but keeps the agent's
+// writes but for its working directory's (see HideHome).
+//
 // Whatever is shown, dal's signing key and its directory (Home.Secrets)
 // are not: an empty read-only directory or file covers each, even below a
 // bind of a parent. As root, the host's password hashes and SSH host keys
@@ -54,14 +57,15 @@ type Home struct {
 	// ReadOnly and Writable are absolute host paths the user shows the
 	// agent at their own places (--ro-bind, --bind), anywhere.
 	ReadOnly, Writable []string
-	// Need are dal's own files the agent uses (the shims, dal-exec),
-	// shown read-only when under a hidden home.
+	// Need are dal's own files the agent uses (the shims, dal-exec,
+	// dald's socket) and the agent's program, shown read-only when under
+	// a hidden home.
 	Need []string
 	// Secrets are paths never shown, even below a bind: dal's signing key
 	// and its directory.
 	Secrets []string
 	// Workdir, in a direct sandbox, is the agent's working directory,
-	// shown read-write when under a hidden home.
+	// shown read-write when under a hidden home or the private /tmp.
 	Workdir string
 }
 
@@ -104,6 +108,14 @@ func (cfg *Config) HideHome(h Home) error {
 		}
 		hidden = append(hidden, home)
 	}
+	// A direct sandbox's private /tmp (Config.PrivateTmp) shows the
+	// host's, but keeps what the agent writes: the working directory
+	// there is bound over it, read-write, as under a hidden home. A
+	// working directory or a bind that holds /tmp shows the host's whole.
+	tmp := cfg.Direct && cfg.PrivateTmp
+	if tmp && (within("/tmp", h.Workdir) || slices.ContainsFunc(append(slices.Clone(h.ReadOnly), h.Writable...), func(b string) bool { return within("/tmp", b) })) {
+		cfg.PrivateTmp, tmp = false, false
+	}
 	under := func(p string) bool {
 		return slices.ContainsFunc(hidden, func(home string) bool { return within(p, home) })
 	}
@@ -124,7 +136,7 @@ func (cfg *Config) HideHome(h Home) error {
 		}
 	}
 	rw := slices.Clone(h.Writable)
-	if cfg.Direct && h.Workdir != "" && under(h.Workdir) {
+	if cfg.Direct && h.Workdir != "" && (under(h.Workdir) || (tmp && within(h.Workdir, "/tmp"))) {
 		rw = append(rw, filepath.Clean(h.Workdir))
 	}
 	for _, p := range ro {

@@ -291,3 +291,39 @@ func TestHideHomeShows(t *testing.T) {
 		}
 	}
 }
+
+// TestHideHomePrivateTmp: a direct sandbox's private /tmp keeps the
+// working directory there read-write, shown over it; a working directory
+// or a bind that holds /tmp keeps the host's whole /tmp; an overlay
+// sandbox's private /tmp is its own affair.
+func TestHideHomePrivateTmp(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir() // under /tmp
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		h       Home
+		private bool   // PrivateTmp stays set
+		rw      string // in WritableBinds
+	}{
+		{"working directory in /tmp", Config{Direct: true, PrivateTmp: true}, Home{Workdir: ws}, true, ws},
+		{"working directory elsewhere", Config{Direct: true, PrivateTmp: true}, Home{Workdir: "/usr"}, true, ""},
+		{"working directory /tmp", Config{Direct: true, PrivateTmp: true}, Home{Workdir: "/tmp"}, false, ""},
+		{"--bind /tmp", Config{Direct: true, PrivateTmp: true}, Home{Workdir: "/usr", Writable: []string{"/tmp"}}, false, "/tmp"},
+		{"overlay sandbox", Config{Workspace: ws, PrivateTmp: true}, Home{}, true, ""},
+	} {
+		cfg := tc.cfg
+		if err := cfg.HideHome(tc.h); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if cfg.PrivateTmp != tc.private {
+			t.Errorf("%s: PrivateTmp %v, want %v", tc.name, cfg.PrivateTmp, tc.private)
+		}
+		if tc.rw != "" && !slices.Contains(cfg.WritableBinds, tc.rw) {
+			t.Errorf("%s: writable binds %v lack %s", tc.name, cfg.WritableBinds, tc.rw)
+		}
+		if tc.rw == "" && len(cfg.WritableBinds) != 0 {
+			t.Errorf("%s: writable binds %v, want none", tc.name, cfg.WritableBinds)
+		}
+	}
+}

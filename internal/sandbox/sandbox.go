@@ -50,7 +50,10 @@ type Config struct {
 	// /run/dal/dald.sock, the same path in every run.
 	SocketsAt []Mount
 	// PrivateTmp mounts a fresh tmpfs on /tmp, /var/tmp, /run, /var/run
-	// and /dev/shm.
+	// and /dev/shm. With Direct, /tmp alone is private, an overlay over
+	// the host's that keeps the agent's writes; [Config.HideHome] shows
+	// the working directory there read-write, and unsets PrivateTmp when
+	// the working directory or a bind holds /tmp.
 	PrivateTmp bool
 	// Lower, when set, are the overlay's lower layers, top first, instead
 	// of Workspace itself (which stays the mount point). Replay uses it to
@@ -85,8 +88,8 @@ type Config struct {
 	Policy *PolicyGate
 	// Direct runs the agent on the host's own file system, as `dal-exec
 	// run` does (direct.go): no overlay and nothing made read-only but
-	// what Binds names (Workspace, Lower, Sockets, PrivateTmp, Quiet and
-	// Network are not used), the host's /dev with the seeded FIFOs over
+	// what Binds names (Workspace, Lower, Sockets, Quiet and Network are
+	// not used), the host's /dev with the seeded FIFOs over
 	// /dev/urandom and /dev/random. It keeps what makes a run repeatable:
 	// pid, mount, UTS and IPC namespaces of its own, a /proc for them and
 	// the syscall layer, and hides what [Config.HideHome] says.
