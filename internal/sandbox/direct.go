@@ -94,24 +94,27 @@ func mountDirectRun(sp *spec) error {
 		return err
 	}
 	atts = append(atts, more...)
+	var socks []attach
 	if sp.PrivateTmp {
-		atts = append(atts, tmpSockets(sp)...)
+		socks = tmpSockets(sp)
 		if err := mountDirectTmp(sp); err != nil {
-			closeAttaches(atts)
+			closeAttaches(append(atts, socks...))
 			return err
 		}
 	}
 	if sp.RunDir != "" {
 		if err := mountRunDir(sp.RunDir); err != nil {
-			closeAttaches(atts)
+			closeAttaches(append(atts, socks...))
 			return err
 		}
 	}
 	// Below the run directory's fresh tmpfs: nothing there but what the
 	// init made.
 	if err := attachAll(atts); err != nil {
+		closeAttaches(socks)
 		return err
 	}
+	attachSockets(socks)
 	return finishHomes(sp)
 }
 
@@ -199,7 +202,7 @@ func mountDirectTmp(sp *spec) error {
 // through its own inode, never through an overlay's. Those under a hidden
 // home or a secret stay hidden, those under the run directory (another
 // run's, in its own mount namespace) are not this run's; one that is gone
-// or not a socket is left out.
+// or not a socket is left out. attachSockets attaches them.
 func tmpSockets(sp *spec) []attach {
 	f, err := os.Open("/proc/self/net/unix") // the host's network namespace: a direct sandbox shares it
 	if err != nil {
@@ -218,6 +221,27 @@ func tmpSockets(sp *spec) []attach {
 		}
 	}
 	return atts
+}
+
+// attachSockets attaches the host's sockets tmpSockets took over the
+// private /tmp, each where a socket still shows there: one whose
+// directory went meanwhile (another run's private directory, removed as
+// it ended) is left out, not made. It consumes atts.
+func attachSockets(atts []attach) {
+	defer closeAttaches(atts)
+	for _, a := range atts {
+		// /tmp is everyone's: never through a link someone made there.
+		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+		fd, err := unix.Openat2(unix.AT_FDCWD, a.target, &how)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			unix.MoveMount(a.fd, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH) // gone meanwhile: left out
+		}
+		unix.Close(fd)
+	}
 }
 
 // mountRunDir covers the host directory dir with a fresh tmpfs (mode
