@@ -394,7 +394,8 @@ func TestAgentRunsAsTheCaller(t *testing.T) {
 // sizes the record's private tmpfs mounts at a quarter of it; --file-size
 // stops a write past it, and an agent killed by SIGXFSZ is said to have
 // reached --file-size, the record keeping its bundle; rootless, --pids
-// caps the tree's forks. A limit that is not a size is refused, exit 2.
+// caps the tree's forks, and as root dal says it does not. A limit that
+// is not a size is refused, exit 2.
 func TestResourceLimits(t *testing.T) {
 	t.Parallel()
 	suiteIsRoot(t)
@@ -434,6 +435,9 @@ exec head -c 2000000 /dev/zero > big2`
 				}
 				if u.unprivileged && !strings.Contains(r.stdout, "fork-refused\n") {
 					t.Errorf("--pids 64 let the agent fork 100 times:\n%s", r.stdout)
+				}
+				if said := strings.Contains(r.stderr, "--pids is not enforced when dal-exec runs as root"); said == u.unprivileged {
+					t.Errorf("as %s, dal said --pids is not enforced: %v\n%s", u.name, said, r.stderr)
 				}
 				if !strings.Contains(r.stderr, "a file it wrote reached the file-size limit of 1048576 bytes (--file-size)") {
 					t.Errorf("dal does not say which limit stopped the agent:\n%s", r.stderr)

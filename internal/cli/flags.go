@@ -230,6 +230,10 @@ func limitsFromFlags(c *ucli.Context) (sandbox.Limits, error) {
 		if l.Pids, err = strconv.ParseInt(p, 10, 64); err != nil || l.Pids < 16 {
 			return l, usageError{Err: fmt.Errorf("--pids %s is not a count of at least 16 (or none)", p)}
 		}
+		if c.IsSet("pids") && os.Geteuid() == 0 {
+			// Asked for, and not what it would be: say so once.
+			fmt.Fprintln(c.App.ErrWriter, "dal: --pids is not enforced when dal-exec runs as root (uid 0 is exempt from RLIMIT_NPROC, and dal makes no cgroup yet): run dal-exec as an ordinary user for it")
+		}
 	}
 	return l, nil
 }
