@@ -1,17 +1,26 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
-// sidecarProbe is what the agent prints about its sandbox's init: the file
-// it runs (readable to the agent of a run as root), its name and its pid.
-const sidecarProbe = `readlink /proc/1/exe; cat /proc/1/comm; echo $$ $(date +%s)`
+// sidecarProbe is what the agent prints about its sandbox's init, its
+// name, and its own pid; it then waits for a line on its stdin, while the
+// test reads from outside which file the init runs (the agent, without
+// capabilities, may not read the link /proc/1/exe of its init, which has
+// them).
+const sidecarProbe = `cat /proc/1/comm; echo $$ $(date +%s); read x`
 
 // TestSidecarInit: dal-exec starts its sandboxes' init from the
 // dal-sandbox-init beside it when that is safe and of its own build, and
@@ -53,11 +62,7 @@ func TestSidecarInit(t *testing.T) {
 		dir := t.TempDir()
 		dal := link(t, bin.exec, dir)
 		c.beside(dir)
-		r := runCmd(t, exec.Command(dal, "run", "--", "sh", "-c", sidecarProbe))
-		if r.code != 0 {
-			t.Fatalf("%s: exit %d: %s", c.name, r.code, r.stderr)
-		}
-		exe, rest, _ := strings.Cut(r.stdout, "\n")
+		exe, rest := runProbe(t, c.name, dal)
 		want := dal
 		if c.sidecar {
 			want = filepath.Join(dir, "dal-sandbox-init")
@@ -77,6 +82,60 @@ func TestSidecarInit(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "started by dal-exec") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("dal-sandbox-init by hand: exit %d, %q; want exit 2 and one sentence", r.code, r.stderr)
 	}
+}
+
+// runProbe runs sidecarProbe under the dal-exec at dal and returns the
+// file its sandbox's init runs, read from outside, and what the agent
+// printed.
+func runProbe(t *testing.T, name, dal string) (exe, said string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, dal, "run", "--", "sh", "-c", sidecarProbe)
+	in, err := cmd.StdinPipe() // held open: the agent waits on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	for range 2 {
+		l, err := r.ReadString('\n')
+		said += l
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%s: the agent said %q, then %v (%s)", name, said, err, stderr.String())
+		}
+	}
+	// dal-exec's one child is the sandbox's init.
+	var kids []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) == 1 {
+		exe, err = os.Readlink("/proc/" + kids[0] + "/exe")
+	} else {
+		err = fmt.Errorf("dal-exec has children %v, want the sandbox's init alone", kids)
+	}
+	io.WriteString(in, "go on\n")
+	in.Close()
+	if werr := cmd.Wait(); werr != nil {
+		t.Fatalf("%s: %v: %s", name, werr, stderr.String())
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return exe, said
 }
 
 // buildStaleSidecar builds into dir a dal-sandbox-init whose sources differ

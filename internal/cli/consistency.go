@@ -258,12 +258,12 @@ func childRecorder(c *ucli.Context) (consistency.Recorder, ed25519.PrivateKey, e
 	base := []string{"record", "--no-apply", "--key", key, "--mode", c.String("mode"), "--epoch", c.String("epoch"),
 		"--quantum", c.Duration("quantum").String(), "--cpus", c.String("cpus"), "--timeout", c.Duration("timeout").String(), "--stall-limit", c.Duration("stall-limit").String()}
 	base = append(base, gateArgs(c)...)
-	for _, f := range []string{"keep-env", "allow-loopback", "allow-address", "secret-env"} {
+	for _, f := range []string{"keep-env", "allow-loopback", "allow-address", "secret-env", "ro-bind", "bind"} {
 		for _, v := range c.StringSlice(f) {
 			base = append(base, "--"+f, v)
 		}
 	}
-	for _, name := range []string{"socket", "workspace"} {
+	for _, name := range []string{"socket", "workspace", "memory", "pids", "file-size"} {
 		if v := c.String(name); v != "" {
 			base = append(base, "--"+name, v)
 		}

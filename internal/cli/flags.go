@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/runner"
+	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"github.com/dal-runtime/dal/internal/wire"
 	"github.com/dal-runtime/dal/seedrng"
@@ -38,6 +44,7 @@ func runFlags() []ucli.Flag {
 			&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"},
 				Usage: "dald socket to use (default: a dald running at " + wire.DefaultSocket() + ", else an embedded one)"},
 		),
+		categorize(catSandbox, append(bindFlags(), limitFlags()...)...),
 		categorize(catOutput, metricsTextfileFlag()),
 	)
 }
@@ -79,6 +86,12 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	spec.StallLimit = c.Duration("stall-limit")
 	if spec.StallLimit <= 0 {
 		return spec, usageError{Err: fmt.Errorf("stall limit %s must be positive, e.g. 60s", spec.StallLimit)}
+	}
+	if spec.ReadOnly, spec.Writable, err = bindsFromFlags(c); err != nil {
+		return spec, err
+	}
+	if spec.Limits, err = limitsFromFlags(c); err != nil {
+		return spec, err
 	}
 	spec.KeepEnv = c.StringSlice("keep-env")
 	spec.Socket = daldSocket(c, "")
@@ -152,6 +165,103 @@ func maxApplyBytes(c *ucli.Context) (int64, error) {
 	n, err := bundle.ParseSize(c.String("max-apply-bytes"))
 	if err != nil || n == 0 {
 		return 0, usageError{Err: fmt.Errorf("--max-apply-bytes %q is not a positive size: give one like 8GiB", c.String("max-apply-bytes"))}
+	}
+	return n, nil
+}
+
+// bindFlags are --ro-bind and --bind: what the sandboxed agent sees of
+// the host beyond its private home (docs/reference.md, SECURITY.md).
+func bindFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringSliceFlag{Name: "ro-bind", EnvVars: []string{"DAL_RO_BIND"},
+			Usage: "show the agent this host path read-only at its own place (repeatable), e.g. a file under your home, which the sandbox hides; dal's signing key stays hidden"},
+		&ucli.StringSliceFlag{Name: "bind", EnvVars: []string{"DAL_BIND"},
+			Usage: "show the agent this host path read-write at its own place (repeatable); what it writes there reaches the host and, in a record, is not captured"},
+	}
+}
+
+// bindsFromFlags validates --ro-bind and --bind: existing paths, made
+// absolute.
+func bindsFromFlags(c *ucli.Context) (ro, rw []string, err error) {
+	for _, f := range []struct {
+		name string
+		out  *[]string
+	}{{"ro-bind", &ro}, {"bind", &rw}} {
+		for _, p := range c.StringSlice(f.name) {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return nil, nil, usageError{Err: fmt.Errorf("--%s %s: %v", f.name, p, err)}
+			}
+			if _, err := os.Stat(abs); err != nil {
+				return nil, nil, usageError{Err: fmt.Errorf("--%s %s: the path does not exist: name an existing file or directory", f.name, p)}
+			}
+			if abs == "/" {
+				return nil, nil, usageError{Err: fmt.Errorf("--%s /: name a directory below /", f.name)}
+			}
+			*f.out = append(*f.out, abs)
+		}
+	}
+	return ro, rw, nil
+}
+
+// limitFlags are the sandboxed agent's resource limits (sandbox.Limits).
+func limitFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "memory", Value: "50%", EnvVars: []string{"DAL_MEMORY"},
+			Usage: "each of the agent's processes may allocate this much (512M, 4G, or a share of the RAM like 50%); the private /tmp, /var/tmp, /run and /dev/shm hold a quarter of it each; none: no limit"},
+		&ucli.StringFlag{Name: "pids", Value: "4096", EnvVars: []string{"DAL_PIDS"},
+			Usage: "the agent's processes and threads at most (enforced when dal-exec is not root); none: no limit"},
+		&ucli.StringFlag{Name: "file-size", Value: "4G", EnvVars: []string{"DAL_FILE_SIZE"},
+			Usage: "the largest file the agent may write (a write past it fails; SIGXFSZ kills a program that does not expect it); none: no limit"},
+	}
+}
+
+// limitsFromFlags reads --memory, --pids and --file-size.
+func limitsFromFlags(c *ucli.Context) (sandbox.Limits, error) {
+	var l sandbox.Limits
+	var err error
+	if l.Memory, err = parseSize(c.String("memory"), true); err != nil {
+		return l, usageError{Err: fmt.Errorf("--memory %s: %v", c.String("memory"), err)}
+	}
+	if l.FileSize, err = parseSize(c.String("file-size"), false); err != nil {
+		return l, usageError{Err: fmt.Errorf("--file-size %s: %v", c.String("file-size"), err)}
+	}
+	if p := c.String("pids"); p != "none" {
+		if l.Pids, err = strconv.ParseInt(p, 10, 64); err != nil || l.Pids < 16 {
+			return l, usageError{Err: fmt.Errorf("--pids %s is not a count of at least 16 (or none)", p)}
+		}
+		if c.IsSet("pids") && os.Geteuid() == 0 {
+			// Asked for, and not what it would be: say so once.
+			fmt.Fprintln(c.App.ErrWriter, "dal: --pids is not enforced when dal-exec runs as root (uid 0 is exempt from RLIMIT_NPROC, and dal makes no cgroup yet): run dal-exec as an ordinary user for it")
+		}
+	}
+	return l, nil
+}
+
+// parseSize reads a size in bytes as bundle.ParseSize does (512M, 4GiB,
+// a number of bytes), none (0), or with share a percentage of the
+// machine's RAM.
+func parseSize(s string, share bool) (int64, error) {
+	if s == "none" {
+		return 0, nil
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok && share {
+		n, err := strconv.ParseFloat(p, 64)
+		if err != nil || n <= 0 || n > 100 {
+			return 0, errors.New("a share of the RAM is a percentage in (0, 100]")
+		}
+		var si unix.Sysinfo_t
+		if err := unix.Sysinfo(&si); err != nil {
+			return 0, fmt.Errorf("read the machine's RAM: %v", err)
+		}
+		return int64(float64(si.Totalram) * float64(si.Unit) * n / 100), nil
+	}
+	n, err := bundle.ParseSize(s)
+	if err != nil {
+		return 0, errors.New("not a size like 512M or 4GiB (or none)")
+	}
+	if n < 1<<20 {
+		return 0, errors.New("below 1M: too small for any program")
 	}
 	return n, nil
 }

@@ -60,8 +60,9 @@ Examples:
 					Usage: "pace of replayed streams: 0 as fast as possible, 1 the recorded timing, 2 twice as fast"},
 				&ucli.StringSliceFlag{Name: "keep-env", Usage: "give the replayed agent this variable from your environment instead of the recorded value or a secret's placeholder (repeatable)"},
 				&ucli.StringFlag{Name: "socket", EnvVars: []string{"DAL_SOCKET"}, Usage: "a running dald to report the replay's fidelity to (default: the one at the default socket, if any)"}),
-			categorize(catSandbox,
-				&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the current directory, if the bundle was recorded there)"}),
+			categorize(catSandbox, append([]ucli.Flag{
+				&ucli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "the workspace to rebuild the pre-run state from (default: the current directory, if the bundle was recorded there)"}},
+				append(bindFlags(), limitFlags()...)...)...),
 			categorize(catOutput,
 				&ucli.GenericFlag{Name: "json", Value: &jsonSwitch{}, Usage: "print the verdict as JSON on stdout (the text verdict goes to stderr)"},
 				&ucli.StringFlag{Name: "json-out", Usage: "also write the verdict as JSON to this file"},
@@ -80,6 +81,12 @@ Examples:
 			}
 			o := replay.Options{Bundle: js.bundle, Workspace: c.String("workspace"), Trust: trust, KeyPath: os.Getenv("DAL_KEY"), Log: c.App.ErrWriter,
 				Speed: c.Float64("replay-speed"), KeepEnv: c.StringSlice("keep-env")}
+			if o.ReadOnly, o.Writable, err = bindsFromFlags(c); err != nil {
+				return err
+			}
+			if o.Limits, err = limitsFromFlags(c); err != nil {
+				return err
+			}
 			if o.Speed < 0 {
 				return usageError{Err: fmt.Errorf("--replay-speed %v is negative: use 0 (fast), 1 (recorded timing) or more", o.Speed)}
 			}

@@ -63,7 +63,7 @@ func helperClient(sock string) int {
 	for _, s := range st.Sessions {
 		ids = append(ids, s.ID)
 	}
-	b, _ := json.Marshal(map[string]any{"own": open.Session, "listed": ids})
+	b, _ := json.Marshal(map[string]any{"own": open.Session, "listed": ids, "socket": open.Socket})
 	fmt.Println(string(b))
 	io.Copy(io.Discard, os.Stdin)
 	return 0
@@ -254,18 +254,29 @@ func TestStatusShowsOnlyOwnSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The session's own socket is dald's user's, and private.
-	var st0 syscall.Stat_t
-	if err := syscall.Lstat(mine.Socket, &st0); err != nil || st0.Uid != 65534 || st0.Mode&0o777 != 0o600 || filepath.Dir(mine.Socket) != dir {
-		t.Errorf("the session's socket %q: uid %d mode %o (%v), want nobody's, 0600, beside dald's", mine.Socket, st0.Uid, st0.Mode&0o777, err)
+	// The session's own socket is dald's user's. Root opened it, and
+	// root's agent runs without capabilities: it is open to all (the
+	// peer check still admits dald's user and root alone), in a directory
+	// anyone may search; dald's own (0700) is not, so a private one.
+	var st0, dst syscall.Stat_t
+	if err := syscall.Lstat(mine.Socket, &st0); err != nil || st0.Uid != 65534 || st0.Mode&0o777 != 0o666 || filepath.Dir(mine.Socket) == dir {
+		t.Errorf("the session's socket %q: uid %d mode %o (%v), want nobody's, 0666, not in dald's 0700 directory", mine.Socket, st0.Uid, st0.Mode&0o777, err)
+	}
+	if err := syscall.Stat(filepath.Dir(mine.Socket), &dst); err != nil || dst.Mode&0o777 != 0o711 {
+		t.Errorf("the session socket's directory: mode %o (%v), want 0711", dst.Mode&0o777, err)
 	}
 	_, sc, clientIn := helper("DAEMON_TEST_CLIENT")
 	var seen struct {
 		Own    string   `json:"own"`
 		Listed []string `json:"listed"`
+		Socket string   `json:"socket"`
 	}
 	if err := json.Unmarshal([]byte(sc.Text()), &seen); err != nil {
 		t.Fatalf("client as nobody: %s", sc.Text())
+	}
+	// nobody's own session: its socket private, beside dald's.
+	if err := syscall.Lstat(seen.Socket, &st0); err != nil || st0.Mode&0o777 != 0o600 || filepath.Dir(seen.Socket) != dir {
+		t.Errorf("nobody's session socket %q: mode %o (%v), want 0600 beside dald's", seen.Socket, st0.Mode&0o777, err)
 	}
 	if !slices.Equal(seen.Listed, []string{seen.Own}) {
 		t.Errorf("nobody's status lists %v, want only its own session %s (root's is %s)", seen.Listed, seen.Own, mine.Session)

@@ -24,6 +24,13 @@ import (
 // of dald's client slots (--max-conns); what it may hold is bounded per
 // session (--max-session-conns, and the session's own limits). The
 // socket is removed when the session ends.
+//
+// The socket is mode 0600, dald's alone, unless another user (root) opened
+// the session: that user's agent runs as its uid without capabilities, so
+// it could not open a socket of dald's user, and the socket is open to
+// everyone instead (0666), its directory searchable. Who connects is then
+// checked as on every dald socket, by its peer credentials: dald's user
+// and root alone.
 
 // sessionSocket is a session's own listener.
 type sessionSocket struct {
@@ -44,18 +51,26 @@ func (s *Server) listenSession(ss *session) error {
 	}
 	name := fmt.Sprintf("dald.sock.%s.%s", ss.id, hex.EncodeToString(suffix[:]))
 	sock := &sessionSocket{}
+	mode, dirMode := uint32(0o600), uint32(0o700)
+	if int(ss.owner) != os.Getuid() {
+		mode, dirMode = 0o666, 0o711
+	}
 	var err error
-	if s.path != "" {
+	if s.path != "" && searchable(filepath.Dir(s.path), dirMode) {
 		sock.path = filepath.Join(filepath.Dir(s.path), name)
-		sock.ln, err = listenPrivate(sock.path)
+		sock.ln, err = listenPrivate(sock.path, mode)
 	}
 	if sock.ln == nil {
 		dir, derr := os.MkdirTemp("", "dald-")
+		if derr == nil {
+			derr = os.Chmod(dir, os.FileMode(dirMode))
+		}
 		if derr != nil {
+			os.RemoveAll(dir)
 			return fmt.Errorf("make a directory for session %s's socket: %w", ss.id, errors.Join(err, derr))
 		}
 		sock.dir, sock.path = dir, filepath.Join(dir, "s.sock")
-		if sock.ln, err = listenPrivate(sock.path); err != nil {
+		if sock.ln, err = listenPrivate(sock.path, mode); err != nil {
 			os.RemoveAll(dir)
 			return fmt.Errorf("listen for session %s's processes: %w", ss.id, err)
 		}
@@ -66,15 +81,25 @@ func (s *Server) listenSession(ss *session) error {
 	return nil
 }
 
-// listenPrivate listens on a new socket at path, mode 0600, removed when
-// closed.
-func listenPrivate(path string) (*net.UnixListener, error) {
+// searchable reports whether dir lets in everyone dirMode does: with
+// 0711, a user other than its owner must be able to search it.
+func searchable(dir string, dirMode uint32) bool {
+	if dirMode&0o001 == 0 {
+		return true
+	}
+	var st unix.Stat_t
+	return unix.Stat(dir, &st) == nil && st.Mode&0o001 != 0
+}
+
+// listenPrivate listens on a new socket at path with mode (0600, or 0666
+// for another user's session), removed when closed.
+func listenPrivate(path string, mode uint32) (*net.UnixListener, error) {
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, err
 	}
 	ln.SetUnlinkOnClose(true)
-	if err := unix.Fchmodat(unix.AT_FDCWD, path, 0o600, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fchmodat(unix.AT_FDCWD, path, mode, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		ln.Close()
 		return nil, err
 	}

@@ -207,6 +207,9 @@ func prepareRecording(o Options) (*recording, error) {
 	if _, err := os.Lstat(r.out); err == nil {
 		return nil, runner.UsageError{Err: fmt.Errorf("%s already exists: choose another --out or remove it", o.Out)}
 	}
+	if err := sandbox.Outside(); err != nil {
+		return nil, runner.UsageError{Err: err}
+	}
 	// --out runs/2026/v1.2 creates runs/2026, as mkdir -p would.
 	if err := os.MkdirAll(filepath.Dir(r.out), 0o755); err != nil {
 		return nil, runner.UsageError{Err: fmt.Errorf("--out %s: its directory cannot be created (%v): choose another --out", o.Out, err)}
@@ -223,6 +226,9 @@ func prepareRecording(o Options) (*recording, error) {
 		fmt.Fprintf(r.spec.Log, "dal: created a signing key at %s (keep it; bundles are signed with it)\n", keyPath)
 	}
 	r.key = key
+	if abs, err := filepath.Abs(keyPath); err == nil {
+		r.spec.Secrets = append(r.spec.Secrets, abs) // the agent never sees it
+	}
 	// An archive --out is packed by Commit itself, atomically.
 	if r.w, err = bundle.Create(r.out); err != nil {
 		return nil, err
@@ -326,6 +332,10 @@ func WrapInSandbox(spec *runner.Spec, cfg *sandbox.Config) {
 		if clockOut != "" {
 			cfg.Binds = append(cfg.Binds, filepath.Dir(clockOut))
 		}
+		if err := cfg.HideHome(runner.HomeFor(spec, env, nil, dir)); err != nil {
+			return runner.Wrapped{}, runner.UsageError{Err: err}
+		}
+		cfg.Limits = spec.Limits
 		c, err := sandbox.Command(*cfg, argv, env, dir)
 		if err != nil {
 			return runner.Wrapped{}, err
@@ -860,11 +870,14 @@ func SandboxConfig(ws, staging string) sandbox.Config {
 }
 
 // hiddenInSandbox reports whether the absolute path p is in a directory
-// the sandbox replaces with a private one (/tmp, /var/tmp, /run...) or in
-// the system's temporary directory: what dal needs from there (the shims
-// under a $HOME in /var/tmp, the agent's script in /tmp) is bound in.
+// the sandbox replaces with a private one (/tmp, /var/tmp, /run...), in
+// the system's temporary directory or in a home it hides ($HOME, /root):
+// what dal needs from there (the shims under ~/.cache, the agent's script
+// in /tmp) is bound in.
 func hiddenInSandbox(p string) bool {
-	return sandbox.UnderPrivateDir(p) || strings.HasPrefix(p, filepath.Clean(os.TempDir())+"/")
+	home, _ := os.UserHomeDir()
+	return sandbox.UnderPrivateDir(p) || strings.HasPrefix(p, filepath.Clean(os.TempDir())+"/") ||
+		strings.HasPrefix(p, "/root/") || (home != "" && strings.HasPrefix(p, filepath.Clean(home)+"/"))
 }
 
 // withVars returns env with vars added (a new map when env is nil).

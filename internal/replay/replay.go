@@ -57,6 +57,12 @@ type Options struct {
 	// Policy is the current policy (policy.go); without one a bundle's
 	// own recorded policy is evaluated again.
 	Policy record.Policy
+	// ReadOnly and Writable are host paths shown to the replayed agent
+	// beyond its private home (--ro-bind, --bind), as the record's were.
+	ReadOnly, Writable []string
+	// Limits are the replayed agent's resource limits (--memory, --pids,
+	// --file-size).
+	Limits sandbox.Limits
 }
 
 // Verdict is a replay's outcome.
@@ -320,7 +326,7 @@ func (r *replaying) buildSandbox() error {
 	r.cfg.Mounts = append(r.cfg.Mounts, record.ArgMounts(env.Command, filepath.Join(r.ws, env.Cwd), r.ws)...)
 	r.spec = runner.Spec{Args: env.Command, Dir: filepath.Join(r.ws, env.Cwd), Mode: env.Mode, Seed: env.Seed,
 		Epoch: env.Epoch, Quantum: time.Duration(env.QuantumNS), CPUs: env.CPUs, Replay: r.clock, Log: r.o.Log,
-		Inherit: env.Inherited}
+		Inherit: env.Inherited, ReadOnly: r.o.ReadOnly, Writable: r.o.Writable, Limits: r.o.Limits}
 	if env.Timeout != "" {
 		r.spec.Timeout, _ = time.ParseDuration(env.Timeout)
 		r.spec.Timeout *= 2 // a replay serves the network and clock locally; never tighter than the record

@@ -174,7 +174,7 @@ func Speculate(args []string) {
 		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch name {
-		case "mode", "cpus", "seed", "epoch", "quantum", "timeout", "keep-env", "clock-out":
+		case "mode", "cpus", "seed", "epoch", "quantum", "timeout", "keep-env", "clock-out", "ro-bind", "bind", "memory", "pids", "file-size":
 		default:
 			return // one that may change the run (or asks for help)
 		}
@@ -249,7 +249,10 @@ func (e *earlySandbox) abort() {
 // mount, UTS and IPC namespaces on the host's files. tmp is the run's
 // private directory; embedded says dald's socket is in it. early, when
 // set, is the sandbox, started already.
-func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox) {
+//
+// need are dal's own files the agent uses (the shims), shown when under
+// the home the sandbox hides.
+func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox, need []string) {
 	cfg := isolated(spec, tmp)
 	if early != nil {
 		cfg = early.cfg
@@ -261,12 +264,24 @@ func isolate(spec *Spec, tmp string, embedded bool, early *earlySandbox) {
 		if err := runDir(); err != nil {
 			fmt.Fprintf(log, "dal: %v; dal's files keep their paths in %s, which differ from run to run\n", err, tmp)
 		} else {
-			cfg.RunDir = RunDir
+			// The agent's own /tmp, over the host's: two runs' JVMs
+			// (each pid 100) would share /tmp/hsperfdata_USER/100 in
+			// the host's.
+			cfg.RunDir, cfg.PrivateTmp = RunDir, true
 			var err error
 			if env, err = showRunFiles(env, cfg, tmp, embedded, spec.ClockOut != ""); err != nil {
 				return Wrapped{}, err
 			}
 		}
+		if sock := envMap(env)[wire.EnvSocket]; filepath.IsAbs(sock) {
+			// dald's socket where it keeps its own path (a dald of
+			// the user's), perhaps under the home.
+			need = append(slices.Clone(need), sock)
+		}
+		if err := cfg.HideHome(HomeFor(spec, env, need, dir)); err != nil {
+			return Wrapped{}, UsageError{Err: err}
+		}
+		cfg.Limits = spec.Limits
 		if early != nil && !early.taken {
 			early.taken = true
 			if c := early.get(); c != nil {
@@ -420,4 +435,31 @@ func writeToken(staging, token string) (string, error) {
 		return "", fmt.Errorf("write the session token file: %w", err)
 	}
 	return p, nil
+}
+
+// HomeFor is the private home of spec's sandboxed agent (see
+// [sandbox.Config.HideHome]), whose environment is env and working
+// directory dir ("" = dal-exec's): the caller's home and /root hidden but
+// for the allow-list, the toolchains on the agent's PATH, spec.ReadOnly
+// and spec.Writable, and need (dal's own files the agent uses: the shims,
+// dal-exec); dal's key directory, $DAL_KEY and spec.Secrets never shown.
+func HomeFor(spec *Spec, env []string, need []string, dir string) sandbox.Home {
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	if self, err := os.Executable(); err == nil {
+		need = append(slices.Clone(need), self)
+	}
+	home, _ := os.UserHomeDir()
+	h := sandbox.Home{Dir: home, Path: envMap(env)["PATH"], ReadOnly: spec.ReadOnly, Writable: spec.Writable,
+		Need: need, Workdir: dir, Secrets: slices.Clone(spec.Secrets)}
+	if d, err := os.UserConfigDir(); err == nil {
+		h.Secrets = append(h.Secrets, filepath.Join(d, "dal"))
+	}
+	if k := os.Getenv("DAL_KEY"); k != "" {
+		if abs, err := filepath.Abs(k); err == nil {
+			h.Secrets = append(h.Secrets, abs)
+		}
+	}
+	return h
 }

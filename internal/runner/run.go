@@ -77,6 +77,16 @@ type Spec struct {
 	// already resolved through PATH), e.g. inside a sandbox. The runner
 	// still owns its process attributes, start, watchdog and wait.
 	Wrap func(argv, env []string, dir string) (Wrapped, error)
+	// ReadOnly and Writable are absolute host paths shown to a sandboxed
+	// agent read-only (--ro-bind) or read-write (--bind), besides what
+	// its private home shows (see HomeFor).
+	ReadOnly, Writable []string
+	// Secrets are further paths a sandboxed agent never sees: the signing
+	// key a record was given (--key).
+	Secrets []string
+	// Limits are a sandboxed agent's resource limits (--memory, --pids,
+	// --file-size).
+	Limits sandbox.Limits
 	// Isolate, when Wrap is not set, starts the agent in namespaces of its
 	// own under the syscall layer, on the host's files (isolate.go): what
 	// `dal-exec run` does in strict and seeded modes.
@@ -335,7 +345,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if inside {
 		fmt.Fprintln(spec.Log, "dal: this run is inside another dal sandbox, whose syscall layer serves its processes; it gets no namespaces of its own")
 	} else if isolated {
-		isolate(&spec, tmp, where == "embedded", early)
+		isolate(&spec, tmp, where == "embedded", early, []string{string(shimDir)})
 		if spec.TraceFromExec > 0 {
 			spec.TraceFromExec++ // the sandbox's init execs first
 		}
@@ -538,7 +548,7 @@ wait:
 	case errors.As(werr, &exited) && reported:
 		res.ExitCode = exited.ExitCode()
 		if sig != 0 {
-			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s; exit code %d\n", sig, res.ExitCode)
+			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s%s; exit code %d\n", sig, byLimit(sig, spec), res.ExitCode)
 		}
 	case errors.As(werr, &ee):
 		ws := ee.Sys().(syscall.WaitStatus)
@@ -550,7 +560,7 @@ wait:
 			fmt.Fprintf(spec.Log, "dal: the sandbox's init was killed by signal %s before the agent ended; the agent's processes ended with it; exit code %d\n", ws.Signal(), res.ExitCode)
 		case ws.Signaled():
 			res.ExitCode = 128 + int(ws.Signal())
-			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s; exit code %d\n", ws.Signal(), res.ExitCode)
+			fmt.Fprintf(spec.Log, "dal: the agent was killed by signal %s%s; exit code %d\n", ws.Signal(), byLimit(ws.Signal(), spec), res.ExitCode)
 		default:
 			res.ExitCode = ws.ExitStatus()
 		}
@@ -675,4 +685,13 @@ func mkdirFixedWidth(dir, prefix string) (string, error) {
 		}
 	}
 	return "", errors.New("no free name for a private directory")
+}
+
+// byLimit says which limit of a sandboxed agent's (spec.Wrap set) a death by
+// sig means, or "".
+func byLimit(sig syscall.Signal, spec *Spec) string {
+	if sig == syscall.SIGXFSZ && spec.Limits.FileSize > 0 && spec.Wrap != nil {
+		return fmt.Sprintf(": a file it wrote reached the file-size limit of %d bytes (--file-size)", spec.Limits.FileSize)
+	}
+	return ""
 }

@@ -74,7 +74,7 @@ func closeDevices(ds []device) {
 // are its own; the host's are not there), a private /dev/shm and the
 // usual links. The tmpfs is read-only once built: the agent cannot add a
 // node (it has no CAP_MKNOD either) or replace a link. It consumes devs.
-func mountDev(devs []device, virt sysvirt.Config) error {
+func mountDev(devs []device, virt sysvirt.Config, shmSize string) error {
 	defer closeDevices(devs)
 	const tmpfsFlags = unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV
 	if err := unix.Mount("tmpfs", "/dev", "tmpfs", tmpfsFlags, "mode=0755,size=64k"); err != nil {
@@ -102,7 +102,7 @@ func mountDev(devs []device, virt sysvirt.Config) error {
 	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 		return fmt.Errorf("sandbox: mount a private /dev/pts: %v", err)
 	}
-	if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"+shmSize); err != nil {
 		return fmt.Errorf("sandbox: mount a private /dev/shm: %v", err)
 	}
 	if virt.Random {

@@ -38,6 +38,9 @@
 //     No block device, no other character device (mem, kmsg, loop-control,
 //     kvm, the host's ptys and consoles); without CAP_MKNOD the agent
 //     makes none;
+//   - covers [Config.Hidden] (the caller's home and /root) with an empty,
+//     read-only tmpfs, shows through it only what [Config.HideHome] lists,
+//     and covers [Config.Secrets] (dal's signing key) last (home.go);
 //   - binds [Config.Binds] read-only at their own paths, and only
 //     [Config.WritableBinds] read-write (cloned before /tmp is covered, so a
 //     path under the real /tmp stays reachable; nosuid, nodev), and each of
@@ -49,7 +52,8 @@
 //   - makes itself non-dumpable (the agent cannot open /proc/1/fd), sets
 //     no_new_privs, locks the securebits and drops every capability (bounding,
 //     ambient, effective, permitted, inheritable) on the thread that forks the
-//     agent, installs the write watcher below, and starts the agent as the
+//     agent, refuses the kernel keyrings and AF_VSOCK (keyring.go),
+//     installs the write watcher below, and starts the agent as the
 //     leader of a new session (setsid), so the caller's terminal is never its
 //     controlling terminal;
 //   - forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the agent's group, reaps
@@ -72,12 +76,13 @@
 //
 // As root, the init runs in dal-exec's user namespace and the agent as uid
 // 0 without capabilities. When dal-exec is not root, [Command] adds a user
-// namespace in which the caller's uid and gid are mapped to 0 (one id
-// each; setgroups denied), so the init is root there and builds the same
-// sandbox: the overlay (mounted with userxattr, whose opaque marks are
-// user.overlay.* xattrs), the read-only host tree, /proc, /dev, the
-// network namespace, the seccomp watcher and the syscall layer all work
-// alike. Files the agent writes belong to the caller; host files of other
+// namespace in which the caller's uid and gid are mapped to themselves
+// (one id each; setgroups denied), and the init keeps the namespace's
+// capabilities across its exec as ambient ones, so it builds the same
+// sandbox and the agent, which drops them, runs as the caller: the
+// overlay (mounted with userxattr, whose opaque marks are user.overlay.*
+// xattrs), the read-only host tree, /proc, /dev, the network namespace,
+// the seccomp watcher and the syscall layer all work alike. Files the agent writes belong to the caller; host files of other
 // users show as nobody. Listeners in the sandbox's network namespace are
 // opened by the init and passed back over the gate (gate.go), since an
 // unprivileged dal-exec cannot enter that namespace. A kernel that

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dal-runtime/dal/internal/seccompbpf"
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"golang.org/x/sys/unix"
 )
@@ -21,7 +22,7 @@ func (c seccompCall) bytes() []byte {
 	binary.LittleEndian.PutUint32(b[0:], c.nr)
 	binary.LittleEndian.PutUint32(b[4:], c.arch)
 	for i, a := range c.args {
-		binary.LittleEndian.PutUint64(b[offArgs+8*i:], a)
+		binary.LittleEndian.PutUint64(b[seccompbpf.OffArgs+8*i:], a)
 	}
 	return b
 }
@@ -37,16 +38,16 @@ func runFilter(t *testing.T, prog []unix.SockFilter, c seccompCall) uint32 {
 	for pc := 0; pc < len(prog); pc++ {
 		ins := prog[pc]
 		switch {
-		case ins.Code == bpfLdAbsW:
+		case ins.Code == seccompbpf.LdAbsW:
 			if ins.K%4 != 0 || int(ins.K)+4 > len(data) {
 				t.Fatalf("pc %d: load at %d", pc, ins.K)
 			}
 			a = binary.LittleEndian.Uint32(data[ins.K:])
 		case ins.Code == unix.BPF_ALU|unix.BPF_AND|unix.BPF_K:
 			a &= ins.K
-		case ins.Code == bpfJeqK || ins.Code == bpfJsetK:
+		case ins.Code == seccompbpf.JeqK || ins.Code == seccompbpf.JsetK:
 			taken := a == ins.K
-			if ins.Code == bpfJsetK {
+			if ins.Code == seccompbpf.JsetK {
 				taken = a&ins.K != 0
 			}
 			if taken {
@@ -54,7 +55,7 @@ func runFilter(t *testing.T, prog []unix.SockFilter, c seccompCall) uint32 {
 			} else {
 				pc += int(ins.Jf)
 			}
-		case ins.Code == bpfRetK:
+		case ins.Code == seccompbpf.RetK:
 			return ins.K
 		default:
 			t.Fatalf("pc %d: instruction %#x the assembler does not emit", pc, ins.Code)

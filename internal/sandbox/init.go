@@ -194,13 +194,14 @@ func runInit(arg string) int {
 		// added later.
 		procs = max(2, procs)
 	}
-	// A direct sandbox's agent keeps the caller's privileges, as it
-	// would without dal: as root its capabilities (a rootless one is
-	// root only in its user namespace, and drops them).
-	if !sp.Direct || sp.Rootless {
-		if err := dropPrivileges(); err != nil {
-			return fail(err)
-		}
+	// Every agent runs without capabilities, a direct sandbox's too: as
+	// root, CAP_SYS_ADMIN would unmount its private home and
+	// CAP_DAC_READ_SEARCH open any file by handle.
+	if err := dropPrivileges(); err != nil {
+		return fail(err)
+	}
+	if err := refuseKernelSharing(); err != nil {
+		return fail(err)
 	}
 	listener, err := installFilter(filterFor{network: sp.Network, policy: sp.Policy, writes: !sp.Direct}, rules)
 	if err != nil {
@@ -270,7 +271,8 @@ func runInit(arg string) int {
 	}
 	// Under the syscall layer the agent's tree is traced from this
 	// thread: exec, fork and clone stops only (see package sysvirt).
-	attr := &syscall.SysProcAttr{Setsid: true, Ptrace: w.virt != nil}
+	// Otherwise, with limits, until its exec, where they are set.
+	attr := &syscall.SysProcAttr{Setsid: true, Ptrace: w.virt != nil || sp.Limits.any()}
 	if term != nil {
 		attr.Setctty, attr.Ctty = true, term.ctty()
 	}
@@ -283,6 +285,10 @@ func runInit(arg string) int {
 	unpin()
 	if err != nil {
 		return fail(fmt.Errorf("start %s in the sandbox: %v", sp.Argv[0], err))
+	}
+	if err := limitAgent(pid, sp.Limits, w.virt == nil); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return fail(err)
 	}
 	if w.virt != nil {
 		batchPolicy(false) // the agent's tree keeps it; this thread, its tracer, need not

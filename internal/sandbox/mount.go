@@ -37,20 +37,12 @@ func mountAll(sp *spec) error {
 		return err
 	}
 	atts := []attach{{fd: ovl, target: sp.Workspace}}
-	for _, b := range sp.Binds {
-		a, err := bind(b, b, true, true)
-		if err != nil {
-			return fmt.Errorf("the bind path %s cannot be bound into the sandbox: %v", b, err)
-		}
-		atts = append(atts, a)
+	binds, err := bindAll(sp)
+	if err != nil {
+		unix.Close(ovl)
+		return err
 	}
-	for _, b := range sp.WritableBinds {
-		a, err := bind(b, b, false, true)
-		if err != nil {
-			return fmt.Errorf("the bind path %s cannot be bound into the sandbox: %v", b, err)
-		}
-		atts = append(atts, a)
-	}
+	atts = append(atts, binds...)
 	for _, s := range sp.Sockets {
 		a, err := bindSocket(s)
 		if err != nil {
@@ -75,17 +67,17 @@ func mountAll(sp *spec) error {
 	}
 	if sp.PrivateTmp {
 		if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() {
-			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"+sp.Limits.tmpfsSize()); err != nil {
 				closeDevices(devs)
 				return fmt.Errorf("sandbox: mount a private /tmp: %v", err)
 			}
 		}
-		if err := mountPrivateDirs(); err != nil {
+		if err := mountPrivateDirs(sp.Limits.tmpfsSize()); err != nil {
 			closeDevices(devs)
 			return err
 		}
 	}
-	if err := mountDev(devs, sp.Virtual); err != nil {
+	if err := mountDev(devs, sp.Virtual, sp.Limits.tmpfsSize()); err != nil {
 		return err
 	}
 	if err := mountProc(); err != nil {
@@ -106,7 +98,30 @@ func mountAll(sp *spec) error {
 	if err := attachAll(atts); err != nil {
 		return err
 	}
+	if err := finishHomes(sp); err != nil {
+		return err
+	}
 	return maskSockets(sockets, sp)
+}
+
+// bindAll clones sp's Binds (read-only) and WritableBinds as detached
+// mounts, and makes the private homes that hide sp.Hidden.
+func bindAll(sp *spec) ([]attach, error) {
+	atts, err := hideHomes(sp)
+	if err != nil {
+		return nil, err
+	}
+	for i, list := range [][]string{sp.Binds, sp.WritableBinds} {
+		for _, b := range list {
+			a, err := bind(b, b, i == 0, true)
+			if err != nil {
+				closeAttaches(atts)
+				return nil, fmt.Errorf("the bind path %s cannot be bound into the sandbox: %v", b, err)
+			}
+			atts = append(atts, a)
+		}
+	}
+	return atts, nil
 }
 
 // shown takes detached mounts of what sp shows at targets of their own:

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dal-runtime/dal/internal/seccompbpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -122,7 +123,7 @@ func TestPolicyFilterCost(t *testing.T) {
 	with := filter(filterFor{network: true, policy: true, writes: true}, nil)
 	has := func(f []unix.SockFilter, nr int) bool {
 		for _, ins := range f {
-			if ins.Code == bpfJeqK && ins.K == uint32(nr) {
+			if ins.Code == seccompbpf.JeqK && ins.K == uint32(nr) {
 				return true
 			}
 		}

@@ -9,8 +9,9 @@ import (
 
 // rootless reports whether the sandboxes of this process are rootless:
 // when dal-exec is not root, [Command] adds a user namespace in which the
-// caller's uid and gid are mapped to 0 (one id each, setgroups denied),
-// and the init, root there, mounts what it mounts as root does. The
+// caller's uid and gid are mapped to themselves (one id each, setgroups
+// denied), and the init, holding the namespace's capabilities, mounts what
+// it mounts as root does. The
 // kernel then differs in two ways this package follows: overlayfs is
 // mounted with userxattr and keeps its marks (opaque directories) in
 // user.overlay.* xattrs instead of trusted.overlay.*, and it leaves its

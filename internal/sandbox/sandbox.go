@@ -50,7 +50,10 @@ type Config struct {
 	// /run/dal/dald.sock, the same path in every run.
 	SocketsAt []Mount
 	// PrivateTmp mounts a fresh tmpfs on /tmp, /var/tmp, /run, /var/run
-	// and /dev/shm.
+	// and /dev/shm. With Direct, /tmp alone is private, an overlay over
+	// the host's that keeps the agent's writes; [Config.HideHome] shows
+	// the working directory there read-write, and unsets PrivateTmp when
+	// the working directory or a bind holds /tmp.
 	PrivateTmp bool
 	// Lower, when set, are the overlay's lower layers, top first, instead
 	// of Workspace itself (which stays the mount point). Replay uses it to
@@ -84,19 +87,27 @@ type Config struct {
 	// the policy gate (policygate.go); nil costs nothing.
 	Policy *PolicyGate
 	// Direct runs the agent on the host's own file system, as `dal-exec
-	// run` does (direct.go): no overlay and nothing made read-only
-	// (Workspace, Lower, Binds, WritableBinds, Sockets, PrivateTmp, Quiet
-	// and Network are not used), the host's /dev with the seeded FIFOs
-	// over /dev/urandom and /dev/random, and, as root, the caller's
-	// capabilities. It keeps what makes a run repeatable: pid, mount, UTS
-	// and IPC namespaces of its own, a /proc for them and the syscall
-	// layer.
+	// run` does (direct.go): no overlay and nothing made read-only but
+	// what Binds names (Workspace, Lower, Sockets, Quiet and Network are
+	// not used), the host's /dev with the seeded FIFOs over
+	// /dev/urandom and /dev/random. It keeps what makes a run repeatable:
+	// pid, mount, UTS and IPC namespaces of its own, a /proc for them and
+	// the syscall layer, and hides what [Config.HideHome] says.
 	Direct bool
 	// RunDir, with Direct, is an existing directory of the host covered
 	// for the run with a fresh tmpfs, so that dal's own files show at
 	// the same paths in every run: Mounts and SocketsAt target paths
 	// below it. It must not be a symbolic link, nor be under one.
 	RunDir string
+	// Hidden are directories covered by an empty, read-only tmpfs (the
+	// caller's home, /root): only Binds and WritableBinds below them show
+	// through. Set by [Config.HideHome] (home.go), in a direct sandbox too.
+	Hidden []string
+	// Secrets are paths covered by an empty read-only directory or file
+	// after everything else is mounted: never shown, even below a bind.
+	Secrets []string
+	// Limits are the agent's tree's resource limits (limits.go).
+	Limits Limits
 	// CPUs, when set, are the CPUs the agent's tree runs on (its affinity,
 	// inherited by what it starts). The init's own threads, the syscall
 	// layer's supervisor, keep the affinity the Cmd was started with.
@@ -184,6 +195,9 @@ type spec struct {
 	RunDir        string         `json:"run_dir,omitempty"`
 	CPUs          []int          `json:"cpus,omitempty"`
 	Settle        bool           `json:"settle,omitempty"`
+	Hidden        []string       `json:"hidden,omitempty"`
+	Secrets       []string       `json:"secrets,omitempty"`
+	Limits        Limits         `json:"limits"`
 }
 
 // sameFixed reports whether sp and early, an init's first spec from
@@ -444,7 +458,7 @@ func specFor(cfg Config, argv, env []string, dir string) ([]byte, error) {
 	sp := spec{Workspace: filepath.Clean(cfg.Workspace), Lower: cfg.lowers(), Upper: Upper(cfg), Work: workDir(cfg),
 		Binds: cfg.Binds, WritableBinds: cfg.WritableBinds, Sockets: cfg.Sockets, SocketsAt: cfg.SocketsAt, PrivateTmp: cfg.PrivateTmp, HostPID: os.Getpid(), Argv: argv, Env: env, Dir: filepath.Clean(dir), Quiet: cfg.Quiet,
 		Mounts: cfg.Mounts, Network: cfg.Network, Gate: cfg.BeforeAgent != nil, Settle: cfg.Settle && cfg.BeforeAgent != nil && cfg.Virtual.Enabled(), Virtual: cfg.Virtual, Rootless: rootless(),
-		Direct: cfg.Direct, RunDir: cfg.RunDir, CPUs: cfg.CPUs}
+		Direct: cfg.Direct, RunDir: cfg.RunDir, CPUs: cfg.CPUs, Hidden: cfg.Hidden, Secrets: cfg.Secrets, Limits: cfg.Limits}
 	if cfg.Policy != nil {
 		sp.Policy, sp.PolicyExempt = true, cfg.Policy.Exempt
 	}
@@ -466,8 +480,8 @@ func prepare(cfg Config, early bool) (*Cmd, error) {
 	if err := checkKernel(cfg.Virtual.Enabled()); err != nil {
 		return nil, err
 	}
-	if Inside() {
-		return nil, errors.New("dal's sandbox cannot start inside another (this is a dal-exec run, record or replay's agent, and the kernel lets one seccomp supervisor watch a process): start dal-exec outside it")
+	if err := Outside(); err != nil {
+		return nil, err
 	}
 	if rootless() {
 		if err := userNamespaces("/proc/sys"); err != nil {
@@ -530,17 +544,15 @@ func prepare(cfg Config, early bool) (*Cmd, error) {
 	if rootless() {
 		a := c.SysProcAttr
 		a.Cloneflags |= syscall.CLONE_NEWUSER
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-		if cfg.Direct {
-			// The agent of a direct sandbox is who it would be without
-			// dal, not root: the same ids inside, and the init keeps the
-			// capabilities of its user namespace across its exec as
-			// ambient ones (it drops them before the agent starts).
-			a.UidMappings[0].ContainerID, a.GidMappings[0].ContainerID = os.Geteuid(), os.Getegid()
-			for c := 0; c <= lastCap(); c++ {
-				a.AmbientCaps = append(a.AmbientCaps, uintptr(c))
-			}
+		// The agent is who it would be without dal, not root: the same
+		// ids inside, so that a write the caller could not make fails in
+		// the sandbox too, and the init keeps the capabilities of its
+		// user namespace across its exec as ambient ones (it drops them
+		// before the agent starts).
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		for c := 0; c <= lastCap(); c++ {
+			a.AmbientCaps = append(a.AmbientCaps, uintptr(c))
 		}
 	}
 	if cfg.Policy != nil {
@@ -614,6 +626,14 @@ func (cfg Config) check() error {
 			return fmt.Errorf("the sandbox staging directory %s overlaps the workspace %s: put it elsewhere", cfg.Staging, l)
 		}
 	}
+	if err := cfg.checkBinds(); err != nil {
+		return err
+	}
+	return checkSockets(cfg.Sockets, cfg.SocketsAt)
+}
+
+// checkBinds checks cfg's Binds, WritableBinds and Hidden.
+func (cfg Config) checkBinds() error {
 	for _, b := range append(append([]string(nil), cfg.Binds...), cfg.WritableBinds...) {
 		if !filepath.IsAbs(b) {
 			return fmt.Errorf("the bind path %q is not absolute", b)
@@ -622,7 +642,12 @@ func (cfg Config) check() error {
 			return fmt.Errorf("the bind path %s does not exist: create it first", b)
 		}
 	}
-	return checkSockets(cfg.Sockets, cfg.SocketsAt)
+	for _, h := range cfg.Hidden {
+		if !filepath.IsAbs(h) || filepath.Clean(h) == "/" {
+			return fmt.Errorf("the hidden directory %q is not an absolute path below /", h)
+		}
+	}
+	return nil
 }
 
 // checkSockets checks the sockets a sandbox is to show.

@@ -25,3 +25,12 @@ var legacyCalls = []watched{
 	pathCall(unix.SYS_UTIMES, "utimes", -1, 0),
 	pathCall(unix.SYS_FUTIMESAT, "futimesat", 0, 1),
 }
+
+// The i386 ABI's numbers for the calls the kernel-sharing filter refuses
+// (keyring.go): add_key, request_key, keyctl; socket; socketcall.
+var compatKeyCalls = []uint32{286, 287, 288}
+
+const (
+	compatSocket     = 359
+	compatSocketcall = 102
+)

@@ -53,14 +53,15 @@ func UnderPrivateDir(p string) bool {
 }
 
 // mountPrivateDirs mounts the private tmpfs on /var/tmp, /run and /var/run
-// (when it is a directory, not Debian's link to /run).
-func mountPrivateDirs() error {
+// (when it is a directory, not Debian's link to /run), with the size
+// option size ("" or ",size=N").
+func mountPrivateDirs(size string) error {
 	for _, d := range privateDirs {
 		fi, err := os.Lstat(d.path)
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		if err := unix.Mount("tmpfs", d.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, d.mode); err != nil {
+		if err := unix.Mount("tmpfs", d.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, d.mode+size); err != nil {
 			return fmt.Errorf("sandbox: mount a private %s: %v", d.path, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/dal-runtime/dal/internal/seccompbpf"
 	"github.com/dal-runtime/dal/internal/sysvirt"
 	"golang.org/x/sys/unix"
 )
@@ -68,18 +69,6 @@ var calls = append([]watched{
 // writeFlags are the open flags that mean a write.
 const writeFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC
 
-// Classic BPF, as seccomp runs it.
-const (
-	bpfLdAbsW = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-	bpfJeqK   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-	bpfJsetK  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-	bpfRetK   = unix.BPF_RET | unix.BPF_K
-
-	offNr   = 0
-	offArch = 4
-	offArgs = 16 // args[i] at 16+8i; the low half first (little endian)
-)
-
 // Calls refused outright (EPERM) by the filter: the rest of io_uring
 // (without io_uring_setup, which the watcher refuses and lists, there is
 // no ring to enter), and the terminal ioctls that push input into a
@@ -99,53 +88,6 @@ const compatIoctl = 54 // ioctl on i386 and arm
 // uringCall is io_uring_setup: an io_uring's writes are made by the
 // kernel on the agent's behalf, past the watcher, so none is set up.
 var uringCall = watched{nr: unix.SYS_IO_URING_SETUP, name: "io_uring_setup", dirfd: -1, path: -1, dirfd2: -1, path2: -1, flags: -1}
-
-// bpf assembles a classic BPF program whose jumps name labels; jumps go
-// forward only, over at most 255 instructions (an 8-bit offset): assemble
-// panics on a longer one, at the sandbox's start, so a test that builds
-// every filter (TestFilterAssembles) finds it first.
-type bpf struct {
-	prog   []unix.SockFilter
-	labels map[string]int
-	fixups []bpfFixup
-}
-
-type bpfFixup struct {
-	pc     int
-	jt, jf string // "" = the next instruction
-}
-
-func (b *bpf) label(name string) { b.labels[name] = len(b.prog) }
-
-func (b *bpf) load(off uint32) {
-	b.prog = append(b.prog, unix.SockFilter{Code: bpfLdAbsW, K: off})
-}
-
-func (b *bpf) ret(k uint32) {
-	b.prog = append(b.prog, unix.SockFilter{Code: bpfRetK, K: k})
-}
-
-func (b *bpf) jump(code uint16, k uint32, jt, jf string) {
-	b.fixups = append(b.fixups, bpfFixup{pc: len(b.prog), jt: jt, jf: jf})
-	b.prog = append(b.prog, unix.SockFilter{Code: code, K: k})
-}
-
-func (b *bpf) assemble() []unix.SockFilter {
-	rel := func(pc int, l string) uint8 {
-		if l == "" {
-			return 0
-		}
-		t, ok := b.labels[l]
-		if !ok || t <= pc || t-pc-1 > 255 {
-			panic("sandbox: bad seccomp jump to " + l)
-		}
-		return uint8(t - pc - 1)
-	}
-	for _, f := range b.fixups {
-		b.prog[f.pc].Jt, b.prog[f.pc].Jf = rel(f.pc, f.jt), rel(f.pc, f.jf)
-	}
-	return b.prog
-}
 
 // filterFor says what the filter hands to the listener besides the
 // syscall layer's calls and io_uring_setup.
@@ -179,73 +121,73 @@ func filter(on filterFor, virt []sysvirt.Rule) []unix.SockFilter {
 			flagged = append(flagged, c)
 		}
 	}
-	b := &bpf{labels: map[string]int{}}
+	b := seccompbpf.New()
 	// The other ABI's few rules come first, so that the arch check jumps
 	// over them alone and no jump spans the native rules, which may grow:
 	// the syscall layer's each end in their own returns, and the watched
 	// calls' jump only to the three returns after them.
-	b.load(offArch)
-	b.jump(bpfJeqK, auditArch, "native", "")
-	b.jump(bpfJeqK, compatArch, "", "compat-allow")
-	b.load(offNr)
+	b.Load(seccompbpf.OffArch)
+	b.Jump(seccompbpf.JeqK, auditArch, "native", "")
+	b.Jump(seccompbpf.JeqK, compatArch, "", "compat-allow")
+	b.Load(seccompbpf.OffNr)
 	for _, nr := range compatRefused {
-		b.jump(bpfJeqK, nr, "compat-deny", "")
+		b.Jump(seccompbpf.JeqK, nr, "compat-deny", "")
 	}
 	if on.policy {
 		for _, nr := range compatExec {
-			b.jump(bpfJeqK, nr, "compat-eacces", "")
+			b.Jump(seccompbpf.JeqK, nr, "compat-eacces", "")
 		}
 	}
-	b.jump(bpfJeqK, compatIoctl, "", "compat-allow")
+	b.Jump(seccompbpf.JeqK, compatIoctl, "", "compat-allow")
 	refuseIoctls(b, "compat-deny", "compat-allow")
-	b.label("compat-allow")
-	b.ret(unix.SECCOMP_RET_ALLOW)
-	b.label("compat-deny")
-	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	b.Label("compat-allow")
+	b.Ret(unix.SECCOMP_RET_ALLOW)
+	b.Label("compat-deny")
+	b.Ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
 	if on.policy {
-		b.label("compat-eacces")
-		b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
+		b.Label("compat-eacces")
+		b.Ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES))
 	}
 
-	b.label("native")
+	b.Label("native")
 	// The syscall layer's calls first: its rules end in their own
 	// returns, so no jump leaves them.
-	b.prog = append(b.prog, sysvirt.Filter(virt)...)
-	b.load(offNr)
+	b.Append(sysvirt.Filter(virt)...)
+	b.Load(seccompbpf.OffNr)
 	for _, c := range always {
-		b.jump(bpfJeqK, uint32(c.nr), "notify", "")
+		b.Jump(seccompbpf.JeqK, uint32(c.nr), "notify", "")
 	}
 	for i, c := range flagged {
 		next := fmt.Sprintf("flagged%d", i+1)
-		b.jump(bpfJeqK, uint32(c.nr), "", next)
-		b.load(uint32(offArgs + 8*c.flags))
-		b.jump(bpfJsetK, writeFlags, "notify", "allow")
-		b.label(next)
+		b.Jump(seccompbpf.JeqK, uint32(c.nr), "", next)
+		b.Load(uint32(seccompbpf.OffArgs + 8*c.flags))
+		b.Jump(seccompbpf.JsetK, writeFlags, "notify", "allow")
+		b.Label(next)
 	}
 	for _, nr := range refusedCalls {
-		b.jump(bpfJeqK, uint32(nr), "deny", "")
+		b.Jump(seccompbpf.JeqK, uint32(nr), "deny", "")
 	}
-	b.jump(bpfJeqK, unix.SYS_IOCTL, "", "allow")
+	b.Jump(seccompbpf.JeqK, unix.SYS_IOCTL, "", "allow")
 	refuseIoctls(b, "deny", "allow")
-	b.label("allow")
-	b.ret(unix.SECCOMP_RET_ALLOW)
-	b.label("notify")
-	b.ret(unix.SECCOMP_RET_USER_NOTIF)
-	b.label("deny")
-	b.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
-	return b.assemble()
+	b.Label("allow")
+	b.Ret(unix.SECCOMP_RET_ALLOW)
+	b.Label("notify")
+	b.Ret(unix.SECCOMP_RET_USER_NOTIF)
+	b.Label("deny")
+	b.Ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	return b.Assemble()
 }
 
 // refuseIoctls checks an ioctl's request against refusedIoctls. Its
 // request is an unsigned int: the low half of the argument is all of it.
-func refuseIoctls(b *bpf, deny, allow string) {
-	b.load(offArgs + 8*1)
+func refuseIoctls(b *seccompbpf.Program, deny, allow string) {
+	b.Load(seccompbpf.OffArgs + 8*1)
 	for i, req := range refusedIoctls {
 		next := ""
 		if i == len(refusedIoctls)-1 {
 			next = allow
 		}
-		b.jump(bpfJeqK, req, deny, next)
+		b.Jump(seccompbpf.JeqK, req, deny, next)
 	}
 }
 

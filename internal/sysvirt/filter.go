@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/dal-runtime/dal/internal/seccompbpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,17 +62,6 @@ func callName(nr int) string {
 	return "syscall_" + strconv.Itoa(nr)
 }
 
-// Classic BPF, as seccomp runs it on struct seccomp_data.
-const (
-	bpfLdAbsW = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-	bpfJeqK   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-	bpfJsetK  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-	bpfRetK   = unix.BPF_RET | unix.BPF_K
-
-	offNr   = 0
-	offArgs = 16 // args[i] at 16+8i; the low half first (little endian)
-)
-
 // Filter is the classic BPF that hands the calls of rules to the listener,
 // for a seccomp filter to run on the native ABI's calls (its architecture
 // checked before). Each rule's instructions end in their own returns
@@ -88,99 +78,47 @@ func Filter(rules []Rule) []unix.SockFilter {
 
 // program is r's part of [Filter].
 func (r Rule) program() []unix.SockFilter {
-	b := &bpf{labels: map[string]int{}}
-	arg := func(i int) uint32 { return uint32(offArgs + 8*i) }
-	b.load(offNr)
-	b.jump(bpfJeqK, uint32(r.Nr), "", "next")
+	b := seccompbpf.New()
+	arg := func(i int) uint32 { return uint32(seccompbpf.OffArgs + 8*i) }
+	b.Load(seccompbpf.OffNr)
+	b.Jump(seccompbpf.JeqK, uint32(r.Nr), "", "next")
 	switch r.Cond {
 	case CondAlways:
 		// on to notify
 	case CondPositive:
-		b.load(arg(r.Arg))
-		b.jump(bpfJeqK, 0, "allow", "")
-		b.jump(bpfJsetK, 0x80000000, "allow", "notify")
+		b.Load(arg(r.Arg))
+		b.Jump(seccompbpf.JeqK, 0, "allow", "")
+		b.Jump(seccompbpf.JsetK, 0x80000000, "allow", "notify")
 	case CondNonNull:
-		b.load(arg(r.Arg))
-		b.jump(bpfJeqK, 0, "", "notify")
-		b.load(arg(r.Arg) + 4)
-		b.jump(bpfJeqK, 0, "allow", "notify")
+		b.Load(arg(r.Arg))
+		b.Jump(seccompbpf.JeqK, 0, "", "notify")
+		b.Load(arg(r.Arg) + 4)
+		b.Jump(seccompbpf.JeqK, 0, "allow", "notify")
 	case CondIn:
-		b.load(arg(r.Arg))
+		b.Load(arg(r.Arg))
 		for _, v := range r.In {
-			b.jump(bpfJeqK, v, "notify", "")
+			b.Jump(seccompbpf.JeqK, v, "notify", "")
 		}
-		b.jump(bpfJeqK, 0, "allow", "allow")
+		b.Jump(seccompbpf.JeqK, 0, "allow", "allow")
 	case CondFutex:
-		b.load(arg(1))
-		b.alu(unix.BPF_AND, 0x7f)
+		b.Load(arg(1))
+		b.ALU(unix.BPF_AND, 0x7f)
 		for _, v := range r.In {
-			b.jump(bpfJeqK, v, "timed", "")
+			b.Jump(seccompbpf.JeqK, v, "timed", "")
 		}
-		b.jump(bpfJeqK, 0, "allow", "allow")
-		b.label("timed")
-		b.load(arg(3))
-		b.jump(bpfJeqK, 0, "", "notify")
-		b.load(arg(3) + 4)
-		b.jump(bpfJeqK, 0, "allow", "notify")
+		b.Jump(seccompbpf.JeqK, 0, "allow", "allow")
+		b.Label("timed")
+		b.Load(arg(3))
+		b.Jump(seccompbpf.JeqK, 0, "", "notify")
+		b.Load(arg(3) + 4)
+		b.Jump(seccompbpf.JeqK, 0, "allow", "notify")
 	default:
 		panic(fmt.Sprintf("sysvirt: rule for call %d has no condition %d", r.Nr, r.Cond))
 	}
-	b.label("notify")
-	b.ret(unix.SECCOMP_RET_USER_NOTIF)
-	b.label("allow")
-	b.ret(unix.SECCOMP_RET_ALLOW)
-	b.label("next")
-	return b.assemble()
-}
-
-// bpf assembles one rule's instructions; its jumps name labels, forward
-// only, within the rule.
-type bpf struct {
-	prog   []unix.SockFilter
-	labels map[string]int
-	fixups []bpfFixup
-}
-
-type bpfFixup struct {
-	pc     int
-	jt, jf string // "" = the next instruction
-}
-
-func (b *bpf) label(name string) { b.labels[name] = len(b.prog) }
-
-func (b *bpf) load(off uint32) {
-	b.prog = append(b.prog, unix.SockFilter{Code: bpfLdAbsW, K: off})
-}
-
-func (b *bpf) alu(op uint16, k uint32) {
-	b.prog = append(b.prog, unix.SockFilter{Code: unix.BPF_ALU | op | unix.BPF_K, K: k})
-}
-
-func (b *bpf) ret(k uint32) {
-	b.prog = append(b.prog, unix.SockFilter{Code: bpfRetK, K: k})
-}
-
-func (b *bpf) jump(code uint16, k uint32, jt, jf string) {
-	b.fixups = append(b.fixups, bpfFixup{pc: len(b.prog), jt: jt, jf: jf})
-	b.prog = append(b.prog, unix.SockFilter{Code: code, K: k})
-}
-
-// assemble resolves the jumps. It panics on one longer than 255
-// instructions (an 8-bit offset): a CondIn or CondFutex rule of more
-// than 250 values.
-func (b *bpf) assemble() []unix.SockFilter {
-	rel := func(pc int, l string) uint8 {
-		if l == "" {
-			return 0
-		}
-		t, ok := b.labels[l]
-		if !ok || t <= pc || t-pc-1 > 255 {
-			panic("sysvirt: bad seccomp jump to " + l)
-		}
-		return uint8(t - pc - 1)
-	}
-	for _, f := range b.fixups {
-		b.prog[f.pc].Jt, b.prog[f.pc].Jf = rel(f.pc, f.jt), rel(f.pc, f.jf)
-	}
-	return b.prog
+	b.Label("notify")
+	b.Ret(unix.SECCOMP_RET_USER_NOTIF)
+	b.Label("allow")
+	b.Ret(unix.SECCOMP_RET_ALLOW)
+	b.Label("next")
+	return b.Assemble()
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dal-runtime/dal/internal/seccompbpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,21 +119,21 @@ func TestRulesFromTable(t *testing.T) {
 func runBPF(t *testing.T, prog []unix.SockFilter, nr int, args [6]uint64) uint32 {
 	t.Helper()
 	data := make([]byte, 64)
-	binary.LittleEndian.PutUint32(data[offNr:], uint32(nr))
+	binary.LittleEndian.PutUint32(data[seccompbpf.OffNr:], uint32(nr))
 	for i, a := range args {
-		binary.LittleEndian.PutUint64(data[offArgs+8*i:], a)
+		binary.LittleEndian.PutUint64(data[seccompbpf.OffArgs+8*i:], a)
 	}
 	var acc uint32
 	for pc := 0; pc < len(prog); pc++ {
 		ins := prog[pc]
 		switch ins.Code {
-		case bpfLdAbsW:
+		case seccompbpf.LdAbsW:
 			acc = binary.LittleEndian.Uint32(data[ins.K:])
 		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
 			acc &= ins.K
-		case bpfJeqK, bpfJsetK:
+		case seccompbpf.JeqK, seccompbpf.JsetK:
 			taken := acc == ins.K
-			if ins.Code == bpfJsetK {
+			if ins.Code == seccompbpf.JsetK {
 				taken = acc&ins.K != 0
 			}
 			if taken {
@@ -140,7 +141,7 @@ func runBPF(t *testing.T, prog []unix.SockFilter, nr int, args [6]uint64) uint32
 			} else {
 				pc += int(ins.Jf)
 			}
-		case bpfRetK:
+		case seccompbpf.RetK:
 			return ins.K
 		default:
 			t.Fatalf("pc %d: instruction %#x", pc, ins.Code)
