@@ -440,7 +440,22 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 		return fmt.Errorf("%s, run %d: %s is not a bundle directory: the shard was modified", s.name(), r.Index, r.Bundle)
 	}
 	dir := filepath.Join(s.real, filepath.FromSlash(r.Bundle))
-	b, err := bundle.Open(dir, bundle.OpenOptions{TrustedKey: mo.Key})
+	opts := bundle.OpenOptions{TrustedKey: mo.Key}
+	if r.Head != "" {
+		opts.Endorsed = &bundle.Endorsement{Key: s.key, Head: r.Head}
+	}
+	b, err := bundle.Open(dir, opts)
+	// A head that is not the one the shard lists fails the merge; the
+	// bundle is opened in full all the same, so that the message can say
+	// what it is instead (another run's bundle, another evaluation's)
+	// when the checks below find it.
+	var notListed error
+	if errors.Is(err, bundle.ErrNotEndorsed) {
+		notListed = fmt.Errorf("%s, run %d: %v: it is not the bundle the shard recorded; record the run again (remove %s and run the shard again)", s.name(), r.Index, err, dir)
+		if b, err = bundle.Open(dir, bundle.OpenOptions{TrustedKey: mo.Key}); err != nil {
+			return notListed
+		}
+	}
 	if errors.Is(err, bundle.ErrUntrusted) {
 		return fmt.Errorf("%s, run %d: %v", s.name(), r.Index, err)
 	}
@@ -498,7 +513,7 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 			return bad("answer", a.hash, r.AnswerHash)
 		}
 	}
-	return nil
+	return notListed
 }
 
 // runDirName is run i's directory under runs/.
