@@ -73,7 +73,7 @@ func closeShards(shards []shardDir) {
 // a shard is missing or given twice, when a run is missing, duplicated or
 // outside its shard, when a shard directory holds a symbolic link where
 // shard.json, shard.sig, runs or a run's bundle should be, or when a
-// run's bundle is not intact (signature, files) or does not match its
+// run's bundle is not intact (head, signature, files) or does not match its
 // shard's record (seed for its index, command, mode, dal version, exit
 // code, duration, tokens, stdout, answer). out must not exist or be an
 // empty directory.
@@ -81,8 +81,13 @@ func closeShards(shards []shardDir) {
 // The verify, score and answer commands' results come from shard.json:
 // merge does not run them again (a score may come from a paid judge).
 //
-// Cost: one bundle.Open per run (signature, schema, every file hashed), on
-// MergeOptions.Parallel CPUs, and one symbolic link per run;
+// Each run's bundle is opened endorsed by its head in shard.json
+// (bundle.Endorsement), whose signature shard.sig covers, so its own
+// manifest.sig is not verified again; a shard file without heads (an
+// earlier dal's) has every run's signature verified.
+//
+// Cost: one bundle.Open per run (head digest, schema, every file
+// hashed), on MergeOptions.Parallel CPUs, and one symbolic link per run;
 // docs/benchmarks.md has the figures.
 func Merge(ctx context.Context, dirs []string, out string, mo MergeOptions) (*Report, error) {
 	if len(dirs) == 0 {
