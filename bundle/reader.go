@@ -43,6 +43,11 @@ type OpenOptions struct {
 	// AllowUntrusted opens a bundle whose signer is not in Trust; its
 	// Signer.Trusted says so (`dal-exec verify` without --key).
 	AllowUntrusted bool
+	// PrivateParent, when set, is a directory that PrivateParent found
+	// private; a bundle directory right below it is not checked again
+	// for directories above it that others may change, nor resolved
+	// again but for its own name.
+	PrivateParent string
 	// Endorsed, when set, names the bundle's head by a digest that the
 	// caller verified under Endorsed.Key (see Endorsement): manifest.sig
 	// is then not verified again, the head's digest is compared instead.
@@ -97,8 +102,11 @@ type Bundle struct {
 	home           *safefs.Dir // the directory given, when Dir is a private copy of it (private.go)
 	opts           OpenOptions
 	manifestDigest string // digest of manifest.json, which replay outcomes name
-	packing        packing
-	tmp            string // extraction directory, removed by Close
+	// verified holds the small files Open read to verify them, by path:
+	// ReadFile serves these bytes without reading the file again.
+	verified map[string][]byte
+	packing  packing
+	tmp      string // extraction directory, removed by Close
 }
 
 // Open opens and verifies the bundle at path: a directory, or a .tgz or
@@ -116,6 +124,18 @@ type Bundle struct {
 // their signatures; nothing in replays/ makes Open fail. The error is an
 // *Error naming the first bad file in one sentence.
 func Open(path string, opts OpenOptions) (*Bundle, error) {
+	if p := opts.PrivateParent; p != "" && filepath.Dir(path) == p {
+		// The parent is resolved already: only the bundle's own name
+		// can be a link.
+		if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+			b := &Bundle{Path: path, Dir: path, opts: opts}
+			if err := b.verify(); err != nil {
+				b.Close()
+				return nil, err
+			}
+			return b, nil
+		}
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -218,6 +238,7 @@ func (b *Bundle) unpack() error {
 // Close removes an archive's extracted copy and releases the bundle's
 // directory. The Bundle is unusable afterwards. Close is idempotent.
 func (b *Bundle) Close() error {
+	b.verified = nil
 	if b.root != nil {
 		b.root.Close()
 		b.root = nil
@@ -287,10 +308,19 @@ func (b *Bundle) OpenFile(rel string) (*os.File, error) {
 	return f, nil
 }
 
+// keepVerified is how many bytes of small files Open keeps, per bundle,
+// from its verification for ReadFile.
+const keepVerified = 1 << 20
+
 // ReadFile reads the regular file rel that the manifest lists, and checks
 // that what it read has the manifest's hash: the bytes returned are the
-// verified ones, whatever happened to the file since Open.
+// verified ones, whatever happened to the file since Open. A small file
+// that Open read to verify it is not read again: those bytes are the
+// verified ones.
 func (b *Bundle) ReadFile(rel string) ([]byte, error) {
+	if data, ok := b.verified[rel]; ok && b.Has(rel) {
+		return bytes.Clone(data), nil
+	}
 	f, err := b.OpenFile(rel)
 	if err != nil {
 		return nil, err
@@ -550,7 +580,7 @@ func (b *Bundle) verifyFiles() error {
 		}
 	}
 	t, err := scanTree(b.root)
-	if err == nil && b.tmp == "" && (t.exposed || exposedAncestor(b.Dir)) {
+	if err == nil && b.tmp == "" && (t.exposed || b.exposedAbove()) {
 		return errExposed
 	}
 	if err != nil {
@@ -593,13 +623,19 @@ func (b *Bundle) verifyFiles() error {
 	for i := range t.entries {
 		t.entries[i].want = want[t.entries[i].rel].want
 	}
-	hashEntries(b.root, t.entries, true)
+	hashEntries(b.root, t.entries, true, keepVerified)
 	for _, e := range t.entries {
 		if e.err != nil {
 			return corrupt(b.Path, e.rel, e.err, "cannot be read (%v)", e.err)
 		}
 		if e.digest != e.want {
 			return corrupt(b.Path, e.rel, nil, "does not match its hash in the manifest")
+		}
+	}
+	b.verified = map[string][]byte{}
+	for _, e := range t.entries {
+		if e.data != nil {
+			b.verified[e.rel] = e.data
 		}
 	}
 	return nil

@@ -50,6 +50,9 @@ type shardDir struct {
 	runs *safefs.Dir       // root's runs directory, in which each run's bundle is checked
 	key  ed25519.PublicKey // signed shard.sig, must have signed every run's bundle
 	file ShardFile
+	// private is real/runs when it and the directories above it are
+	// private (bundle.PrivateParent), checked once for all its bundles.
+	private string
 }
 
 func (s shardDir) name() string { return fmt.Sprintf("shard %s (%s)", s.file.Shard, s.dir) }
@@ -277,6 +280,9 @@ func readShard(d string, mo MergeOptions) (shardDir, error) {
 				s.name(), ShardFileName, fp, bundle.DefaultTrustedKeysPath(), bundle.TrustSignerFlag, fp)
 		}
 		s.key = pub
+		if runs := filepath.Join(real, "runs"); bundle.PrivateParent(runs) {
+			s.private = runs
+		}
 		if s.runs, err = s.root.Sub("runs"); errors.Is(err, safefs.ErrSymlink) {
 			return fmt.Errorf("%s: its runs directory is a symbolic link: merge follows no link inside a shard directory; give the directory the shard wrote", s.name())
 		} else if err != nil {
@@ -445,7 +451,7 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 		return fmt.Errorf("%s, run %d: %s is not a bundle directory: the shard was modified", s.name(), r.Index, r.Bundle)
 	}
 	dir := filepath.Join(s.real, filepath.FromSlash(r.Bundle))
-	opts := bundle.OpenOptions{TrustedKey: mo.Key}
+	opts := bundle.OpenOptions{TrustedKey: mo.Key, PrivateParent: s.private}
 	if r.Head != "" {
 		opts.Endorsed = &bundle.Endorsement{Key: s.key, Head: r.Head}
 	}
