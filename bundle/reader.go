@@ -115,7 +115,8 @@ type Bundle struct {
 // checks, in order: manifest.json parses; its format version is one this
 // package reads; it conforms to the execution-snapshot schema;
 // manifest.sig is a valid signature of manifest.json's bytes under the
-// manifest's public key; that key is trusted (opts.TrustedKey,
+// manifest's public key (or, given an Endorsement by that key, the two
+// files have the endorsed HeadDigest); that key is trusted (opts.TrustedKey,
 // opts.Trust); every file, link and empty directory the manifest lists
 // exists with its hash, and nothing else exists but manifest.json,
 // manifest.sig and replays/. For an archive written by dal the first
