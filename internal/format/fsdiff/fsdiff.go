@@ -2,8 +2,8 @@
 // fs-diff/changes.json (a list of [Change]), the mirror paths under
 // fs-diff/files/ and fs-pre/files/ ([MirrorPath]), and env.json's list of
 // what a capture could not hold ([Uncaptured]). Package sandbox computes
-// and applies the changes; readers of bundles (dal-exec show, diff)
-// need only this package. It imports nothing of dal.
+// and applies the changes; a reader of bundles (dal-exec show) needs
+// only this package. It imports nothing of dal.
 package fsdiff
 
 import (
