@@ -18,10 +18,10 @@ import (
 // consistency shard's shard.json, signed by the key its runs were
 // recorded with, lists each run's head (Endorse). Open given an
 // Endorsement checks that the bundle's head has that digest and that its
-// manifest names Key, and then does not verify manifest.sig again: the
-// signature was checked when the endorsement was made, and the digest
-// binds these exact bytes to it. Everything else Open checks (format
-// version, schema, trust, every file's hash) is checked as without it.
+// manifest names Key, and then does not check the head's format version,
+// schema and signature again: Endorse checked them, and the digest binds
+// these exact bytes to that check. Everything else Open checks (trust,
+// every file's hash, nothing unlisted) is checked as without it.
 type Endorsement struct {
 	Key  ed25519.PublicKey
 	Head string // HeadDigest of manifest.json and manifest.sig
@@ -34,11 +34,11 @@ func HeadDigest(manifest, sig []byte) string {
 	return digest.Bytes([]byte(digestOf(manifest) + "\n" + digestOf(sig) + "\n"))
 }
 
-// Endorse reads the head of the bundle directory dir, checks that
-// manifest.sig is a valid signature of manifest.json under key and that
-// the manifest names key, and returns the head's HeadDigest, for a
-// document signed under key to list (see Endorsement). It checks the
-// signature only: Open checks the rest.
+// Endorse reads the head of the bundle directory dir, checks it as Open
+// does (manifest.json is JSON of a format version this package reads and
+// conforms to the schema; it names key; manifest.sig is a valid signature
+// of it under key) and returns the head's HeadDigest, for a document
+// signed under key to list (see Endorsement). Open checks the rest.
 func Endorse(dir string, key ed25519.PublicKey) (string, error) {
 	root, err := safefs.Open(dir)
 	if err != nil {
@@ -52,13 +52,16 @@ func Endorse(dir string, key ed25519.PublicKey) (string, error) {
 	} else if err != nil {
 		return "", corrupt(dir, ManifestFile, err, "%v", err)
 	}
+	if err := checkManifest(dir, data); err != nil {
+		return "", err
+	}
 	var m struct {
 		Dal struct {
 			PublicKey string `json:"public_key"`
 		} `json:"dal"`
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
-		return "", corrupt(dir, ManifestFile, err, "is not valid JSON (%v)", err)
+		return "", corrupt(dir, ManifestFile, err, "cannot be read (%v)", err)
 	}
 	if pub, err := base64.StdEncoding.Strict().DecodeString(m.Dal.PublicKey); err != nil || !bytes.Equal(pub, key) {
 		return "", &Error{Bundle: dir, File: SignatureFile, Kind: ErrUntrusted,

@@ -64,6 +64,20 @@ func TestEndorsedOpen(t *testing.T) {
 	} else {
 		b.Close()
 	}
+	// Endorse checks what Open then skips: a signed manifest that breaks
+	// the schema is not endorsed.
+	invalid := []byte(strings.Replace(string(changed), `"execution_mode": "`, `"execution_mode": "x`, 1))
+	if err := os.WriteFile(filepath.Join(dir, ManifestFile), invalid, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeSig(testKey(1), invalid)
+	if _, err := Endorse(dir, pub); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "schema") {
+		t.Errorf("Endorse of a manifest that breaks the schema: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestFile), changed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeSig(testKey(1), changed)
 	// An endorsement under another key says nothing: the signature is
 	// checked, and here holds.
 	other := testKey(2).Public().(ed25519.PublicKey)

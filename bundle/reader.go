@@ -49,8 +49,9 @@ type OpenOptions struct {
 	// again but for its own name.
 	PrivateParent string
 	// Endorsed, when set, names the bundle's head by a digest that the
-	// caller verified under Endorsed.Key (see Endorsement): manifest.sig
-	// is then not verified again, the head's digest is compared instead.
+	// caller verified under Endorsed.Key (see Endorsement): the head's
+	// format version, schema and signature, which Endorse checked, are
+	// then not checked again; its digest is compared instead.
 	Endorsed *Endorsement
 	// TempDir is where archives are extracted ("" = os.TempDir()).
 	TempDir string
@@ -115,9 +116,10 @@ type Bundle struct {
 // checks, in order: manifest.json parses; its format version is one this
 // package reads; it conforms to the execution-snapshot schema;
 // manifest.sig is a valid signature of manifest.json's bytes under the
-// manifest's public key (or, given an Endorsement by that key, the two
-// files have the endorsed HeadDigest); that key is trusted (opts.TrustedKey,
-// opts.Trust); every file, link and empty directory the manifest lists
+// manifest's public key (given an Endorsement by that key: the two files
+// have the endorsed HeadDigest, in place of the checks of version, schema
+// and signature, which Endorse made); that key is trusted
+// (opts.TrustedKey, opts.Trust); every file, link and empty directory the manifest lists
 // exists with its hash, and nothing else exists but manifest.json,
 // manifest.sig and replays/. For an archive written by dal the first
 // four checks run before anything but manifest.json and manifest.sig is
@@ -452,29 +454,21 @@ func (b *Bundle) verifyHead() error {
 	if err != nil {
 		return corrupt(b.Path, ManifestFile, err, "%v", err)
 	}
-	// One generic decoding serves the version check and the schema; the
-	// typed one below fills Manifest.
-	inst, err := decodeDocument(data)
-	if err != nil {
-		return corrupt(b.Path, ManifestFile, err, "is not valid JSON (%v)", err)
+	// A head with the digest its endorsement names was checked when it
+	// was endorsed (Endorse: format version, schema, signature, under
+	// the endorsement's key): those checks are not made again.
+	e := b.opts.Endorsed
+	endorsed := false
+	var sigText []byte
+	if e != nil {
+		if text, err := b.readSmall(SignatureFile, maxSigBytes); err == nil {
+			sigText, endorsed = text, HeadDigest(data, text) == e.Head
+		}
 	}
-	top, _ := inst.(map[string]any)
-	dal, _ := top["dal"].(map[string]any)
-	fv, present := dal["format_version"]
-	n, isNum := fv.(json.Number)
-	v, verr := n.Int64()
-	switch {
-	case !present:
-		return corrupt(b.Path, ManifestFile, nil, "has no dal.format_version")
-	case !isNum || verr != nil: // the schema names what it is
-	case v > FormatVersion:
-		return &Error{Bundle: b.Path, File: ManifestFile, Kind: ErrVersion,
-			msg: fmt.Sprintf("bundle %s has format version %d; this dal reads %d: upgrade dal", b.Path, v, FormatVersion)}
-	case v < 1:
-		return corrupt(b.Path, ManifestFile, nil, "has format version %d, which no dal writes", v)
-	}
-	if err := validateInstance(inst, "#"); err != nil {
-		return corrupt(b.Path, ManifestFile, err, "does not conform to the execution-snapshot schema (%v)", err)
+	if !endorsed {
+		if err := checkManifest(b.Path, data); err != nil {
+			return err
+		}
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
@@ -484,24 +478,35 @@ func (b *Bundle) verifyHead() error {
 	if err != nil || len(pub) != ed25519.PublicKeySize {
 		return corrupt(b.Path, ManifestFile, err, "has a malformed dal.public_key")
 	}
-	sigText, err := b.readSmall(SignatureFile, maxSigBytes)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return corrupt(b.Path, SignatureFile, err, "is missing")
+	// An endorsement by another key than the manifest's says nothing of
+	// this bundle: it is checked in full.
+	if e != nil && !bytes.Equal(pub, e.Key) {
+		e = nil
+		if endorsed {
+			endorsed = false
+			if err := checkManifest(b.Path, data); err != nil {
+				return err
+			}
 		}
-		return corrupt(b.Path, SignatureFile, err, "%v", err)
+	}
+	if sigText == nil {
+		sigText, err = b.readSmall(SignatureFile, maxSigBytes)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return corrupt(b.Path, SignatureFile, err, "is missing")
+			}
+			return corrupt(b.Path, SignatureFile, err, "%v", err)
+		}
 	}
 	sig, err := decodeSignature(sigText)
 	if err != nil {
 		return corrupt(b.Path, SignatureFile, err, "%v", err)
 	}
-	// An endorsement by another key says nothing of this bundle: its
-	// signature is verified.
-	if e := b.opts.Endorsed; e != nil && bytes.Equal(pub, e.Key) {
-		if HeadDigest(data, sigText) != e.Head {
-			return corrupt(b.Path, ManifestFile, ErrNotEndorsed, "or %s is not the one that was endorsed (changed since)", SignatureFile)
-		}
-	} else if !ed25519.Verify(pub, data, sig) {
+	switch {
+	case endorsed:
+	case e != nil:
+		return corrupt(b.Path, ManifestFile, ErrNotEndorsed, "or %s is not the one that was endorsed (changed since)", SignatureFile)
+	case !ed25519.Verify(pub, data, sig):
 		return corrupt(b.Path, SignatureFile, nil, "does not verify manifest.json (one of the two was changed)")
 	}
 	signer := b.opts.signer(pub)
@@ -517,6 +522,35 @@ func (b *Bundle) verifyHead() error {
 	}
 	b.Manifest, b.PublicKey, b.Signer = &m, ed25519.PublicKey(pub), signer
 	b.manifestDigest = digestOf(data)
+	return nil
+}
+
+// checkManifest checks manifest.json's bytes data, of the bundle at
+// path: JSON, a format version this package reads, the schema.
+func checkManifest(path string, data []byte) error {
+	// One generic decoding serves the version check and the schema.
+	inst, err := decodeDocument(data)
+	if err != nil {
+		return corrupt(path, ManifestFile, err, "is not valid JSON (%v)", err)
+	}
+	top, _ := inst.(map[string]any)
+	dal, _ := top["dal"].(map[string]any)
+	fv, present := dal["format_version"]
+	n, isNum := fv.(json.Number)
+	v, verr := n.Int64()
+	switch {
+	case !present:
+		return corrupt(path, ManifestFile, nil, "has no dal.format_version")
+	case !isNum || verr != nil: // the schema names what it is
+	case v > FormatVersion:
+		return &Error{Bundle: path, File: ManifestFile, Kind: ErrVersion,
+			msg: fmt.Sprintf("bundle %s has format version %d; this dal reads %d: upgrade dal", path, v, FormatVersion)}
+	case v < 1:
+		return corrupt(path, ManifestFile, nil, "has format version %d, which no dal writes", v)
+	}
+	if err := validateInstance(inst, "#"); err != nil {
+		return corrupt(path, ManifestFile, err, "does not conform to the execution-snapshot schema (%v)", err)
+	}
 	return nil
 }
 
