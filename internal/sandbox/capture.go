@@ -52,8 +52,6 @@ func applied(c Change) *Entry {
 
 func unixMode(m fs.FileMode) uint32 { return fsdiff.UnixMode(m) }
 
-func goMode(u uint32) fs.FileMode { return fsdiff.GoMode(u) }
-
 // kindOf names fi's kind, "" for what is not captured.
 func kindOf(fi fs.FileInfo) string {
 	switch {
