@@ -165,17 +165,26 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b
 // es, in parallel, reading files as streams and never following links.
 // With stopEarly, once an entry fails (an error, or a digest other than
 // its want), entries after it are skipped: the caller reports only the
-// first failure.
+// first failure. A tree of a few entries (a consistency run's bundle) is
+// hashed by the caller's goroutine: the callers that open many bundles
+// open them in parallel already.
 func hashEntries(root *safefs.Dir, es []entry, stopEarly bool, keep int64) {
 	workers := min(runtime.GOMAXPROCS(0), 8, len(es))
+	if len(es) <= smallTree {
+		workers = 1
+	}
 	var next atomic.Int64
 	var firstBad atomic.Int64
 	firstBad.Store(int64(len(es)))
 	var budget atomic.Int64
 	budget.Store(keep)
 	var wg sync.WaitGroup
+	run := wg.Go
+	if workers == 1 {
+		run = func(f func()) { f() }
+	}
 	for range workers {
-		wg.Go(func() {
+		run(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(es) {
@@ -199,6 +208,10 @@ func hashEntries(root *safefs.Dir, es []entry, stopEarly bool, keep int64) {
 	}
 	wg.Wait()
 }
+
+// smallTree is the number of entries up to which hashEntries does not
+// start goroutines.
+const smallTree = 8
 
 // keepSmall is the size up to which hashEntry returns a file's content
 // with its digest, while its budget lasts.
