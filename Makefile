@@ -38,7 +38,7 @@ build:
 # they will live (default /usr/local, so /usr/local/bin), DESTDIR a staging
 # root prepended to it, for packaging (make install DESTDIR=/tmp/pkg
 # PREFIX=/usr). dal-sandbox-init is the sandbox's init, which dal-exec
-# starts from beside itself (else from its own, slower image);
+# starts from beside itself (else from its own image; docs/design.md §1);
 # dal-exec-full is dal-exec with the policy gate's Rego engine and the
 # Prometheus registry of --metrics-textfile, which dal-exec (4 ms faster to
 # start without them) executes from beside itself for the commands that

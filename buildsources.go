@@ -18,7 +18,7 @@ import (
 //go:embed ebpf/*.go ebpf/*.o
 //go:embed internal/atomicfile/*.go internal/boundary/*.go internal/checkpoint/*.go internal/cli/*.go
 //go:embed internal/consistency/*.go internal/consistency/consensus/*.go internal/consistency/stats/*.go
-//go:embed internal/daemon/*.go internal/dashboard/*.go internal/dashboard/assets internal/digest/*.go internal/embedfs/*.go internal/helptext/*.go internal/iterate/*.go internal/leftover/*.go
+//go:embed internal/daemon/*.go internal/dashboard/*.go internal/dashboard/assets internal/digest/*.go internal/embedfs/*.go internal/format/fsdiff/*.go internal/format/runenv/*.go internal/helptext/*.go internal/seccompbpf/*.go internal/iterate/*.go internal/leftover/*.go
 //go:embed internal/marks/*.go internal/marks/rundir/*.go internal/match/*.go
 //go:embed internal/netcap/*.go internal/netcap/har/*.go internal/netcap/prompts/*.go internal/plural/*.go
 //go:embed internal/policy/*.go internal/policy/engine/*.go internal/policy/gate/*.go internal/policy/rego/*.go internal/policy/rego/*.json

@@ -27,7 +27,7 @@ import (
 //go:embed internal/sysvirt/*.go
 //go:embed internal/sysvirt/vdso/*.go internal/sysvirt/vdso/*.so
 //go:embed internal/safefs/*.go internal/atomicfile/*.go internal/digest/*.go internal/termsafe/*.go
-//go:embed internal/embedfs/*.go
+//go:embed internal/embedfs/*.go internal/format/fsdiff/*.go internal/seccompbpf/*.go
 //go:embed seedrng/*.go
 var initSources embed.FS
 

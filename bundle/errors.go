@@ -21,6 +21,9 @@ var (
 	// ErrLimit: an archive bundle exceeds an extraction limit
 	// (OpenOptions.Limits); nothing of it is kept.
 	ErrLimit = errors.New("bundle exceeds an extraction limit")
+	// ErrNotEndorsed: the bundle's head is not the one its Endorsement
+	// names (the cause of an ErrCorrupt error).
+	ErrNotEndorsed = errors.New("bundle head not the one endorsed")
 	// ErrExists: the output (a bundle, an archive or a key) already exists.
 	ErrExists = errors.New("already exists")
 )

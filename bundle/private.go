@@ -152,3 +152,21 @@ func copyPrivate(src, dst *safefs.Dir, lim ExtractLimits) error {
 		}
 	})
 }
+
+// PrivateParent reports whether dir (absolute, no symbolic link in it)
+// and every directory above it let no other user rename what is below
+// them away (exposedAncestor's test): a caller that opens many bundles
+// of one directory checks it once and names it in
+// OpenOptions.PrivateParent.
+func PrivateParent(dir string) bool {
+	return filepath.IsAbs(dir) && !exposedAncestor(filepath.Join(dir, "_"))
+}
+
+// exposedAbove is exposedAncestor(b.Dir), unless the caller checked
+// b.Dir's parent already (OpenOptions.PrivateParent).
+func (b *Bundle) exposedAbove() bool {
+	if p := b.opts.PrivateParent; p != "" && filepath.Dir(b.Dir) == p {
+		return false
+	}
+	return exposedAncestor(b.Dir)
+}

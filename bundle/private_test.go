@@ -12,9 +12,10 @@ import (
 // shared directory is) is read from a private copy: a file swapped in it
 // after verification never reaches the reader; the replay outcome still
 // goes to the bundle itself. A bundle only its owner can write is read in
-// place, and a file swapped there (by that owner) is refused by ReadFile,
-// which checks every byte it returns against the manifest. Not parallel:
-// it sets the package's afterVerify hook.
+// place: a small file swapped there (by that owner) is served as Open
+// verified it (ReadFile keeps the bytes it hashed), a file read again is
+// refused (ReadPrefix checks every byte against the manifest). Not
+// parallel: it sets the package's afterVerify hook.
 func TestVerifyThenUse(t *testing.T) {
 	swap := func(dir string) {
 		for rel, data := range map[string]string{"env.json": `{"mode":"swapped"}` + "\n", "fs-pre/a.txt": "swapped\n"} {
@@ -82,10 +83,13 @@ func TestVerifyThenUse(t *testing.T) {
 			t.Fatalf("a bundle only its owner can write was copied to %s", b.Dir)
 		}
 		var env map[string]any
-		err = b.ReadJSON("env.json", &env)
+		if err := b.ReadJSON("env.json", &env); err != nil || env["mode"] != "seeded" {
+			t.Errorf("ReadJSON of a swapped env.json: %v (%v), want the verified bytes", env, err)
+		}
+		data, err := b.ReadPrefix("env.json", 4)
 		var be *Error
 		if !errors.As(err, &be) || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "changed after it was verified") {
-			t.Errorf("ReadJSON of a swapped env.json: %v (%v), want a refusal", env, err)
+			t.Errorf("ReadPrefix of a swapped env.json: %q (%v), want a refusal", data, err)
 		}
 	})
 

@@ -43,6 +43,16 @@ type OpenOptions struct {
 	// AllowUntrusted opens a bundle whose signer is not in Trust; its
 	// Signer.Trusted says so (`dal-exec verify` without --key).
 	AllowUntrusted bool
+	// PrivateParent, when set, is a directory that PrivateParent found
+	// private; a bundle directory right below it is not checked again
+	// for directories above it that others may change, nor resolved
+	// again but for its own name.
+	PrivateParent string
+	// Endorsed, when set, names the bundle's head by a digest that the
+	// caller verified under Endorsed.Key (see Endorsement): the head's
+	// format version, schema and signature, which Endorse checked, are
+	// then not checked again; its digest is compared instead.
+	Endorsed *Endorsement
 	// TempDir is where archives are extracted ("" = os.TempDir()).
 	TempDir string
 	// Limits bound archive extraction; the zero value is the defaults.
@@ -93,8 +103,11 @@ type Bundle struct {
 	home           *safefs.Dir // the directory given, when Dir is a private copy of it (private.go)
 	opts           OpenOptions
 	manifestDigest string // digest of manifest.json, which replay outcomes name
-	packing        packing
-	tmp            string // extraction directory, removed by Close
+	// verified holds the small files Open read to verify them, by path:
+	// ReadFile serves these bytes without reading the file again.
+	verified map[string][]byte
+	packing  packing
+	tmp      string // extraction directory, removed by Close
 }
 
 // Open opens and verifies the bundle at path: a directory, or a .tgz or
@@ -103,8 +116,10 @@ type Bundle struct {
 // checks, in order: manifest.json parses; its format version is one this
 // package reads; it conforms to the execution-snapshot schema;
 // manifest.sig is a valid signature of manifest.json's bytes under the
-// manifest's public key; that key is trusted (opts.TrustedKey,
-// opts.Trust); every file, link and empty directory the manifest lists
+// manifest's public key (given an Endorsement by that key: the two files
+// have the endorsed HeadDigest, in place of the checks of version, schema
+// and signature, which Endorse made); that key is trusted
+// (opts.TrustedKey, opts.Trust); every file, link and empty directory the manifest lists
 // exists with its hash, and nothing else exists but manifest.json,
 // manifest.sig and replays/. For an archive written by dal the first
 // four checks run before anything but manifest.json and manifest.sig is
@@ -112,6 +127,18 @@ type Bundle struct {
 // their signatures; nothing in replays/ makes Open fail. The error is an
 // *Error naming the first bad file in one sentence.
 func Open(path string, opts OpenOptions) (*Bundle, error) {
+	if p := opts.PrivateParent; p != "" && filepath.Dir(path) == p {
+		// The parent is resolved already: only the bundle's own name
+		// can be a link.
+		if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+			b := &Bundle{Path: path, Dir: path, opts: opts}
+			if err := b.verify(); err != nil {
+				b.Close()
+				return nil, err
+			}
+			return b, nil
+		}
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -214,6 +241,7 @@ func (b *Bundle) unpack() error {
 // Close removes an archive's extracted copy and releases the bundle's
 // directory. The Bundle is unusable afterwards. Close is idempotent.
 func (b *Bundle) Close() error {
+	b.verified = nil
 	if b.root != nil {
 		b.root.Close()
 		b.root = nil
@@ -283,10 +311,19 @@ func (b *Bundle) OpenFile(rel string) (*os.File, error) {
 	return f, nil
 }
 
+// keepVerified is how many bytes of small files Open keeps, per bundle,
+// from its verification for ReadFile.
+const keepVerified = 1 << 20
+
 // ReadFile reads the regular file rel that the manifest lists, and checks
 // that what it read has the manifest's hash: the bytes returned are the
-// verified ones, whatever happened to the file since Open.
+// verified ones, whatever happened to the file since Open. A small file
+// that Open read to verify it is not read again: those bytes are the
+// verified ones.
 func (b *Bundle) ReadFile(rel string) ([]byte, error) {
+	if data, ok := b.verified[rel]; ok && b.Has(rel) {
+		return bytes.Clone(data), nil
+	}
 	f, err := b.OpenFile(rel)
 	if err != nil {
 		return nil, err
@@ -417,25 +454,21 @@ func (b *Bundle) verifyHead() error {
 	if err != nil {
 		return corrupt(b.Path, ManifestFile, err, "%v", err)
 	}
-	var probe struct {
-		Dal struct {
-			FormatVersion *int `json:"format_version"`
-		} `json:"dal"`
+	// A head with the digest its endorsement names was checked when it
+	// was endorsed (Endorse: format version, schema, signature, under
+	// the endorsement's key): those checks are not made again.
+	e := b.opts.Endorsed
+	endorsed := false
+	var sigText []byte
+	if e != nil {
+		if text, err := b.readSmall(SignatureFile, maxSigBytes); err == nil {
+			sigText, endorsed = text, HeadDigest(data, text) == e.Head
+		}
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return corrupt(b.Path, ManifestFile, err, "is not valid JSON (%v)", err)
-	}
-	switch v := probe.Dal.FormatVersion; {
-	case v == nil:
-		return corrupt(b.Path, ManifestFile, nil, "has no dal.format_version")
-	case *v > FormatVersion:
-		return &Error{Bundle: b.Path, File: ManifestFile, Kind: ErrVersion,
-			msg: fmt.Sprintf("bundle %s has format version %d; this dal reads %d: upgrade dal", b.Path, *v, FormatVersion)}
-	case *v < 1:
-		return corrupt(b.Path, ManifestFile, nil, "has format version %d, which no dal writes", *v)
-	}
-	if err := ValidateManifest(data); err != nil {
-		return corrupt(b.Path, ManifestFile, err, "does not conform to the execution-snapshot schema (%v)", err)
+	if !endorsed {
+		if err := checkManifest(b.Path, data); err != nil {
+			return err
+		}
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
@@ -445,18 +478,35 @@ func (b *Bundle) verifyHead() error {
 	if err != nil || len(pub) != ed25519.PublicKeySize {
 		return corrupt(b.Path, ManifestFile, err, "has a malformed dal.public_key")
 	}
-	sigText, err := b.readSmall(SignatureFile, maxSigBytes)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return corrupt(b.Path, SignatureFile, err, "is missing")
+	// An endorsement by another key than the manifest's says nothing of
+	// this bundle: it is checked in full.
+	if e != nil && !bytes.Equal(pub, e.Key) {
+		e = nil
+		if endorsed {
+			endorsed = false
+			if err := checkManifest(b.Path, data); err != nil {
+				return err
+			}
 		}
-		return corrupt(b.Path, SignatureFile, err, "%v", err)
+	}
+	if sigText == nil {
+		sigText, err = b.readSmall(SignatureFile, maxSigBytes)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return corrupt(b.Path, SignatureFile, err, "is missing")
+			}
+			return corrupt(b.Path, SignatureFile, err, "%v", err)
+		}
 	}
 	sig, err := decodeSignature(sigText)
 	if err != nil {
 		return corrupt(b.Path, SignatureFile, err, "%v", err)
 	}
-	if !ed25519.Verify(pub, data, sig) {
+	switch {
+	case endorsed:
+	case e != nil:
+		return corrupt(b.Path, ManifestFile, ErrNotEndorsed, "or %s is not the one that was endorsed (changed since)", SignatureFile)
+	case !ed25519.Verify(pub, data, sig):
 		return corrupt(b.Path, SignatureFile, nil, "does not verify manifest.json (one of the two was changed)")
 	}
 	signer := b.opts.signer(pub)
@@ -472,6 +522,35 @@ func (b *Bundle) verifyHead() error {
 	}
 	b.Manifest, b.PublicKey, b.Signer = &m, ed25519.PublicKey(pub), signer
 	b.manifestDigest = digestOf(data)
+	return nil
+}
+
+// checkManifest checks manifest.json's bytes data, of the bundle at
+// path: JSON, a format version this package reads, the schema.
+func checkManifest(path string, data []byte) error {
+	// One generic decoding serves the version check and the schema.
+	inst, err := decodeDocument(data)
+	if err != nil {
+		return corrupt(path, ManifestFile, err, "is not valid JSON (%v)", err)
+	}
+	top, _ := inst.(map[string]any)
+	dal, _ := top["dal"].(map[string]any)
+	fv, present := dal["format_version"]
+	n, isNum := fv.(json.Number)
+	v, verr := n.Int64()
+	switch {
+	case !present:
+		return corrupt(path, ManifestFile, nil, "has no dal.format_version")
+	case !isNum || verr != nil: // the schema names what it is
+	case v > FormatVersion:
+		return &Error{Bundle: path, File: ManifestFile, Kind: ErrVersion,
+			msg: fmt.Sprintf("bundle %s has format version %d; this dal reads %d: upgrade dal", path, v, FormatVersion)}
+	case v < 1:
+		return corrupt(path, ManifestFile, nil, "has format version %d, which no dal writes", v)
+	}
+	if err := validateInstance(inst, "#"); err != nil {
+		return corrupt(path, ManifestFile, err, "does not conform to the execution-snapshot schema (%v)", err)
+	}
 	return nil
 }
 
@@ -536,7 +615,7 @@ func (b *Bundle) verifyFiles() error {
 		}
 	}
 	t, err := scanTree(b.root)
-	if err == nil && b.tmp == "" && (t.exposed || exposedAncestor(b.Dir)) {
+	if err == nil && b.tmp == "" && (t.exposed || b.exposedAbove()) {
 		return errExposed
 	}
 	if err != nil {
@@ -579,13 +658,19 @@ func (b *Bundle) verifyFiles() error {
 	for i := range t.entries {
 		t.entries[i].want = want[t.entries[i].rel].want
 	}
-	hashEntries(b.root, t.entries, true)
+	hashEntries(b.root, t.entries, true, keepVerified)
 	for _, e := range t.entries {
 		if e.err != nil {
 			return corrupt(b.Path, e.rel, e.err, "cannot be read (%v)", e.err)
 		}
 		if e.digest != e.want {
 			return corrupt(b.Path, e.rel, nil, "does not match its hash in the manifest")
+		}
+	}
+	b.verified = map[string][]byte{}
+	for _, e := range t.entries {
+		if e.data != nil {
+			b.verified[e.rel] = e.data
 		}
 	}
 	return nil

@@ -1,8 +1,10 @@
 package bundle
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -39,6 +41,9 @@ type entry struct {
 	digest string // "sha256:<hex>", filled by hashEntries
 	want   string // expected digest when verifying
 	err    error  // from hashEntries
+	// data is a small file's content as hashed (keepSmall), so that
+	// the verified bytes can be served without reading the file again.
+	data []byte
 }
 
 // tree is a scanned bundle directory.
@@ -160,15 +165,26 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b
 // es, in parallel, reading files as streams and never following links.
 // With stopEarly, once an entry fails (an error, or a digest other than
 // its want), entries after it are skipped: the caller reports only the
-// first failure.
-func hashEntries(root *safefs.Dir, es []entry, stopEarly bool) {
+// first failure. A tree of a few entries (a consistency run's bundle) is
+// hashed by the caller's goroutine: the callers that open many bundles
+// open them in parallel already.
+func hashEntries(root *safefs.Dir, es []entry, stopEarly bool, keep int64) {
 	workers := min(runtime.GOMAXPROCS(0), 8, len(es))
+	if len(es) <= smallTree {
+		workers = 1
+	}
 	var next atomic.Int64
 	var firstBad atomic.Int64
 	firstBad.Store(int64(len(es)))
+	var budget atomic.Int64
+	budget.Store(keep)
 	var wg sync.WaitGroup
+	run := wg.Go
+	if workers == 1 {
+		run = func(f func()) { f() }
+	}
 	for range workers {
-		wg.Go(func() {
+		run(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(es) {
@@ -178,7 +194,7 @@ func hashEntries(root *safefs.Dir, es []entry, stopEarly bool) {
 					continue
 				}
 				e := &es[i]
-				e.digest, e.err = hashEntry(root, e.rel, e.kind)
+				e.digest, e.data, e.err = hashEntry(root, e.rel, e.kind, &budget)
 				if e.err != nil || (e.want != "" && e.digest != e.want) {
 					for {
 						cur := firstBad.Load()
@@ -193,31 +209,54 @@ func hashEntries(root *safefs.Dir, es []entry, stopEarly bool) {
 	wg.Wait()
 }
 
+// smallTree is the number of entries up to which hashEntries does not
+// start goroutines.
+const smallTree = 8
+
+// keepSmall is the size up to which hashEntry returns a file's content
+// with its digest, while its budget lasts.
+const keepSmall = 64 << 10
+
 // hashEntry returns the digest of one path: a file's content or a link's
-// target string. Directories have none.
-func hashEntry(root *safefs.Dir, rel string, k entryKind) (string, error) {
+// target string. Directories have none. A file of at most keepSmall
+// bytes that fits in what is left of budget is read whole, and its
+// content is returned too (and taken off budget).
+func hashEntry(root *safefs.Dir, rel string, k entryKind, budget *atomic.Int64) (string, []byte, error) {
 	switch k {
 	case kindSymlink:
 		target, err := root.Readlink(rel)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		return digestOf([]byte(target)), nil
+		return digestOf([]byte(target)), nil, nil
 	case kindDir:
-		return "", nil
+		return "", nil, nil
 	}
 	f, err := root.Open(rel)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return "", err
+	fi, err := f.Stat()
+	if err != nil {
+		return "", nil, err
 	} else if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is no longer a regular file", rel)
+		return "", nil, fmt.Errorf("%s is no longer a regular file", rel)
+	}
+	if n := fi.Size(); n <= keepSmall && budget.Add(-n) >= 0 {
+		data, err := io.ReadAll(io.LimitReader(f, keepSmall+1))
+		if err != nil {
+			return "", nil, err
+		}
+		if len(data) <= keepSmall {
+			return digestOf(data), data, nil
+		}
+		// It grew while read: hash it as a large file.
+		d, _, err := digest.Reader(io.MultiReader(bytes.NewReader(data), f))
+		return d, nil, err
 	}
 	d, _, err := digest.Reader(f)
-	return d, err
+	return d, nil, err
 }
 
 func digestOf(b []byte) string { return digest.Bytes(b) }

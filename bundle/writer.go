@@ -187,7 +187,7 @@ func (w *Writer) commit(m *Manifest, key ed25519.PrivateKey) error {
 	if err != nil {
 		return fmt.Errorf("bundle %s: %w", w.out, err)
 	}
-	hashEntries(root, t.entries, true)
+	hashEntries(root, t.entries, true, 0)
 	m.Dal.Files = map[string]string{}
 	m.Dal.Symlinks = nil
 	m.Dal.EmptyDirs = nil

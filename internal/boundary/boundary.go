@@ -2,12 +2,14 @@
 // nondeterminism boundaries the agent's process tree crossed
 // (docs/design.md §8), seen from the kernel by dald's eBPF tracer and from
 // the shims, and whether the bundle captured each. dal-exec record writes
-// it (package record computes it); dal-exec show reads it.
+// it (package record computes it); dal-exec show reads it. It imports
+// nothing of dal: record converts what the tracer and the syscall layer
+// report into these types.
 package boundary
 
 import (
-	"github.com/dal-runtime/dal/internal/sysvirt"
-	"github.com/dal-runtime/dal/internal/wire"
+	"encoding/json"
+	"sort"
 )
 
 // Version is the syscalls.json format version.
@@ -29,8 +31,8 @@ type Boundary struct {
 	Coverage *float64 `json:"coverage,omitempty"`
 	Escapes  []Escape `json:"escapes"`
 	// Events are the notable crossings the tracer reported.
-	Events        []wire.TraceEvent `json:"events,omitempty"`
-	DroppedEvents uint64            `json:"dropped_events"`
+	Events        []Event `json:"events,omitempty"`
+	DroppedEvents uint64  `json:"dropped_events"`
 	// NotObservable names what no syscall hook can see.
 	NotObservable []string `json:"not_observable"`
 	// Unshimmed counts the exec'd processes that never reached dald through
@@ -47,7 +49,45 @@ type Boundary struct {
 	// SyscallLayer is what the syscall layer (package sysvirt) served every
 	// process of the tree, shimmed or not; absent when it was off (logged
 	// and default modes) or left no count.
-	SyscallLayer *sysvirt.Counts `json:"syscall_layer,omitempty"`
+	SyscallLayer *SyscallLayer `json:"syscall_layer,omitempty"`
+}
+
+// Event is a notable crossing the tracer reported (wire.TraceEvent).
+type Event struct {
+	Kind   string `json:"kind"`
+	PID    int    `json:"pid"`
+	Detail string `json:"detail"`
+}
+
+// LayerCategory is a category of calls the syscall layer serves
+// (sysvirt.Category): "clock", "sleep", "wait", "random", "at_random",
+// "deadline", "timer", "file_times", "stall".
+type LayerCategory string
+
+// LayerReason is why the syscall layer let a call run on real time
+// (sysvirt.Reason): "cpu_clock", "other_clock", ...
+type LayerReason string
+
+// SyscallLayer is syscalls.json's syscall_layer: sysvirt.Counts as the
+// file holds it (record's test holds the two field for field).
+type SyscallLayer struct {
+	Processes int                     `json:"processes"`
+	Unpatched int                     `json:"unpatched,omitempty"`
+	Served    map[LayerCategory]int64 `json:"served,omitempty"`
+	Real      map[LayerReason]int64   `json:"real,omitempty"`
+	Escapes   map[LayerCategory]int64 `json:"escapes,omitempty"`
+	Calls     map[string]int64        `json:"calls,omitempty"`
+	Injected  map[string]int64        `json:"injected,omitempty"`
+	Notes     []string                `json:"notes,omitempty"`
+}
+
+// MarshalJSON writes the notes sorted, for stable files.
+func (c SyscallLayer) MarshalJSON() ([]byte, error) {
+	type plain SyscallLayer
+	p := plain(c)
+	p.Notes = append([]string(nil), c.Notes...)
+	sort.Strings(p.Notes)
+	return json.Marshal(p)
 }
 
 // CategoryCover is one category's observation.

@@ -50,6 +50,9 @@ type shardDir struct {
 	runs *safefs.Dir       // root's runs directory, in which each run's bundle is checked
 	key  ed25519.PublicKey // signed shard.sig, must have signed every run's bundle
 	file ShardFile
+	// private is real/runs when it and the directories above it are
+	// private (bundle.PrivateParent), checked once for all its bundles.
+	private string
 }
 
 func (s shardDir) name() string { return fmt.Sprintf("shard %s (%s)", s.file.Shard, s.dir) }
@@ -73,7 +76,7 @@ func closeShards(shards []shardDir) {
 // a shard is missing or given twice, when a run is missing, duplicated or
 // outside its shard, when a shard directory holds a symbolic link where
 // shard.json, shard.sig, runs or a run's bundle should be, or when a
-// run's bundle is not intact (signature, files) or does not match its
+// run's bundle is not intact (head, signature, files) or does not match its
 // shard's record (seed for its index, command, mode, dal version, exit
 // code, duration, tokens, stdout, answer). out must not exist or be an
 // empty directory.
@@ -81,8 +84,13 @@ func closeShards(shards []shardDir) {
 // The verify, score and answer commands' results come from shard.json:
 // merge does not run them again (a score may come from a paid judge).
 //
-// Cost: one bundle.Open per run (signature, schema, every file hashed), on
-// MergeOptions.Parallel CPUs, and one symbolic link per run;
+// Each run's bundle is opened endorsed by its head in shard.json
+// (bundle.Endorsement), whose signature shard.sig covers, so its own
+// manifest.sig is not verified again; a shard file without heads (an
+// earlier dal's) has every run's signature verified.
+//
+// Cost: one bundle.Open per run (head digest, schema, every file
+// hashed), on MergeOptions.Parallel CPUs, and one symbolic link per run;
 // docs/benchmarks.md has the figures.
 func Merge(ctx context.Context, dirs []string, out string, mo MergeOptions) (*Report, error) {
 	if len(dirs) == 0 {
@@ -272,6 +280,9 @@ func readShard(d string, mo MergeOptions) (shardDir, error) {
 				s.name(), ShardFileName, fp, bundle.DefaultTrustedKeysPath(), bundle.TrustSignerFlag, fp)
 		}
 		s.key = pub
+		if runs := filepath.Join(real, "runs"); bundle.PrivateParent(runs) {
+			s.private = runs
+		}
 		if s.runs, err = s.root.Sub("runs"); errors.Is(err, safefs.ErrSymlink) {
 			return fmt.Errorf("%s: its runs directory is a symbolic link: merge follows no link inside a shard directory; give the directory the shard wrote", s.name())
 		} else if err != nil {
@@ -440,7 +451,22 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 		return fmt.Errorf("%s, run %d: %s is not a bundle directory: the shard was modified", s.name(), r.Index, r.Bundle)
 	}
 	dir := filepath.Join(s.real, filepath.FromSlash(r.Bundle))
-	b, err := bundle.Open(dir, bundle.OpenOptions{TrustedKey: mo.Key})
+	opts := bundle.OpenOptions{TrustedKey: mo.Key, PrivateParent: s.private}
+	if r.Head != "" {
+		opts.Endorsed = &bundle.Endorsement{Key: s.key, Head: r.Head}
+	}
+	b, err := bundle.Open(dir, opts)
+	// A head that is not the one the shard lists fails the merge; the
+	// bundle is opened in full all the same, so that the message can say
+	// what it is instead (another run's bundle, another evaluation's)
+	// when the checks below find it.
+	var notListed error
+	if errors.Is(err, bundle.ErrNotEndorsed) {
+		notListed = fmt.Errorf("%s, run %d: %v: it is not the bundle the shard recorded; record the run again (remove %s and run the shard again)", s.name(), r.Index, err, dir)
+		if b, err = bundle.Open(dir, bundle.OpenOptions{TrustedKey: mo.Key}); err != nil {
+			return notListed
+		}
+	}
 	if errors.Is(err, bundle.ErrUntrusted) {
 		return fmt.Errorf("%s, run %d: %v", s.name(), r.Index, err)
 	}
@@ -498,7 +524,7 @@ func verifyRun(ctx context.Context, s *shardDir, r *ShardRun, mo MergeOptions) e
 			return bad("answer", a.hash, r.AnswerHash)
 		}
 	}
-	return nil
+	return notListed
 }
 
 // runDirName is run i's directory under runs/.

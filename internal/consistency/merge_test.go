@@ -276,6 +276,33 @@ func TestMergeRefuses(t *testing.T) {
 			}
 			return d
 		}, nil, []string{"shard 2/2", "run 4", "modified or corrupted"}},
+		// The shard lists each run's head (manifest.json and manifest.sig
+		// by digest), so merge does not check each bundle's signature
+		// again: a head changed after the shard ran must still fail.
+		{"run's manifest.sig replaced", func() []string {
+			d := other(defaultEnv)
+			resign(t, filepath.Join(d[1], "runs", "004"), testKey(2), nil)
+			return d
+		}, nil, []string{"shard 2/2", "run 4", "manifest.sig", "not the one that was endorsed", "modified or corrupted"}},
+		{"run's manifest changed", func() []string {
+			d := other(defaultEnv)
+			resign(t, filepath.Join(d[0], "runs", "003"), nil, func(m []byte) []byte {
+				return bytes.Replace(m, []byte(`"workflow_id": "agent"`), []byte(`"workflow_id": "agent2"`), 1)
+			})
+			return d
+		}, nil, []string{"shard 1/2", "run 3", "manifest.json", "not the one that was endorsed", "modified or corrupted"}},
+		// A shard file of an earlier dal lists no heads: every bundle's
+		// signature is checked as before.
+		{"run's manifest.sig replaced, shard without heads", func() []string {
+			d := other(defaultEnv)
+			editShard(t, d[1], func(s *ShardFile) {
+				for i := range s.Runs {
+					s.Runs[i].Head = ""
+				}
+			})
+			resign(t, filepath.Join(d[1], "runs", "004"), testKey(2), nil)
+			return d
+		}, nil, []string{"shard 2/2", "run 4", "manifest.sig does not verify manifest.json", "modified or corrupted"}},
 		{"bundle of another run", func() []string {
 			d := other(defaultEnv)
 			for _, p := range []string{"003", "005"} {
@@ -411,5 +438,64 @@ func TestParseShard(t *testing.T) {
 	}
 	if got := (Shard{2, 3}).indices(8); fmt.Sprint(got) != "[2 5 8]" {
 		t.Errorf("shard 2/3 of 8 runs: %v", got)
+	}
+}
+
+// resign rewrites the run bundle dir's manifest.json through edit (when
+// given) and its manifest.sig with key's signature of it (when given),
+// leaving every other file as it is.
+func resign(t *testing.T, dir string, key ed25519.PrivateKey, edit func([]byte) []byte) {
+	t.Helper()
+	man := filepath.Join(dir, bundle.ManifestFile)
+	data, err := os.ReadFile(man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		changed := edit(data)
+		if bytes.Equal(changed, data) {
+			t.Fatal("the edit changed nothing")
+		}
+		if err := os.WriteFile(man, changed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		data = changed
+	}
+	if key != nil {
+		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(key, data)) + "\n"
+		if err := os.WriteFile(filepath.Join(dir, bundle.SignatureFile), []byte(sig), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMergeShardsWithoutHeads: shards written by a dal that listed no
+// run heads merge as before, every bundle's signature checked, into the
+// report the shards with heads give.
+func TestMergeShardsWithoutHeads(t *testing.T) {
+	t.Parallel()
+	d := shards(t, 6, 2, mixedAgent, defaultEnv)
+	withHeads, err := Merge(context.Background(), d, filepath.Join(t.TempDir(), "a"), MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range d {
+		editShard(t, dir, func(s *ShardFile) {
+			for i := range s.Runs {
+				if s.Runs[i].Head == "" {
+					t.Errorf("run %d of %s has no head", s.Runs[i].Index, dir)
+				}
+				s.Runs[i].Head = ""
+			}
+		})
+	}
+	without, err := Merge(context.Background(), d, filepath.Join(t.TempDir(), "b"), MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := withHeads.JSON()
+	b, _ := without.JSON()
+	if !bytes.Equal(a, b) {
+		t.Fatalf("the reports differ: %s", firstDiff(string(a), string(b)))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/consistency/consensus"
 	"github.com/dal-runtime/dal/internal/version"
 )
@@ -112,10 +113,16 @@ type Evaluation struct {
 	Labels    Labels             `json:"labels,omitempty"`
 }
 
-// ShardRun is one run of a shard with the warnings it gave.
+// ShardRun is one run of a shard with the warnings it gave, and its
+// bundle's head: the bundle.HeadDigest of its manifest.json and
+// manifest.sig, whose signature the shard checked when it wrote the
+// file. Merge opens the bundle endorsed by it (bundle.Endorsement), so
+// that one signature, shard.sig's, covers every run's; a shard file of
+// an earlier dal has none, and merge verifies each bundle's signature.
 type ShardRun struct {
 	RunReport
 	Warnings []string `json:"warnings,omitempty"`
+	Head     string   `json:"head,omitempty"`
 }
 
 func (o *Options) evaluation() Evaluation {
@@ -142,7 +149,12 @@ func (o *Options) writeShard(runs []RunReport, warnings [][]string) error {
 	f := ShardFile{SchemaVersion: shardSchemaVersion, DalVersion: version.Version,
 		PublicKey: base64.StdEncoding.EncodeToString(pub), Shard: o.Shard, Evaluation: o.evaluation()}
 	for k, r := range runs {
-		f.Runs = append(f.Runs, ShardRun{RunReport: r, Warnings: warnings[k]})
+		bundleDir := BundlePath(o.Dir, r.Index)
+		head, err := bundle.Endorse(bundleDir, pub)
+		if err != nil {
+			return fmt.Errorf("shard %s, run %d: %v: remove %s and run the shard again to record it anew", o.Shard, r.Index, err, bundleDir)
+		}
+		f.Runs = append(f.Runs, ShardRun{RunReport: r, Warnings: warnings[k], Head: head})
 	}
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {

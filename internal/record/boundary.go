@@ -65,7 +65,7 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 	}
 	layerClock, layerRandom := false, false
 	if v := in.virt; v != nil {
-		b.SyscallLayer = v
+		b.SyscallLayer = syscallLayer(v)
 		// The layer serves every process from env.json's seed and
 		// epoch: captured unless something escaped it.
 		layerClock = in.virtCfg.Clock && v.Escapes[sysvirt.Clock] == 0 && v.Escapes[sysvirt.Sleep] == 0 && v.Escapes[sysvirt.Timer] == 0 && v.Escapes[sysvirt.Stall] == 0 && v.Unpatched == 0
@@ -166,7 +166,9 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 			}
 		}
 	}
-	b.Events = in.trace.Events
+	for _, e := range in.trace.Events {
+		b.Events = append(b.Events, boundary.Event{Kind: e.Kind, PID: e.PID, Detail: e.Detail})
+	}
 	b.DroppedEvents = in.trace.Drops
 	for name, n := range in.trace.Syscalls {
 		if c := ebpf.CategoryOf(name); c != "" {
@@ -308,4 +310,27 @@ func reportBoundary(log io.Writer, b *boundary.Boundary) {
 	if len(b.Escapes) > 0 {
 		fmt.Fprintf(log, "dal: boundary coverage %.2f (syscalls.json lists what escaped)\n", *b.Coverage)
 	}
+}
+
+// syscallLayer is syscalls.json's form of what the syscall layer counted.
+func syscallLayer(v *sysvirt.Counts) *boundary.SyscallLayer {
+	conv := func(m map[sysvirt.Category]int64) map[boundary.LayerCategory]int64 {
+		if m == nil {
+			return nil
+		}
+		out := make(map[boundary.LayerCategory]int64, len(m))
+		for k, n := range m {
+			out[boundary.LayerCategory(k)] = n
+		}
+		return out
+	}
+	var real map[boundary.LayerReason]int64
+	if v.Real != nil {
+		real = make(map[boundary.LayerReason]int64, len(v.Real))
+		for k, n := range v.Real {
+			real[boundary.LayerReason(k)] = n
+		}
+	}
+	return &boundary.SyscallLayer{Processes: v.Processes, Unpatched: v.Unpatched, Served: conv(v.Served), Real: real,
+		Escapes: conv(v.Escapes), Calls: v.Calls, Injected: v.Injected, Notes: v.Notes}
 }

@@ -2,8 +2,10 @@ package record
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
+	"github.com/dal-runtime/dal/internal/boundary"
 	"github.com/dal-runtime/dal/internal/golden"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sysvirt"
@@ -47,5 +49,39 @@ func TestBoundaryGolden(t *testing.T) {
 			}
 			golden.Check(t, "testdata/syscalls-"+c.name+".json", append(b, '\n'))
 		})
+	}
+}
+
+// TestSyscallLayerFormatMatchesCounts: syscalls.json's syscall_layer
+// (package boundary, a format importing nothing of dal) has every field
+// of sysvirt.Counts with the same JSON name, so that a count the layer
+// adds cannot be dropped from the file unnoticed.
+func TestSyscallLayerFormatMatchesCounts(t *testing.T) {
+	t.Parallel()
+	fields := func(v any) []string {
+		var out []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			out = append(out, f.Name+" "+f.Tag.Get("json")+" "+f.Type.Kind().String())
+		}
+		return out
+	}
+	if got, want := fields(boundary.SyscallLayer{}), fields(sysvirt.Counts{}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("boundary.SyscallLayer has fields %q, sysvirt.Counts %q: add the new ones to both and to syscallLayer", got, want)
+	}
+	v := &sysvirt.Counts{Processes: 2, Unpatched: 1, Served: map[sysvirt.Category]int64{sysvirt.Clock: 3},
+		Real: map[sysvirt.Reason]int64{sysvirt.CPUClock: 4}, Escapes: map[sysvirt.Category]int64{sysvirt.Stall: 5},
+		Calls: map[string]int64{"nanosleep": 6}, Injected: map[string]int64{"mmap": 7}, Notes: []string{"b", "a"}}
+	a, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(syscallLayer(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Fatalf("syscall_layer is written\n%s\nnot as sysvirt.Counts\n%s", b, a)
 	}
 }

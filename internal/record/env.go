@@ -8,73 +8,31 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dal-runtime/dal/internal/format/runenv"
 	"github.com/dal-runtime/dal/internal/runner"
 	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/internal/version"
 )
 
+// env.json's format is package runenv's; these names are its.
+type (
+	RunEnv = runenv.Env
+	Host   = runenv.Host
+)
+
 // EnvVersion is the env.json format version.
-const EnvVersion = 1
+const EnvVersion = runenv.Version
 
-// RunEnv is env.json: everything needed to re-run the command the same way,
-// and what the run was like. Variables passed with --keep-env are stored by
-// value when they are plain settings and by name only when they are
-// secrets (secrets.go), so a bundle replays by itself and a token kept for
-// the agent never reaches disk.
-type RunEnv struct {
-	Version   int       `json:"version"`
-	Command   []string  `json:"command"`
-	Cwd       string    `json:"cwd"` // relative to the workspace, "." at its root
-	Workspace string    `json:"workspace"`
-	Mode      string    `json:"mode"`
-	Seed      uint64    `json:"seed"`
-	Epoch     time.Time `json:"epoch"`
-	QuantumNS int64     `json:"quantum_ns"`
-	CPUs      []int     `json:"cpus"`
-	Timeout   string    `json:"timeout,omitempty"`
-
-	// GuardRails are the variables dal set, by name; Inherited the
-	// allowlisted ones passed through; KeptValues the --keep-env plain
-	// settings with their values; Secrets the --keep-env names that are
-	// credentials (never their values). Kept is what bundles of earlier
-	// releases hold instead: every kept name with the SHA-256 of its value.
-	GuardRails map[string]string `json:"guard_rails"`
-	Inherited  map[string]string `json:"inherited"`
-	Kept       map[string]string `json:"kept,omitempty"`
-	KeptValues map[string]string `json:"kept_values,omitempty"`
-	Secrets    []string          `json:"secrets,omitempty"`
-	// Scrubbed are the bundle files (slash paths) in which a secret's
-	// value was replaced by [REDACTED].
-	Scrubbed []string `json:"scrubbed,omitempty"`
-
-	Host       Host              `json:"host"`
-	Runtimes   map[string]string `json:"runtimes"`
-	DalVersion string            `json:"dal_version"`
-
-	StartedAt  time.Time `json:"started_at"`
-	DurationMS int64     `json:"duration_ms"`
-	ExitCode   int       `json:"exit_code"`
-	TimedOut   bool      `json:"timed_out,omitempty"`
-
-	SelfContained bool `json:"self_contained"`
-	Applied       bool `json:"applied"`
-	// DeniedWrites are the agent's attempts to write outside the
-	// workspace, which failed inside the sandbox.
-	DeniedWrites []sandbox.DeniedWrite `json:"denied_writes"`
-	// Uncaptured are the fifos, sockets and device nodes the agent made
-	// in the workspace, which a bundle does not hold.
-	Uncaptured []sandbox.Uncaptured `json:"uncaptured,omitempty"`
-	// Network is the capture's setup; nil when the run's network was
-	// passthrough (default mode).
-	Network *NetworkEnv `json:"network,omitempty"`
-}
-
-// Host describes the machine a run was recorded on.
-type Host struct {
-	Hostname string `json:"hostname"`
-	Kernel   string `json:"kernel"`
-	Arch     string `json:"arch"`
-	CPUs     int    `json:"cpus"`
+// deniedWrites is env.json's form of the sandbox's report.
+func deniedWrites(ds []sandbox.DeniedWrite) []runenv.DeniedWrite {
+	if ds == nil {
+		return nil
+	}
+	out := make([]runenv.DeniedWrite, len(ds))
+	for i, d := range ds {
+		out[i] = runenv.DeniedWrite(d)
+	}
+	return out
 }
 
 // volatile guard rails name per-run paths and ids; they are recorded but

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dal-runtime/dal/bundle"
+	"github.com/dal-runtime/dal/internal/format/runenv"
 	"github.com/dal-runtime/dal/internal/netcap"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
@@ -70,40 +71,8 @@ type NetworkOptions struct {
 	Before []func(ctx context.Context, x *har.Exchange) *netcap.Answer
 }
 
-// NetworkEnv is env.json's network section.
-type NetworkEnv struct {
-	// Captured: the agent ran in its own network namespace behind dal's proxy.
-	Captured bool `json:"captured"`
-	// Proxy is the address the agent's proxy variables name.
-	Proxy string `json:"proxy"`
-	// Mirrored are the host loopback addresses the agent could reach at
-	// the same address, through the proxy.
-	Mirrored []string `json:"mirrored"`
-	// Allowed are the host's own addresses the proxy could connect to
-	// (--allow-loopback, and kept *_BASE_URL variables on loopback).
-	Allowed []string `json:"allowed,omitempty"`
-	// AllowedAddresses are the --allow-address values the proxy could
-	// connect to: addresses and networks (any port), or ip:port.
-	AllowedAddresses []string `json:"allowed_addresses,omitempty"`
-	// Refused are the host's own addresses the agent asked for and the
-	// proxy refused (403).
-	Refused []string `json:"refused,omitempty"`
-	// RedactHeaders and RedactFields are the redaction settings beyond the
-	// defaults, so a replay matches as the record did.
-	RedactHeaders []string `json:"redact_headers,omitempty"`
-	RedactFields  []string `json:"redact_fields,omitempty"`
-	// Blocked are connections to other machines, which failed.
-	Blocked []string `json:"blocked,omitempty"`
-	// NotCaptured are the proxy's reports of traffic it did not capture.
-	NotCaptured []string `json:"not_captured,omitempty"`
-	// Ordered: the proxy handed the agent its responses one at a time,
-	// each once its process tree had settled, in an order that depends
-	// only on what it sent (netcap's order.go). OrderEscapes are the
-	// responses handed over before the tree settled (a thread that kept
-	// running past the stall limit): their order was latency's.
-	Ordered      bool  `json:"ordered,omitempty"`
-	OrderEscapes int64 `json:"order_escapes,omitempty"`
-}
+// NetworkEnv is env.json's network section (package runenv's).
+type NetworkEnv = runenv.Network
 
 // Network is the capture (or replay) side of one run: dal's proxy,
 // listening inside the agent's network namespace, and what it saw.

@@ -437,7 +437,7 @@ func (r *recording) capture() error {
 // setEnv fills env.json's record of the run.
 func (r *recording) setEnv(uncaptured []sandbox.Uncaptured, denied []sandbox.DeniedWrite) {
 	r.env = newRunEnv(&r.spec, r.res, r.ws, r.cwd, r.started, r.o.SecretEnv)
-	r.env.DeniedWrites = denied
+	r.env.DeniedWrites = deniedWrites(denied)
 	r.env.Uncaptured = uncaptured
 	r.env.SelfContained = r.o.SelfContained
 	r.env.Applied = !r.o.NoApply && r.tooMuch == nil && r.captureErr == nil

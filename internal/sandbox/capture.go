@@ -1,273 +1,56 @@
 package sandbox
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"sort"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dal-runtime/dal/internal/digest"
+	"github.com/dal-runtime/dal/internal/format/fsdiff"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
-// Operations of a [Change].
-const (
-	OpCreated  = "created"
-	OpModified = "modified"
-	OpDeleted  = "deleted"
+// The workspace-change format is package fsdiff's; these names are its.
+type (
+	Entry      = fsdiff.Entry
+	Change     = fsdiff.Change
+	Uncaptured = fsdiff.Uncaptured
 )
 
-// Kinds of entries. Fifos, sockets and devices are not captured (see
-// [Uncaptured]).
 const (
-	KindFile    = "file"
-	KindDir     = "dir"
-	KindSymlink = "symlink"
+	OpCreated          = fsdiff.OpCreated
+	OpModified         = fsdiff.OpModified
+	OpDeleted          = fsdiff.OpDeleted
+	KindFile           = fsdiff.KindFile
+	KindDir            = fsdiff.KindDir
+	KindSymlink        = fsdiff.KindSymlink
+	StrippedSetuid     = fsdiff.StrippedSetuid
+	StrippedSetgid     = fsdiff.StrippedSetgid
+	StrippedCapability = fsdiff.StrippedCapability
+	modeBits           = fsdiff.ModeBits
 )
 
-// What [Change.Stripped] lists.
-const (
-	StrippedSetuid     = "setuid"
-	StrippedSetgid     = "setgid"
-	StrippedCapability = "capability" // the security.capability xattr
-)
+// MirrorPath is fsdiff.MirrorPath.
+func MirrorPath(rel string) string { return fsdiff.MirrorPath(rel) }
 
-// modeBits are the mode bits compared, stored and restored.
-const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+// Validate is fsdiff.Validate.
+func Validate(changes []Change) error { return fsdiff.Validate(changes) }
 
-// Entry is one file, directory or symlink's state.
-type Entry struct {
-	Kind       string
-	Mode       fs.FileMode // permission bits with setuid, setgid, sticky
-	Hash       string      // "sha256:<hex>" of a file's content or a symlink's target; "" for a directory
-	Size       int64       // bytes of content, or of the target
-	LinkTarget string
-}
-
-// Change is one path the run changed. For created and modified entries
-// Kind, Mode, Hash, Size and LinkTarget describe the entry after the run
-// and Pre (modified only) the entry before; for deleted ones they describe
-// the entry before the run. A deleted directory is listed with every entry
-// below it.
-//
-// Path, LinkTarget and RenamedFrom are bytes, as the file system has them;
-// one that is not UTF-8 is stored in changes.json with a *_b64 companion
-// (see [Change.MarshalJSON]).
-type Change struct {
-	Path       string // relative to the workspace, slash-separated, clean
-	Op         string // OpCreated, OpModified or OpDeleted
-	Kind       string
-	Mode       fs.FileMode
-	Hash       string
-	Size       int64
-	LinkTarget string
-	Pre        *Entry // modified only
-	// RenamedFrom, on a created file, names the one deleted file with the
-	// same content: the run most likely renamed it.
-	RenamedFrom string
-	// Stripped lists what the run gave the file that dal does not apply
-	// (StrippedSetuid, StrippedSetgid, StrippedCapability): Mode is without
-	// it, and the exported copy has neither the bits nor the xattr.
-	Stripped []string
-}
-
-// Entry returns the fields of c that describe its entry.
-func (c Change) Entry() Entry {
-	return Entry{Kind: c.Kind, Mode: c.Mode, Hash: c.Hash, Size: c.Size, LinkTarget: c.LinkTarget}
-}
-
-// before is the entry at c.Path before the run (nil: none).
-func (c Change) before() *Entry {
-	switch c.Op {
-	case OpModified:
-		return c.Pre
-	case OpDeleted:
-		e := c.Entry()
-		return &e
-	}
-	return nil
-}
-
-// after is the entry at c.Path after the run (nil: none).
-func (c Change) after() *Entry {
-	if c.Op == OpDeleted {
-		return nil
-	}
-	e := c.Entry()
-	return &e
-}
-
-// applied is the entry Apply leaves at c.Path (nil: none): after() without
-// setuid and setgid on a file, whatever the list says.
-func (c Change) applied() *Entry {
-	e := c.after()
+// applied is the entry Apply leaves at c.Path (nil: none): c.After()
+// without setuid and setgid on a file, whatever the list says.
+func applied(c Change) *Entry {
+	e := c.After()
 	if e != nil && e.Kind == KindFile {
 		e.Mode &^= fs.ModeSetuid | fs.ModeSetgid
 	}
 	return e
 }
 
-// Uncaptured is an entry the run left that a capture cannot hold: a fifo,
-// a socket or a device node. It is listed, not exported or applied.
-type Uncaptured struct {
-	Path string `json:"path"` // as Change.Path
-	Kind string `json:"kind"` // "fifo", "socket", "char device" or "block device"
-}
-
-// MarshalJSON writes Path as Change does.
-func (u Uncaptured) MarshalJSON() ([]byte, error) {
-	p, p64 := jsonName(u.Path)
-	return json.Marshal(struct {
-		Path    string `json:"path"`
-		PathB64 string `json:"path_b64,omitempty"`
-		Kind    string `json:"kind"`
-	}{p, p64, u.Kind})
-}
-
-// jsonEntry is the on-disk form: modes as octal strings ("0755", "4755").
-type jsonEntry struct {
-	Kind          string `json:"kind"`
-	Mode          string `json:"mode"`
-	Hash          string `json:"hash,omitempty"`
-	Size          int64  `json:"size"`
-	LinkTarget    string `json:"link_target,omitempty"`
-	LinkTargetB64 string `json:"link_target_b64,omitempty"`
-}
-
-type jsonChange struct {
-	Path    string `json:"path"`
-	PathB64 string `json:"path_b64,omitempty"`
-	Op      string `json:"op"`
-	jsonEntry
-	Pre            *jsonEntry `json:"pre,omitempty"`
-	RenamedFrom    string     `json:"renamed_from,omitempty"`
-	RenamedFromB64 string     `json:"renamed_from_b64,omitempty"`
-	Stripped       []string   `json:"stripped,omitempty"`
-}
-
-// jsonName encodes a name for JSON. A UTF-8 name is itself (b64 empty).
-// Another is written as its text with every byte that is not part of a
-// UTF-8 sequence as "%XX" (for people and tools that show it), and as the
-// standard base64 of its bytes in b64, which is what is read back.
-func jsonName(s string) (text, b64 string) {
-	if utf8.ValidString(s) {
-		return s, ""
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			fmt.Fprintf(&b, "%%%02X", s[i])
-		} else {
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String(), base64.StdEncoding.EncodeToString([]byte(s))
-}
-
-// nameFromJSON reverses jsonName: b64, when set, must decode to a name
-// that is not UTF-8 and whose text form is text.
-func nameFromJSON(field, text, b64 string) (string, error) {
-	if b64 == "" {
-		return text, nil
-	}
-	raw, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return "", fmt.Errorf("%s_b64 is not base64", field)
-	}
-	s := string(raw)
-	if t, b := jsonName(s); b == "" || t != text {
-		return "", fmt.Errorf("%s_b64 does not match %s (it is set only for a name that is not UTF-8, whose %s shows it)", field, field, field)
-	}
-	return s, nil
-}
-
-func toJSONEntry(e Entry) jsonEntry {
-	lt, lt64 := jsonName(e.LinkTarget)
-	return jsonEntry{Kind: e.Kind, Mode: fmt.Sprintf("%04o", unixMode(e.Mode)), Hash: e.Hash, Size: e.Size, LinkTarget: lt, LinkTargetB64: lt64}
-}
-
-func fromJSONEntry(j jsonEntry) (Entry, error) {
-	m, err := strconv.ParseUint(j.Mode, 8, 32)
-	if err != nil || m > 0o7777 {
-		return Entry{}, fmt.Errorf("mode %q is not an octal permission", j.Mode)
-	}
-	lt, err := nameFromJSON("link_target", j.LinkTarget, j.LinkTargetB64)
-	if err != nil {
-		return Entry{}, err
-	}
-	return Entry{Kind: j.Kind, Mode: goMode(uint32(m)), Hash: j.Hash, Size: j.Size, LinkTarget: lt}, nil
-}
-
-// MarshalJSON writes modes as octal strings, and a name that is not UTF-8
-// with its base64 beside it: {"path": "caf%E9", "path_b64": "Y2Fm6Q=="}
-// (likewise link_target and renamed_from). Readers that know only "path"
-// see the escaped text.
-func (c Change) MarshalJSON() ([]byte, error) {
-	p, p64 := jsonName(c.Path)
-	rf, rf64 := jsonName(c.RenamedFrom)
-	j := jsonChange{Path: p, PathB64: p64, Op: c.Op, jsonEntry: toJSONEntry(c.Entry()), RenamedFrom: rf, RenamedFromB64: rf64, Stripped: c.Stripped}
-	if c.Pre != nil {
-		pe := toJSONEntry(*c.Pre)
-		j.Pre = &pe
-	}
-	return json.Marshal(j)
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (c *Change) UnmarshalJSON(b []byte) error {
-	var j jsonChange
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	e, err := fromJSONEntry(j.jsonEntry)
-	if err != nil {
-		return err
-	}
-	p, err := nameFromJSON("path", j.Path, j.PathB64)
-	if err != nil {
-		return err
-	}
-	rf, err := nameFromJSON("renamed_from", j.RenamedFrom, j.RenamedFromB64)
-	if err != nil {
-		return err
-	}
-	*c = Change{Path: p, Op: j.Op, Kind: e.Kind, Mode: e.Mode, Hash: e.Hash, Size: e.Size, LinkTarget: e.LinkTarget, RenamedFrom: rf, Stripped: j.Stripped}
-	if j.Pre != nil {
-		pe, err := fromJSONEntry(*j.Pre)
-		if err != nil {
-			return err
-		}
-		c.Pre = &pe
-	}
-	return nil
-}
-
-// unixMode and goMode convert between fs.FileMode bits and chmod(2) bits.
-func unixMode(m fs.FileMode) uint32 { return safefs.UnixMode(m) }
-
-func goMode(u uint32) fs.FileMode {
-	m := fs.FileMode(u & 0o777)
-	if u&unix.S_ISUID != 0 {
-		m |= fs.ModeSetuid
-	}
-	if u&unix.S_ISGID != 0 {
-		m |= fs.ModeSetgid
-	}
-	if u&unix.S_ISVTX != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
-}
+func unixMode(m fs.FileMode) uint32 { return fsdiff.UnixMode(m) }
 
 // kindOf names fi's kind, "" for what is not captured.
 func kindOf(fi fs.FileInfo) string {

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,9 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/safefs"
@@ -72,7 +69,7 @@ func export(upper *safefs.Dir, lower view, changes []Change, diffDir, preDir str
 	files, pre := mirrors[0], mirrors[1]
 	var dirs dirMetas
 	for _, c := range changes {
-		if a := c.after(); a != nil {
+		if a := c.After(); a != nil {
 			fi, err := upper.Lstat(c.Path)
 			if err != nil || kindOf(fi) != a.Kind {
 				return fmt.Errorf("the upper layer no longer holds %s as captured", c.Path)
@@ -87,7 +84,7 @@ func export(upper *safefs.Dir, lower view, changes []Change, diffDir, preDir str
 				return err
 			}
 		}
-		if b := c.before(); b != nil {
+		if b := c.Before(); b != nil {
 			d, fi, err := lower.find(c.Path)
 			if err != nil {
 				return err
@@ -147,27 +144,6 @@ func copyInto(src *safefs.Dir, rel string, fi fs.FileInfo, dst *safefs.Dir, drel
 	}
 	_, err := copyEntry(src, rel, fi, dst, drel, link, m)
 	return err
-}
-
-// mirrorPrefix marks an encoded component of a mirror path.
-const mirrorPrefix = ".dal-b64-"
-
-// MirrorPath is where the copy of the changed path rel lies in a mirror
-// (fs-diff/files/, fs-pre/files/): rel itself, except that a component
-// that is not UTF-8 — or that begins with ".dal-b64-", so the mapping
-// stays one to one — is stored as ".dal-b64-" and the unpadded URL-safe
-// base64 of its bytes, because a bundle holds UTF-8 names only.
-func MirrorPath(rel string) string {
-	if utf8.ValidString(rel) && !strings.Contains(rel, mirrorPrefix) {
-		return rel
-	}
-	parts := strings.Split(rel, "/")
-	for i, c := range parts {
-		if !utf8.ValidString(c) || strings.HasPrefix(c, mirrorPrefix) {
-			parts[i] = mirrorPrefix + base64.RawURLEncoding.EncodeToString([]byte(c))
-		}
-	}
-	return strings.Join(parts, "/")
 }
 
 // copyEntry creates drel in dst (which must not exist) as a copy of the
@@ -305,10 +281,10 @@ func applyTo(workspace, mirror string, changes []Change, forward bool) error {
 		return err
 	}
 	defer ws.Close()
-	op, check, gone, want := "revert", atPost, OpCreated, Change.before
+	op, check, gone, want := "revert", atPost, OpCreated, Change.Before
 	origin := "post-run"
 	if forward {
-		op, check, gone, want = "apply", atPre, OpDeleted, Change.applied
+		op, check, gone, want = "apply", atPre, OpDeleted, applied
 		origin = "pre-run"
 	}
 	if err := check(ws, changes); err != nil {
@@ -570,7 +546,7 @@ func buildLayer(ws, pre *safefs.Dir, changes []Change, layer *safefs.Dir) error 
 		if err := parents(c.Path); err != nil {
 			return err
 		}
-		b := c.before()
+		b := c.Before()
 		if b == nil {
 			if err := layer.Mknod(c.Path, whiteoutMode, 0); err != nil {
 				return fmt.Errorf("make the whiteout of %s: %w", c.Path, err)

@@ -248,7 +248,7 @@ func converge(ws *safefs.Dir, mirror string, changes []Change, forward bool) err
 	}
 	defer src.Close()
 	if forward {
-		return replace(ws, src, changes, OpDeleted, Change.applied)
+		return replace(ws, src, changes, OpDeleted, applied)
 	}
-	return replace(ws, src, changes, OpCreated, Change.before)
+	return replace(ws, src, changes, OpCreated, Change.Before)
 }

@@ -109,9 +109,9 @@ func DataBytes(mirrorDir string, changes []Change, forward bool) (int64, error) 
 		return 0, err
 	}
 	defer src.Close()
-	want := Change.before
+	want := Change.Before
 	if forward {
-		want = Change.applied
+		want = applied
 	}
 	var n int64
 	for _, c := range changes {

@@ -7,10 +7,8 @@ import (
 	"os"
 	"path"
 	"sort"
-	"strings"
 
 	"github.com/dal-runtime/dal/internal/atomicfile"
-	"github.com/dal-runtime/dal/internal/digest"
 	"github.com/dal-runtime/dal/internal/safefs"
 )
 
@@ -50,13 +48,13 @@ func AtPost(workspace string, changes []Change) error {
 }
 
 func atPre(ws *safefs.Dir, changes []Change) error {
-	return atState(ws, changes, "pre-run", Change.before, nil)
+	return atState(ws, changes, "pre-run", Change.Before, nil)
 }
 
-// atPost compares with the state Apply leaves (Change.applied): the same
+// atPost compares with the state Apply leaves (applied): the same
 // as after the run but for setuid and setgid, which Apply never sets.
 func atPost(ws *safefs.Dir, changes []Change) error {
-	return atState(ws, changes, "post-run", Change.applied, func(c Change) bool {
+	return atState(ws, changes, "post-run", applied, func(c Change) bool {
 		return c.Kind == KindDir && (c.Op == OpCreated || c.Op == OpModified && c.Pre != nil && c.Pre.Kind != KindDir)
 	})
 }
@@ -149,115 +147,6 @@ func describeKind(k string) string {
 		return "special file"
 	}
 	return k
-}
-
-// isSHA256 reports whether h is "sha256:" and 64 lowercase hex digits
-// (not a regular expression: this package is linked into the sandbox's
-// init, whose start-up pays for every package initialised).
-func isSHA256(h string) bool {
-	hex, ok := strings.CutPrefix(h, "sha256:")
-	if !ok || len(hex) != 64 {
-		return false
-	}
-	for _, c := range []byte(hex) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// Validate checks a list of changes read from outside (a bundle): clean
-// relative paths inside the workspace, known operations and kinds, hashes
-// where content is, no path twice. It names the first bad entry.
-func Validate(changes []Change) error {
-	seen := make(map[string]bool, len(changes))
-	entryOK := func(e Entry) error {
-		switch e.Kind {
-		case KindDir:
-		case KindFile, KindSymlink:
-			if !isSHA256(e.Hash) {
-				return fmt.Errorf("hash %q is not sha256:<64 hex digits>", e.Hash)
-			}
-			if e.Size < 0 {
-				return errors.New("negative size")
-			}
-		default:
-			return fmt.Errorf("unknown kind %q", e.Kind)
-		}
-		if e.Mode&^modeBits != 0 {
-			return fmt.Errorf("mode %v has more than permission bits", e.Mode)
-		}
-		if e.Kind == KindSymlink && (e.LinkTarget == "" || strings.IndexByte(e.LinkTarget, 0) >= 0 || digest.Bytes([]byte(e.LinkTarget)) != e.Hash) {
-			return errors.New("symlink target does not match its hash")
-		}
-		return nil
-	}
-	for i, c := range changes {
-		bad := func(why string) error { return fmt.Errorf("change %d (%q) is invalid: %s", i+1, c.Path, why) }
-		p := c.Path
-		if p == "" || p == "." || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") ||
-			strings.IndexByte(p, 0) >= 0 {
-			return bad("the path is not a clean relative path")
-		}
-		if seen[p] {
-			return bad("the path is listed twice")
-		}
-		seen[p] = true
-		if c.RenamedFrom != "" && safefs.CheckPath(c.RenamedFrom) != nil {
-			return bad("renamed_from is not a clean relative path")
-		}
-		switch c.Op {
-		case OpCreated, OpDeleted:
-			if c.Pre != nil {
-				return bad("only a modification has a pre-run entry")
-			}
-		case OpModified:
-			if c.Pre == nil {
-				return bad("a modification needs its pre-run entry")
-			}
-			if err := entryOK(*c.Pre); err != nil {
-				return bad("pre-run entry: " + err.Error())
-			}
-		default:
-			return bad(fmt.Sprintf("unknown operation %q", c.Op))
-		}
-		if err := entryOK(c.Entry()); err != nil {
-			return bad(err.Error())
-		}
-	}
-	return validateTree(changes)
-}
-
-// validateTree checks that each state the list describes is a tree: no
-// entry of the pre-run (or post-run) state lies below a path that is a
-// file or a symlink in that same state. A list that asks for one would
-// have Revert or Apply write through the symlink it just made.
-func validateTree(changes []Change) error {
-	byPath := make(map[string]*Change, len(changes))
-	for i := range changes {
-		byPath[changes[i].Path] = &changes[i]
-	}
-	for _, st := range []struct {
-		name string
-		at   func(Change) *Entry
-	}{{"pre-run", Change.before}, {"post-run", Change.after}} {
-		for _, c := range changes {
-			if st.at(c) == nil {
-				continue
-			}
-			for d := path.Dir(c.Path); d != "."; d = path.Dir(d) {
-				p, ok := byPath[d]
-				if !ok {
-					continue
-				}
-				if e := st.at(*p); e != nil && e.Kind != KindDir {
-					return fmt.Errorf("change %q is invalid: in the %s state it lies below %s, which is a %s then", c.Path, st.name, d, e.Kind)
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // WriteChanges writes changes as indented JSON to file (atomically).

@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/dal-runtime/dal/bundle"
-	"github.com/dal-runtime/dal/internal/replay"
-	"github.com/dal-runtime/dal/internal/sandbox"
+	"github.com/dal-runtime/dal/internal/format/fsdiff"
+	"github.com/dal-runtime/dal/internal/match"
 )
 
 // Compare pairs run a (of bundle ba) with run b (of bundle bb): the facts
@@ -205,7 +205,7 @@ func pairFiles(ba, bb *bundle.Bundle, a, b *View, lim Limits) []FilePair {
 		if !ok {
 			return ""
 		}
-		if f.Op == sandbox.OpDeleted {
+		if f.Op == fsdiff.OpDeleted {
 			return "deleted"
 		}
 		return fmt.Sprintf("%s %s, %d B", f.Op, f.Kind, f.Size)
@@ -224,7 +224,7 @@ func pairFiles(ba, bb *bundle.Bundle, a, b *View, lim Limits) []FilePair {
 			fp.State = "same"
 		default:
 			fp.State = "changed"
-			if x.Kind == sandbox.KindFile && y.Kind == sandbox.KindFile && x.Op != sandbox.OpDeleted && y.Op != sandbox.OpDeleted &&
+			if x.Kind == fsdiff.KindFile && y.Kind == fsdiff.KindFile && x.Op != fsdiff.OpDeleted && y.Op != fsdiff.OpDeleted &&
 				x.Size <= lim.DiffBytes && y.Size <= lim.DiffBytes {
 				fp.Diff = contentDiff(ba, bb, p, lim)
 			}
@@ -237,7 +237,7 @@ func pairFiles(ba, bb *bundle.Bundle, a, b *View, lim Limits) []FilePair {
 // contentDiff is the unified diff of the file p as run A left it to p as
 // run B left it, "" when either is binary or unreadable.
 func contentDiff(ba, bb *bundle.Bundle, p string, lim Limits) string {
-	rel := "fs-diff/files/" + sandbox.MirrorPath(p)
+	rel := "fs-diff/files/" + fsdiff.MirrorPath(p)
 	read := func(b *bundle.Bundle) []byte {
 		data, err := b.ReadPrefix(rel, lim.DiffBytes)
 		if err != nil {
@@ -279,7 +279,7 @@ func pairLog(ba, bb *bundle.Bundle, name string) LogPair {
 	ha, _ := io.ReadAll(io.LimitReader(fa, window))
 	hb, _ := io.ReadAll(io.LimitReader(fb, window))
 	if !bytes.Equal(ha, hb) {
-		lp.Same, lp.First = false, replay.FirstLineDiff(ha, hb)
+		lp.Same, lp.First = false, match.FirstLineDiff(ha, hb)
 		return lp
 	}
 	bufA, bufB := make([]byte, 64<<10), make([]byte, 64<<10)

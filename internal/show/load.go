@@ -19,11 +19,11 @@ import (
 
 	"github.com/dal-runtime/dal/bundle"
 	"github.com/dal-runtime/dal/internal/boundary"
+	"github.com/dal-runtime/dal/internal/format/fsdiff"
+	"github.com/dal-runtime/dal/internal/format/runenv"
 	"github.com/dal-runtime/dal/internal/iterate"
 	"github.com/dal-runtime/dal/internal/netcap/har"
 	"github.com/dal-runtime/dal/internal/netcap/prompts"
-	"github.com/dal-runtime/dal/internal/record"
-	"github.com/dal-runtime/dal/internal/sandbox"
 	"github.com/dal-runtime/dal/vclock"
 )
 
@@ -89,7 +89,7 @@ type loader struct {
 	b     *bundle.Bundle
 	lim   Limits
 	v     *View
-	env   record.RunEnv
+	env   runenv.Env
 	start time.Time // the run's start, origin of the timeline
 	left  int64     // body budget left
 	diffs int64     // diff budget left
@@ -573,15 +573,15 @@ func (l *loader) files() {
 	if !l.b.Has(rel) {
 		return
 	}
-	var cs []sandbox.Change
+	var cs []fsdiff.Change
 	if !l.readJSON(rel, &cs) {
 		return
 	}
-	if err := sandbox.Validate(cs); err != nil {
+	if err := fsdiff.Validate(cs); err != nil {
 		l.notice("%s: %v", rel, err)
 		return
 	}
-	slices.SortFunc(cs, func(a, b sandbox.Change) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(cs, func(a, b fsdiff.Change) int { return strings.Compare(a.Path, b.Path) })
 	if len(cs) > l.lim.Files {
 		l.notice("The run changed %d files; this page lists the first %d by path: fs-diff/changes.json in the bundle lists them all.", len(cs), l.lim.Files)
 		cs = cs[:l.lim.Files]
@@ -593,10 +593,10 @@ func (l *loader) files() {
 		if c.Pre != nil {
 			f.PreSize = c.Pre.Size
 		}
-		if c.Op == sandbox.OpDeleted {
+		if c.Op == fsdiff.OpDeleted {
 			f.PreSize, f.Size = c.Size, 0
 		}
-		if c.Kind == sandbox.KindFile {
+		if c.Kind == fsdiff.KindFile {
 			l.fileDiff(&f, c)
 		}
 		l.v.Files = append(l.v.Files, f)
@@ -604,10 +604,10 @@ func (l *loader) files() {
 }
 
 // fileDiff fills the unified diff of a changed text file.
-func (l *loader) fileDiff(f *File, c sandbox.Change) {
+func (l *loader) fileDiff(f *File, c fsdiff.Change) {
 	var before, after []byte
 	var err error
-	mirror := sandbox.MirrorPath(c.Path)
+	mirror := fsdiff.MirrorPath(c.Path)
 	read := func(rel string, size int64) []byte {
 		if err != nil {
 			return nil
@@ -622,14 +622,14 @@ func (l *loader) fileDiff(f *File, c sandbox.Change) {
 		return data
 	}
 	switch c.Op {
-	case sandbox.OpCreated:
+	case fsdiff.OpCreated:
 		after = read("fs-diff/files/"+mirror, c.Size)
-	case sandbox.OpModified:
-		if c.Pre != nil && c.Pre.Kind == sandbox.KindFile {
+	case fsdiff.OpModified:
+		if c.Pre != nil && c.Pre.Kind == fsdiff.KindFile {
 			before = read("fs-pre/files/"+mirror, c.Pre.Size)
 		}
 		after = read("fs-diff/files/"+mirror, c.Size)
-	case sandbox.OpDeleted:
+	case fsdiff.OpDeleted:
 		before = read("fs-pre/files/"+mirror, c.Size)
 	}
 	switch {
@@ -647,10 +647,10 @@ func (l *loader) fileDiff(f *File, c sandbox.Change) {
 		return
 	}
 	a, b := "a/"+c.Path, "b/"+c.Path
-	if c.Op == sandbox.OpCreated {
+	if c.Op == fsdiff.OpCreated {
 		a = "/dev/null"
 	}
-	if c.Op == sandbox.OpDeleted {
+	if c.Op == fsdiff.OpDeleted {
 		b = "/dev/null"
 	}
 	f.Diff = unified(string(before), string(after), a, b)
@@ -765,7 +765,7 @@ var (
 )
 
 // place finds where a component's first divergence is in the page, from
-// the sentence the replay wrote (replay.FirstLineDiff, prompts.Diff,
+// the sentence the replay wrote (match.FirstLineDiff, prompts.Diff,
 // compareNetwork, compareFS); nil when it names no place.
 func (l *loader) place(component, first string) *Place {
 	switch component {
