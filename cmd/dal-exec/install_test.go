@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dal-runtime/dal/internal/version"
 )
@@ -58,9 +62,8 @@ func TestMakeInstall(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "started by dal-exec") {
 		t.Errorf("dal-sandbox-init run by hand: %v, %q; want exit 2 and a sentence saying dal-exec starts it", err, out)
 	}
-	out, err = exec.Command(filepath.Join(dest, "usr", "bin", "dal-exec"), "run", "--", "readlink", "/proc/1/exe").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != sidecar {
-		t.Errorf("the installed dal-exec's sandbox init is %q (%v), want %s", out, err, sidecar)
+	if exe, err := sandboxInit(filepath.Join(dest, "usr", "bin", "dal-exec")); err != nil || exe != sidecar {
+		t.Errorf("the installed dal-exec's sandbox init is %q (%v), want %s", exe, err, sidecar)
 	}
 	// A command that evaluates a policy: dal-exec hands it to the
 	// dal-exec-full beside it, whose engine compiles the policy (run then
@@ -84,4 +87,40 @@ func TestMakeInstall(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(dest, "usr", "bin")); len(entries) != 0 {
 		t.Errorf("make uninstall left %d files in PREFIX/bin", len(entries))
 	}
+}
+
+// sandboxInit runs an agent under dal, which waits on its stdin, and reads
+// from outside which program the sandbox's init, dal's one child, runs:
+// the agent cannot read /proc/1/exe, its init having more capabilities.
+func sandboxInit(dal string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, dal, "run", "--", "sh", "-c", "echo ready; read x")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer cmd.Wait()
+	defer in.Close()
+	if l, err := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
+		cmd.Process.Kill()
+		return "", fmt.Errorf("the agent said %q (%v)", l, err)
+	}
+	var kids []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) != 1 {
+		return "", fmt.Errorf("dal-exec has children %v, want the sandbox's init alone", kids)
+	}
+	return os.Readlink("/proc/" + kids[0] + "/exe")
 }
