@@ -69,7 +69,7 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 		// The layer serves every process from env.json's seed and
 		// epoch: captured unless something escaped it.
 		layerClock = in.virtCfg.Clock && v.Escapes[sysvirt.Clock] == 0 && v.Escapes[sysvirt.Sleep] == 0 && v.Escapes[sysvirt.Timer] == 0 && v.Escapes[sysvirt.Stall] == 0 && v.Unpatched == 0
-		layerRandom = in.virtCfg.Random && v.Escapes[sysvirt.Random] == 0 && v.Unpatched == 0
+		layerRandom = in.virtCfg.Random && v.Escapes[sysvirt.Random] == 0 && v.Escapes[sysvirt.Port] == 0 && v.Unpatched == 0
 		if in.virtCfg.Clock {
 			cat(ebpf.Clock).Shim += v.Served[sysvirt.Clock]
 			cat(ebpf.Clock).Captured = layerClock
@@ -87,10 +87,10 @@ func newBoundary(in boundaryInput) *boundary.Boundary {
 			cat(ebpf.Random).Captured = layerRandom
 			cat(ebpf.Random).Record = "env.json"
 		}
-		for _, k := range []sysvirt.Category{sysvirt.Clock, sysvirt.Sleep, sysvirt.Timer, sysvirt.Stall, sysvirt.Random} {
+		for _, k := range []sysvirt.Category{sysvirt.Clock, sysvirt.Sleep, sysvirt.Timer, sysvirt.Stall, sysvirt.Random, sysvirt.Port} {
 			if n := v.Escapes[k]; n > 0 {
 				c := string(ebpf.Clock)
-				if k == sysvirt.Random {
+				if k == sysvirt.Random || k == sysvirt.Port {
 					c = string(ebpf.Random)
 				}
 				b.Escapes = append(b.Escapes, boundary.Escape{Category: c,

@@ -63,6 +63,7 @@ const (
 	Deadline  Category = "deadline"   // an absolute deadline translated to the real clock
 	Timer     Category = "timer"      // a timer call answered, or a timer fired on the virtual clock
 	FileTimes Category = "file_times" // the stat family's file times
+	Port      Category = "port"       // a bind to port 0 given the tree's next port
 	Stall     Category = "stall"      // a timed wait expired on real time, its I/O outstanding at the stall limit (an escape)
 )
 

@@ -292,6 +292,22 @@
 // clock before the kernel sees them, so a condition variable's 5 s timeout
 // waits 5 s, not months (the virtual epoch is in the past) or never.
 //
+// # Ports (strict mode)
+//
+// The kernel gives a socket bound to port 0 an ephemeral port at a random
+// offset, in the sandbox's own network namespace too. The filter hands
+// every bind to the supervisor (bindport.go); one of an IPv4 or IPv6
+// socket to port 0 gets the tree's next port: a sequence in the default
+// ephemeral range 32768–60999 from a first port the seed draws (stream
+// "net/bind_port"), one per such bind in the order the tree makes them,
+// skipping ports in use. The supervisor binds the caller's own socket
+// (its pidfd_getfd copy is the same socket, in the caller's namespace) to
+// the caller's address with that port and answers with the result. Other
+// binds run as the kernel's; 64 ports in use in a row let the kernel
+// choose, a "port" escape. An implicit bind (connect, listen or sendto
+// on an unbound socket) keeps the kernel's port. Cost: the seccomp round
+// trip per bind.
+//
 // # The machine (strict mode)
 //
 // sysinfo describes the machine whose /proc/uptime, /proc/loadavg,

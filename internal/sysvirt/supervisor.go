@@ -50,6 +50,8 @@ type Supervisor struct {
 	realWaits sync.Map
 	waiter    realWaiter
 	owed      owed // the proxy's connections that owe a response (owed.go)
+	// ports gives binds to port 0 their ports (bindport.go).
+	ports ports
 }
 
 // proc is one process (thread group) and its stream.

@@ -75,6 +75,8 @@ var table = []call{
 	{sysSelect, "select", nonNull(4), (*Supervisor).selectCall, Wait},
 	{sysEpollWait, "epoll_wait", positive(3), (*Supervisor).wait, Wait},
 	{unix.SYS_GETRANDOM, "getrandom", always, (*Supervisor).getrandom, Random},
+	// The port of a bind to port 0 (bindport.go).
+	{unix.SYS_BIND, "bind", always, (*Supervisor).bind, Port},
 }
 
 // when is a row's filter rule without its number: see [Rule].

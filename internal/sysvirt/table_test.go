@@ -66,7 +66,7 @@ func TestTableRows(t *testing.T) {
 			t.Errorf("%s has no handler", c.name)
 		}
 		switch c.category {
-		case Clock, Sleep, Wait, Random, Deadline, Timer, FileTimes:
+		case Clock, Sleep, Wait, Random, Deadline, Timer, FileTimes, Port:
 		default:
 			t.Errorf("%s has category %q, which no call serves", c.name, c.category)
 		}
