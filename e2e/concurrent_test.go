@@ -97,7 +97,7 @@ func TestConcurrentAgentsRepeatAndReplay(t *testing.T) {
 			for i := range 3 {
 				ws, out := t.TempDir(), filepath.Join(t.TempDir(), fmt.Sprintf("b%d", i))
 				workspaces = append(workspaces, ws)
-				args := append([]string{"record", "--order-responses", "--seed", "7", "--keep-env", "LLM_BASE", "--allow-loopback", addr, "--workspace", ws, "--out", out, "--"}, a.argv...)
+				args := append([]string{"record", "--seed", "7", "--keep-env", "LLM_BASE", "--allow-loopback", addr, "--workspace", ws, "--out", out, "--"}, a.argv...)
 				r := dalExec(t, env, args...)
 				if r.code != 0 {
 					t.Fatalf("record %d: exit %d\nstdout %s\nstderr %s", i, r.code, r.stdout, r.stderr)

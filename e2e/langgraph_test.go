@@ -90,7 +90,7 @@ func TestLangGraphParallelToolsRepeatAndReplay(t *testing.T) {
 	for i := range 3 {
 		ws, out := t.TempDir(), filepath.Join(t.TempDir(), fmt.Sprintf("b%d", i))
 		workspaces = append(workspaces, ws)
-		r := dalExec(t, env, "record", "--order-responses", "--seed", "7", "--keep-env", "LLM_BASE",
+		r := dalExec(t, env, "record", "--seed", "7", "--keep-env", "LLM_BASE",
 			"--allow-loopback", addr, "--workspace", ws, "--out", out, "--", "node", agent)
 		if r.code != 0 {
 			t.Fatalf("record %d: exit %d\nstdout %s\nstderr %s", i, r.code, r.stdout, r.stderr)

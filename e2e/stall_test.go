@@ -41,7 +41,7 @@ except Exception as e:
     print("gave up after", round(time.monotonic() - t0, 3), "s:", type(e).__name__)
 `), 0o644)
 	ws, out := t.TempDir(), filepath.Join(t.TempDir(), "b")
-	r := dalExec(t, []string{"LLM_BASE=http://" + addr + "/v1"}, "record", "--order-responses", "--stall-limit", "2s", "--keep-env", "LLM_BASE",
+	r := dalExec(t, []string{"LLM_BASE=http://" + addr + "/v1"}, "record", "--stall-limit", "2s", "--keep-env", "LLM_BASE",
 		"--allow-loopback", addr, "--workspace", ws, "--out", out, "--", "python3", agent)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "gave up after") || !strings.Contains(r.stdout, "TimeoutError") {
 		t.Fatalf("record: exit %d, stdout %q, want the agent's own timeout\n%s", r.code, r.stdout, r.stderr)

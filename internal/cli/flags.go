@@ -106,15 +106,17 @@ func specFromFlags(c *ucli.Context) (runner.Spec, error) {
 	return spec, nil
 }
 
-// allowAddressFlag is --allow-address, for the commands that record.
-// orderResponsesFlag is --order-responses, for the commands that record.
+// orderResponsesFlag is --order-responses, for the commands that record:
+// on by default, --order-responses=false turns it off.
 func orderResponsesFlag() ucli.Flag {
-	return &ucli.BoolFlag{Name: "order-responses", EnvVars: []string{"DAL_ORDER_RESPONSES"},
+	return &ucli.BoolFlag{Name: "order-responses", EnvVars: []string{"DAL_ORDER_RESPONSES"}, Value: true,
 		Usage: "hand the agent its responses one at a time, each once its processes have settled, in an order latency cannot change, " +
-			"and hold its waits for a response instead of letting them time out on latency (docs/design.md §3.1); " +
-			"for agents that make concurrent calls (threads, goroutines, asyncio.gather); its replay does the same"}
+			"and hold its waits for a response instead of letting them time out on latency (docs/design.md §3.1), so that agents making " +
+			"concurrent calls (threads, goroutines, Promise.all, asyncio.gather) record and replay alike; its replay does the same. " +
+			"--order-responses=false delivers responses as they come"}
 }
 
+// allowAddressFlag is --allow-address, for the commands that record.
 func allowAddressFlag() ucli.Flag {
 	return &ucli.StringSliceFlag{Name: "allow-address", EnvVars: []string{"DAL_ALLOW_ADDRESS"},
 		Usage: "let the proxy connect to an address it refuses by default: a link-local or cloud metadata address, or a machine on a network " +

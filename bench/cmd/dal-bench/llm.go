@@ -88,7 +88,7 @@ func llmReplay() []bench.Figure {
 	var figs []bench.Figure
 	for _, srv := range llmServers {
 		name := fmt.Sprintf("replay of an agent making %d LLM calls (network offline), server %s", llmCalls, srv.label)
-		var bare, rec, rep, bare1, rec1, after, after1 bench.Sample
+		var bare, rec, rep, bare1, rec1, after, after1, recU bench.Sample
 		var err error
 		for i := range llmRounds {
 			var r round
@@ -98,6 +98,7 @@ func llmReplay() []bench.Figure {
 			bare, rec, rep = append(bare, r.bare), append(rec, r.rec), append(rep, r.rep)
 			bare1, rec1 = append(bare1, r.bare1), append(rec1, r.rec1)
 			after, after1 = append(after, r.after), append(after1, r.after1)
+			recU = append(recU, r.recU)
 		}
 		if err != nil {
 			f := notMeasured(name, err)
@@ -119,9 +120,33 @@ func llmReplay() []bench.Figure {
 			Detail:   fmt.Sprintf("n=%d, interleaved; record %s; without dal %s (min / median / max); %+.1f ms per call", len(rec), rec.Spread(), bare.Spread(), perCall)}
 		r.SetRatios(bench.Ratios(rec, bare))
 		r.Value = fmt.Sprintf("%.2fx the agent without dal", r.Ratio)
-		figs = append(figs, f, r, marginalPerCall(srv.label, bare, rec, bare1, rec1, after, after1))
+		figs = append(figs, f, r, marginalPerCall(srv.label, bare, rec, bare1, rec1, after, after1), orderPerCall(srv.label, rec, recU))
 	}
 	return figs
+}
+
+// orderPerCall is what the delivery order (record's default) adds to one
+// LLM call: the records of llmCalls calls with it and with
+// --order-responses=false, taken in alternation, over llmCalls.
+func orderPerCall(label string, rec, recU bench.Sample) bench.Figure {
+	var spread bench.Values
+	for i := range min(len(rec), len(recU)) {
+		spread = append(spread, float64(rec[i]-recU[i])/1e6/llmCalls)
+	}
+	med := float64(rec.Median()-recU.Median()) / 1e6 / llmCalls
+	f := bench.Figure{Name: fmt.Sprintf("the delivery order's cost per LLM call (%d calls), server %s", llmCalls, label),
+		Value:    fmt.Sprintf("%+.2f ms per call", med),
+		Baseline: "the same record with --order-responses=false",
+		Target:   "at most 0.3 ms per call",
+		Detail: fmt.Sprintf("n=%d, interleaved; per round %s ms; record with the order %s, without %s (min / median / max): each delivery waits for the agent's tree to settle (two looks at /proc over the sandbox's gate)",
+			len(spread), spread.Spread("%.2f"), rec.Spread(), recU.Spread())}
+	f.SetRatios(bench.Ratios(rec, recU))
+	f.Cost = bench.CostTime
+	f.Verdict = "meets"
+	if med > 0.3 {
+		f.Verdict = "misses"
+	}
+	return f
 }
 
 // marginalPerCall is what recording adds to one LLM call once the costs
@@ -159,7 +184,8 @@ func marginalPerCall(label string, bare, rec, bare1, rec1, after, after1 bench.S
 // bare, recorded and replayed, and making one call bare and recorded;
 // after and after1 are the records' time from the agent's last output to
 // dal-exec's exit.
-type round struct{ bare, rec, rep, bare1, rec1, after, after1 time.Duration }
+// recU is the llmCalls record with --order-responses=false.
+type round struct{ bare, rec, rep, bare1, rec1, after, after1, recU time.Duration }
 
 // llmRound starts a server, runs the agent bare and recorded against it
 // (with llmCalls calls and with one), stops the server, and replays the
@@ -191,10 +217,11 @@ func llmRound(server, agent string, i int) (round, error) {
 		}
 		return time.Since(t), nil
 	}
-	recRun := func(calls int, out string) (d, after time.Duration, err error) {
-		d, after, stdout, err := timedRecord(ws, env, "record", "--out", out, "--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE",
+	recRun := func(calls int, out string, more ...string) (d, after time.Duration, err error) {
+		args := append(append([]string{"record"}, more...), "--out", out)
+		d, after, stdout, err := timedRecord(ws, env, append(args, "--keep-env", "OPENAI_API_KEY", "--keep-env", "LLM_BASE",
 			"--allow-loopback", "127.0.0.1:"+strconv.Itoa(srv.port),
-			"--", "python3", agent, strconv.Itoa(calls))
+			"--", "python3", agent, strconv.Itoa(calls))...)
 		if err != nil {
 			return 0, 0, fmt.Errorf("record of %d calls (round %d): %w", calls, i+1, err)
 		}
@@ -213,6 +240,10 @@ func llmRound(server, agent string, i int) (round, error) {
 		return r, err
 	}
 	if r.rec, r.after, err = recRun(llmCalls, out); err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(out + "-u")
+	if r.recU, _, err = recRun(llmCalls, out+"-u", "--order-responses=false"); err != nil {
 		return r, err
 	}
 	srv.stop()

@@ -29,7 +29,7 @@ var (
 	readme      = flag.String("readme", "docs/benchmarks.md", "the page whose figures section a full run regenerates (empty: none)")
 	summaryPage = flag.String("summary", "README.md", "the page whose short summary table (at most 14 rows) a full run regenerates (empty: none)")
 	daldBin     = flag.String("dald", "bin/dald", "dald binary")
-	only        = flag.String("only", "", "comma-separated sections to run (fidelity, start, sleep, clock, faketime, record, llm, netcap, tracing, ebpf, dald, consistency, go, layer); default all. A partial run leaves docs/benchmarks.md alone")
+	only        = flag.String("only", "", "comma-separated sections to run (fidelity, start, sleep, clock, faketime, record, llm, order, netcap, tracing, ebpf, dald, consistency, go, layer); default all. A partial run leaves docs/benchmarks.md alone")
 	smoke       = flag.Bool("smoke", false, "the short suite CI runs (under 5 minutes on 2 cores): fidelity, start, sleep, faketime, record, netcap (latency), tracing, with fewer repeats; docs/benchmarks.md is left alone")
 	seeds       = flag.Int("seeds", 0, "random seeds per agent in the fidelity suite (default 3 with -smoke, else 5)")
 )
@@ -51,6 +51,7 @@ var sections = []section{
 	{"faketime", true, func(string) []bench.Figure { return clockCompare() }},
 	{"record", true, func(string) []bench.Figure { return recordReplay() }},
 	{"llm", false, func(string) []bench.Figure { return llmReplay() }},
+	{"order", false, func(string) []bench.Figure { return parallelOverlap() }},
 	{"netcap", true, netcapBench},
 	{"tracing", true, func(string) []bench.Figure { return tracingBench() }},
 	{"ebpf", false, boundaryBench},

@@ -19,15 +19,25 @@
 //   3. not due, no OUTSTANDING I/O, no immediates: jump t to its deadline and
 //      fire it. The jump runs from a native setImmediate, so I/O callbacks
 //      that are ready get their turn (poll phase) before virtual time moves.
-//   4. not due and I/O outstanding: wait for the I/O with real timers, in
-//      polls of at most 16 ms, for at most (deadline - t) of real time. When
-//      the I/O is done first, rules 2-3 apply; when the real wait runs out
-//      first, the timer fires (t jumps to its deadline). Virtual time does not
-//      move while waiting: clock reads during the wait still see t advance by
-//      the quantum only, so what the agent reads does not depend on how long
-//      the I/O took. The real time already waited for a given earliest timer
-//      is kept when the agent adds or clears other timers, so a timeout still
-//      fires after its real duration while I/O is pending.
+//   4. not due and I/O outstanding: wait for the I/O with native timers, in
+//      polls of at most 16 ms, until the polls have waited (deadline - t) in
+//      all with no I/O progress. When the I/O is done first, rules 2-3
+//      apply; when the waits add up first, the timer fires (t jumps to its
+//      deadline). Virtual time does not move while waiting: clock reads
+//      during the wait still see t advance by the quantum only, so what the
+//      agent reads does not depend on how long the I/O took. A poll counts
+//      for the native time it took, at most its own timeout: under dal's
+//      syscall layer the native clock is the process's virtual one, which a
+//      wait held for a response the proxy owes does not move, and which
+//      another thread's wait (Node's platform thread waits 5 s at a time)
+//      may move while the poll waits: that is not this poll's time. Any I/O
+//      progress (a byte read or written by a socket or pipe, a request or
+//      handle begun or ended, the program reading the clock) starts the
+//      count again, so waits spread over a run (a few ms per request
+//      before the proxy holds it) never add up to a timeout. What was
+//      waited for a given earliest timer is kept when the agent adds or
+//      clears other timers, so a timeout still fires after its duration
+//      while I/O is pending.
 //
 // One timer fires per turn of the event loop, so nextTicks, microtasks,
 // immediates and ready I/O run between two timer callbacks as in Node.
@@ -45,7 +55,10 @@
 //
 // WHY: an agent's typical race is a request to an LLM or tool API against a
 // timeout timer. Locally served (replay) the request completes long before
-// the timeout in real time, so the outcome is the same on every run. A
+// the timeout in real time, so the outcome is the same on every run; under
+// dal's syscall layer with the delivery order (record's default), a poll
+// waiting for a response the proxy owes is held until it comes, however
+// long upstream takes, so recording and replay agree too. A
 // listening server, an idle keep-alive connection or a watcher never
 // freezes time: they do not count, and when something does count the timers
 // still fire after their real duration, so no configuration hangs.
@@ -57,8 +70,9 @@
 //     even if its real duration is shorter than the timer's.
 //   - An open ref'd client socket (a WebSocket, a database connection) makes
 //     timers run at real speed while it is open.
-//   - When I/O and a timer race closely in real time (the I/O takes about as
-//     long as the timer's delay) the winner depends on real timing.
+//   - When I/O the proxy does not hold (a child's pipe, a WebSocket, the
+//     moment before the proxy has read a request) and a timer race closely
+//     in real time, the winner depends on real timing.
 //   - A ref'd setInterval that is never cleared keeps Node alive forever,
 //     natively too; here it burns through virtual time as fast as the CPU
 //     allows: bound such agents with dal-exec --timeout.
@@ -171,6 +185,29 @@ function socketsOutstanding() {
   return false;
 }
 
+// ioProgress returns a mark that changes when the process's I/O makes
+// progress: bytes read or written by its ref'd sockets and pipes, or its
+// ref'd resources (requests, handles, besides timers and immediates)
+// coming or going.
+function ioProgress() {
+  let bytes = 0;
+  const handles = process._getActiveHandles();
+  for (let i = 0; i < handles.length; i++) {
+    const h = handles[i];
+    if (h === null || typeof h !== 'object') continue;
+    const r = h.bytesRead;
+    const w = h.bytesWritten;
+    if (typeof r === 'number') bytes += r;
+    if (typeof w === 'number') bytes += w;
+  }
+  let n = 0;
+  const info = process.getActiveResourcesInfo();
+  for (let i = 0; i < info.length; i++) {
+    if (info[i] !== 'Timeout' && info[i] !== 'Immediate') n++;
+  }
+  return bytes * 4096 + n;
+}
+
 // createTimers returns the virtual-timer API driven on clock.
 //
 //   clock:  { t }  the stream's virtual offset in ns (a Number), read and
@@ -179,7 +216,9 @@ function socketsOutstanding() {
 //   native: { setImmediate, clearImmediate, setTimeout, clearTimeout, nowNs }
 //           the real primitives, saved before any patching.
 //   activity: () => IDLE | IMMEDIATES | IO (default: loopActivity).
-function createTimers({ clock, native, activity = loopActivity }) {
+//   progress: () => a mark that changes when I/O makes progress (default:
+//           ioProgress).
+function createTimers({ clock, native, activity = loopActivity, progress = ioProgress }) {
   const heap = []; // entries {d: deadline ns, s: seq, timer}, a binary min-heap
   const byId = new Map(); // numeric ids handed out through Symbol.toPrimitive
   const fired = []; // [deadline_offset_ns, seq] in firing order
@@ -192,8 +231,12 @@ function createTimers({ clock, native, activity = loopActivity }) {
   let driver = null; // native Immediate or Timeout
   let driverKind = 0; // 0 none, 1 plan queued (immediate), 2 waiting for I/O (timeout)
   let waitEntry = null; // the entry whose deadline the I/O wait is for
-  let waitStart = 0; // real ns when that wait began
+  let waited = 0; // native ns the polls for it waited with no I/O progress
   let waitSeen = 0; // clock.t at the last poll: a change means the program ran
+  let waitMark = 0; // progress() at the last poll
+  let pollStart = 0; // native ns when the poll under way began
+  let pollNs = 0; // its timeout
+  let polled = 0; // native ns the last poll counts for (at most its timeout)
   let pollMs = 1;
   let deferred = 0; // turns in a row a jump waited for immediates
 
@@ -418,7 +461,14 @@ function createTimers({ clock, native, activity = loopActivity }) {
   // schedule makes sure a plan runs for the current earliest timer.
   function schedule() {
     if (driverKind === 1) { syncRef(); return; }
-    if (driverKind === 2) { native.clearTimeout(driver); driver = null; driverKind = 0; }
+    if (driverKind === 2) {
+      // A poll cut short still counts for what it waited.
+      native.clearTimeout(driver);
+      driver = null;
+      driverKind = 0;
+      if (pollNs > 0) polled = Math.min(Math.max(native.nowNs() - pollStart, 0), pollNs);
+      pollNs = 0;
+    }
     if (active === 0) { waitEntry = null; return; }
     driver = native.setImmediate(plan);
     driverKind = 1;
@@ -449,26 +499,37 @@ function createTimers({ clock, native, activity = loopActivity }) {
       syncRef();
       return;
     }
-    if (pending !== IO) { waitEntry = null; fire(e); return; }
-    // I/O is outstanding: wait for it in real time, at most until the deadline.
-    const now = native.nowNs();
-    // The wait restarts whenever the program ran in between (I/O was
-    // handled: it read the clock, which moves clock.t): the timer fires
-    // only after its whole virtual delay passed in real time with no I/O
-    // progress, not after the I/O of a whole run added up to it.
-    if (waitEntry !== e || waitSeen !== clock.t) {
+    if (pending !== IO) { waitEntry = null; polled = 0; fire(e); return; }
+    // I/O is outstanding: wait for it, at most until the polls have waited
+    // the timer's whole delay with no I/O progress (THE RULE, 4).
+    const mark = progress();
+    if (waitEntry !== e || waitSeen !== clock.t || mark !== waitMark) {
       waitEntry = e;
-      waitStart = now;
+      waited = 0;
       waitSeen = clock.t;
+      waitMark = mark;
       pollMs = 1;
+    } else {
+      waited += polled;
     }
-    const left = (e.d - clock.t) - (now - waitStart);
+    polled = 0;
+    const left = (e.d - clock.t) - waited;
     if (left <= 0) { waitEntry = null; fire(e); return; }
     const ms = Math.max(1, Math.min(Math.ceil(left / 1e6), pollMs));
     pollMs = Math.min(pollMs * 2, MAX_POLL_MS);
-    driver = native.setTimeout(plan, ms);
+    pollStart = native.nowNs();
+    pollNs = ms * 1e6;
+    driver = native.setTimeout(afterPoll, ms);
     driverKind = 2;
     syncRef();
+  }
+
+  // afterPoll runs when a poll's native timer fires: it counts the poll
+  // for the native time it took, at most its timeout.
+  function afterPoll() {
+    polled = Math.min(Math.max(native.nowNs() - pollStart, 0), pollNs);
+    pollNs = 0;
+    plan();
   }
 
   function fire(e) {
@@ -589,4 +650,4 @@ function createTimers({ clock, native, activity = loopActivity }) {
   };
 }
 
-module.exports = { createTimers, loopActivity, outstandingIO, AbortError, MAX_FIRED_LOG, IDLE, IMMEDIATES, IO, NONE };
+module.exports = { createTimers, loopActivity, outstandingIO, ioProgress, AbortError, MAX_FIRED_LOG, IDLE, IMMEDIATES, IO, NONE };

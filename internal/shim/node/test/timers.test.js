@@ -9,7 +9,7 @@ const assert = require('node:assert');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const timers = require('node:timers');
-const { createTimers, loopActivity, outstandingIO, AbortError, IDLE, IMMEDIATES, IO, NONE } = require('../timers.js');
+const { createTimers, loopActivity, outstandingIO, ioProgress, AbortError, IDLE, IMMEDIATES, IO, NONE } = require('../timers.js');
 
 const native = {
   setImmediate: timers.setImmediate,
@@ -244,6 +244,56 @@ test('a timer does not fire while I/O keeps completing faster than its delay, ho
   }, 8);
   await new Promise((resolve) => vt.setTimeout(() => { log.push('timer'); resolve(); }, 30));
   assert.deepStrictEqual(log, ['io done', 'timer']);
+});
+
+test('a jump of the native clock during a poll counts only as the poll\'s own timeout', async () => {
+  // Under dal's syscall layer the native clock is the process's virtual
+  // one, which another thread's wait (Node's platform thread waits 5 s at
+  // a time) can move while the event loop polls for a response: that must
+  // not fire a 100 ms timer early.
+  let jump = 0;
+  const jumpy = { ...native, nowNs: () => native.nowNs() + jump };
+  const clock = { t: 0, sleepNs: 0 };
+  const vt = createTimers({ clock, native: jumpy, activity: () => IO, progress: () => 0 });
+  let polls = 0;
+  const moved = native.setInterval(() => { polls++; jump += 5000 * MS; }, 1);
+  const start = native.nowNs();
+  await new Promise((resolve) => vt.setTimeout(resolve, 100));
+  native.clearInterval(moved);
+  assert.ok(polls > 0, 'the native clock jumped while the timer waited');
+  assert.ok(native.nowNs() - start >= 100 * MS, 'waited its own duration, not the jumps');
+  assert.strictEqual(clock.t, 100 * MS);
+});
+
+test('I/O progress without clock reads restarts the wait: short waits spread over a run never add up to a timeout', async () => {
+  // 12 requests 8 ms apart (96 ms in all), by code that never reads the
+  // clock (undici), racing a 30 ms unref'd housekeeping timer.
+  let busy = true;
+  let mark = 0;
+  const clock = { t: 0, sleepNs: 0 };
+  const vt = createTimers({ clock, native, activity: () => (busy ? IO : IDLE), progress: () => mark });
+  const log = [];
+  let completions = 0;
+  const io = native.setInterval(() => {
+    mark++; // a response read
+    if (++completions === 12) { native.clearInterval(io); busy = false; log.push('io done'); }
+  }, 8);
+  await new Promise((resolve) => vt.setTimeout(() => { log.push('timer'); resolve(); }, 30));
+  assert.deepStrictEqual(log, ['io done', 'timer']);
+  assert.strictEqual(clock.t, 30 * MS);
+});
+
+test('ioProgress changes when a socket reads', async () => {
+  const net = require('node:net');
+  const srv = net.createServer((c) => c.end('hello')).listen(0);
+  await new Promise((resolve) => srv.once('listening', resolve));
+  const c = net.connect(srv.address().port);
+  await new Promise((resolve) => c.once('connect', resolve));
+  const before = ioProgress();
+  await new Promise((resolve) => c.once('data', resolve));
+  assert.notStrictEqual(ioProgress(), before);
+  c.destroy();
+  srv.close();
 });
 
 test('an unref\'d timer does not fire when nothing else holds the loop, as Node would exit first', async () => {
