@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -20,26 +21,41 @@ import (
 // only on the request: what varies between runs is latency alone.
 func jitterServer(t *testing.T) string {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return jitterServe(t, func(body []byte) any {
 		var req struct {
 			Model    string `json:"model"`
 			Messages []struct {
 				Content string `json:"content"`
 			} `json:"messages"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
+		if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
+			return nil
 		}
-		time.Sleep(time.Duration(rand.IntN(50_000)) * time.Microsecond)
 		msg := req.Messages[len(req.Messages)-1].Content
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{
+		return map[string]any{
 			"id": "c-" + msg, "object": "chat.completion", "model": req.Model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
 				"message": map[string]any{"role": "assistant", "content": "echo: " + msg}}},
 			"usage": map[string]int{"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-		})
+		}
+	})
+}
+
+// jitterServe serves, on loopback until the test ends, answer's JSON for
+// each request's body after 0-50 ms at random (400 when answer returns
+// nil), and returns the address.
+func jitterServe(t *testing.T, answer func(body []byte) any) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		reply := answer(body)
+		if err != nil || reply == nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		time.Sleep(time.Duration(rand.IntN(50_000)) * time.Microsecond)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(reply)
 	}))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -5,14 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // toolServer is an OpenAI-compatible chat completions server for a ReAct
@@ -22,7 +17,7 @@ import (
 // What varies between runs is latency alone.
 func toolServer(t *testing.T) string {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return jitterServe(t, func(body []byte) any {
 		var req struct {
 			Model    string `json:"model"`
 			Messages []struct {
@@ -30,11 +25,9 @@ func toolServer(t *testing.T) string {
 				Content any    `json:"content"`
 			} `json:"messages"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
+		if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
+			return nil
 		}
-		time.Sleep(time.Duration(rand.IntN(50_000)) * time.Microsecond)
 		var results []string
 		for _, m := range req.Messages {
 			if m.Role == "tool" {
@@ -54,21 +47,12 @@ func toolServer(t *testing.T) string {
 			sum := sha256.Sum256([]byte(strings.Join(results, "\x00")))
 			msg["content"] = fmt.Sprintf("saw %d results, digest %s", len(results), hex.EncodeToString(sum[:6]))
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{
+		return map[string]any{
 			"id": fmt.Sprintf("c%d", len(results)), "object": "chat.completion", "created": 1767225600, "model": req.Model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": finish, "message": msg}},
 			"usage":   map[string]int{"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-		})
-	}))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Listener = l
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return srv.Listener.Addr().String()
+		}
+	})
 }
 
 // TestLangGraphParallelToolsRepeatAndReplay: a LangGraph ReAct agent whose
