@@ -210,7 +210,7 @@ func bindsFromFlags(c *ucli.Context) (ro, rw []string, err error) {
 func limitFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "memory", Value: "50%", EnvVars: []string{"DAL_MEMORY"},
-			Usage: "each of the agent's processes may allocate this much (512M, 4G, or a share of the RAM like 50%); the private /tmp, /var/tmp, /run and /dev/shm hold a quarter of it each; none: no limit"},
+			Usage: "each of the agent's processes may allocate this much (512M, 4G, or a share of the RAM like 50%); the private tmpfs mounts hold a quarter of it each (record: /tmp, /var/tmp, /run, /dev/shm; run: /tmp); none: no limit"},
 		&ucli.StringFlag{Name: "pids", Value: "4096", EnvVars: []string{"DAL_PIDS"},
 			Usage: "the agent's processes and threads at most (enforced when dal-exec is not root); none: no limit"},
 		&ucli.StringFlag{Name: "file-size", Value: "4G", EnvVars: []string{"DAL_FILE_SIZE"},
